@@ -1,0 +1,447 @@
+//! Warden's settings: `settings.toml` → [`Settings`], with profiles, runtimes and the jail's
+//! options.
+//!
+//! The file has the source document's shape, with or without its `default.ai.` prefix, so an
+//! existing file works unchanged. Invariants: unknown keys are errors that name the key's full
+//! path; every option has a documented default and the default is the restrictive choice;
+//! a `Settings` value has passed [`Settings::validate`], so the engine can trust it
+//! (the default profile exists, every profile's runtime exists, limits are positive, policy
+//! names are known).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use warden_policy::PolicySettings;
+use warden_types::{Language, Limits};
+
+/// The embedded default settings: the source document's `standard` and `data_science` profiles.
+pub const DEFAULT_SETTINGS: &str = include_str!("../../../profiles/settings.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("read {path:?}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{origin}: invalid TOML: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("{origin}: {key}: {message}")]
+    Key {
+        origin: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// The whole settings file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
+}
+
+/// Which backend provides isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// Native Linux namespaces, cgroups, seccomp and Landlock (the embedded default).
+    Jail,
+    /// Containers on a Docker Engine.
+    Docker,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Jail => "jail",
+            BackendKind::Docker => "docker",
+        }
+    }
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxSettings {
+    /// Whether the sandbox may run code at all. Default: true.
+    pub enabled: bool,
+    /// The profile used when a request names none. Default: "standard".
+    pub default_profile: String,
+    /// Characters of each output section kept in the LLM-facing format. Default: 2000.
+    pub max_output_length: usize,
+    /// The backend for profiles that don't choose one. Default: "jail".
+    pub backend: BackendKind,
+    /// Named profiles. Default: `standard` and `data_science`. A file that defines profiles
+    /// replaces the built-in ones (it must define its `default_profile`).
+    pub profiles: BTreeMap<String, Profile>,
+    /// Languages and how they run. The built-in ones (python, javascript, bash) are always
+    /// present; a file's entries add languages or replace a built-in one by name.
+    pub runtimes: BTreeMap<String, Runtime>,
+    /// Options of the native jail backend.
+    pub jail: JailOptions,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            default_profile: "standard".into(),
+            max_output_length: 2000,
+            backend: BackendKind::Jail,
+            profiles: BTreeMap::new(),
+            runtimes: BTreeMap::new(),
+            jail: JailOptions::default(),
+        }
+    }
+}
+
+/// `[sandbox.profiles.NAME]`: limits and policies.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Profile {
+    /// Wall-clock limit of one execution, seconds. Default: 30.
+    pub timeout_seconds: f64,
+    /// Memory of the whole sandbox, MiB. Default: 128.
+    pub max_memory_mb: u64,
+    /// Processes and threads at once. Default: 64.
+    pub max_pids: u64,
+    /// CPU quota in cores. Default: 1.0.
+    pub cpus: f64,
+    /// Bytes of stdout and of stderr kept, each; past it the run is stopped. Default: 1 MiB.
+    pub max_output_bytes: u64,
+    /// Largest file the program may write, MiB. Default: 16.
+    pub max_file_size_mb: u64,
+    /// Workspace tmpfs size (working directory and /tmp), MiB. Default: 64.
+    pub workspace_mb: u64,
+    /// Artifacts returned at most. Default: 32.
+    pub max_artifacts: u32,
+    /// Total artifact bytes returned at most, MiB. Default: 16.
+    pub max_artifact_mb: u64,
+    /// Network access. Default: false. `true` is refused by backends that cannot provide a
+    /// controlled network; a profile asking for it is never run without it.
+    pub network_enabled: bool,
+    /// Read-only root filesystem. Default: true; false is rejected (the root is always
+    /// read-only, the workspace and /tmp are the writable places).
+    pub read_only: bool,
+    /// Refuse dynamic imports the policy cannot resolve. Default: true.
+    pub strict_mode: bool,
+    /// Policies run before execution, by name. Default: ["resource_quota"].
+    pub enabled_policies: Vec<String>,
+    /// The profile's runtime: its default language and, optionally, the command and image.
+    pub runtime: ProfileRuntime,
+    /// Settings of each policy.
+    pub policies: PolicySettings,
+    /// This profile's backend. Default: `[sandbox].backend`.
+    pub backend: Option<BackendKind>,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Self {
+            timeout_seconds: 30.0,
+            max_memory_mb: 128,
+            max_pids: 64,
+            cpus: 1.0,
+            max_output_bytes: 1024 * 1024,
+            max_file_size_mb: 16,
+            workspace_mb: 64,
+            max_artifacts: 32,
+            max_artifact_mb: 16,
+            network_enabled: false,
+            read_only: true,
+            strict_mode: true,
+            enabled_policies: vec!["resource_quota".into()],
+            runtime: ProfileRuntime::default(),
+            policies: PolicySettings::default(),
+            backend: None,
+        }
+    }
+}
+
+impl Profile {
+    /// The profile's limits as the backends take them.
+    pub fn limits(&self) -> Limits {
+        const MIB: u64 = 1024 * 1024;
+        Limits {
+            timeout: Duration::from_secs_f64(self.timeout_seconds),
+            memory_mb: self.max_memory_mb,
+            max_pids: self.max_pids,
+            cpus: self.cpus,
+            max_output_bytes: self.max_output_bytes,
+            max_file_size_bytes: self.max_file_size_mb * MIB,
+            workspace_mb: self.workspace_mb,
+            max_artifacts: self.max_artifacts,
+            max_artifact_bytes: self.max_artifact_mb * MIB,
+        }
+    }
+}
+
+/// `[sandbox.profiles.NAME.runtime]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProfileRuntime {
+    /// The language used when a request names none. Default: "python".
+    pub language: String,
+    /// The docker backend's image for this profile's language. Default: the runtime's.
+    pub image: Option<String>,
+    /// The command for this profile's language (the code file is appended). Default: the
+    /// runtime's.
+    pub command: Option<Vec<String>>,
+}
+
+impl Default for ProfileRuntime {
+    fn default() -> Self {
+        Self {
+            language: "python".into(),
+            image: None,
+            command: None,
+        }
+    }
+}
+
+/// `[sandbox.runtimes.LANGUAGE]`: how a language runs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    /// The interpreter and its arguments; the code file's path is appended.
+    pub command: Vec<String>,
+    /// The name of the code file inside the sandbox, e.g. "main.py".
+    pub file_name: String,
+    /// Other names for the language, e.g. ["py"].
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// The docker backend's image. Default: none (the docker backend requires one).
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+/// `[sandbox.jail]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JailOptions {
+    /// Host paths bound read-only into every sandbox's root; missing ones are skipped.
+    /// /root, /home, /var, /proc, /sys, /run, /boot and / itself are refused.
+    /// Default: /usr, /bin, /sbin, /lib, /lib64 and the few /etc files interpreters read.
+    pub host_paths: Vec<PathBuf>,
+    /// The uid and gid the program has inside the sandbox. Default: 1000.
+    pub sandbox_uid: u32,
+    pub sandbox_gid: u32,
+    /// The unprivileged host uid and gid the sandbox user maps to. Default: 65534 (nobody).
+    pub host_uid: u32,
+    pub host_gid: u32,
+}
+
+impl Default for JailOptions {
+    fn default() -> Self {
+        Self {
+            host_paths: [
+                "/usr",
+                "/bin",
+                "/sbin",
+                "/lib",
+                "/lib64",
+                "/lib32",
+                "/libx32",
+                "/etc/alternatives",
+                "/etc/ld.so.cache",
+                "/etc/ld.so.conf",
+                "/etc/ld.so.conf.d",
+                "/etc/localtime",
+                "/etc/nsswitch.conf",
+                "/etc/mime.types",
+                "/etc/python3",
+                "/etc/python3.11",
+                "/etc/matplotlibrc",
+                "/etc/fonts",
+                "/etc/ssl/certs",
+            ]
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+            sandbox_uid: 1000,
+            sandbox_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        }
+    }
+}
+
+fn builtin_runtimes() -> BTreeMap<String, Runtime> {
+    let rt = |cmd: &str, file: &str, aliases: &[&str], image: &str| Runtime {
+        command: vec![cmd.into()],
+        file_name: file.into(),
+        aliases: aliases.iter().map(|a| a.to_string()).collect(),
+        image: Some(image.into()),
+    };
+    BTreeMap::from([
+        ("python".into(), rt("python3", "main.py", &["py", "python3"], "warden-python:3.11")),
+        ("javascript".into(), rt("node", "main.js", &["js", "node", "nodejs"], "warden-node:20")),
+        ("bash".into(), rt("bash", "main.sh", &["sh", "shell"], "warden-python:3.11")),
+    ])
+}
+
+impl Settings {
+    /// The embedded defaults.
+    pub fn builtin() -> Settings {
+        Settings::from_toml(DEFAULT_SETTINGS, "built-in settings")
+            .expect("the embedded settings are valid")
+    }
+
+    pub fn load(path: &Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Settings::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates; `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Settings, ConfigError> {
+        let mut value: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            origin: origin.into(),
+            message: e.message().to_owned(),
+        })?;
+        // The source document nests everything under `default.ai.`; accept both shapes.
+        let mut prefix = "";
+        if let Some(toml::Value::Table(default)) = value.get("default")
+            && value.len() == 1
+            && default.len() == 1
+            && let Some(toml::Value::Table(ai)) = default.get("ai")
+        {
+            value = ai.clone();
+            prefix = "default.ai.";
+        }
+        let key_error = |key: String, message: String| ConfigError::Key {
+            origin: origin.into(),
+            key: format!("{prefix}{key}"),
+            message,
+        };
+        let mut settings: Settings =
+            serde_path_to_error::deserialize(toml::Value::Table(value)).map_err(|e| {
+                let path = e.path().to_string();
+                key_error(path, e.into_inner().message().to_owned())
+            })?;
+        if settings.sandbox.profiles.is_empty() {
+            settings.sandbox.profiles = Settings::builtin_profiles();
+        }
+        let mut runtimes = builtin_runtimes();
+        runtimes.append(&mut settings.sandbox.runtimes);
+        settings.sandbox.runtimes = runtimes;
+        settings
+            .validate()
+            .map_err(|(key, message)| key_error(key, message))?;
+        Ok(settings)
+    }
+
+    fn builtin_profiles() -> BTreeMap<String, Profile> {
+        let builtin: Settings = toml::from_str::<toml::Table>(DEFAULT_SETTINGS)
+            .ok()
+            .and_then(|t| toml::Value::Table(t).try_into().ok())
+            .expect("the embedded settings parse");
+        builtin.sandbox.profiles
+    }
+
+    /// Checks what serde cannot: references between sections and value ranges. Returns the
+    /// offending key's path and why.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let s = &self.sandbox;
+        if !s.profiles.contains_key(&s.default_profile) {
+            return Err((
+                "sandbox.default_profile".into(),
+                format!(
+                    "profile {:?} is not defined (defined: {})",
+                    s.default_profile,
+                    s.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        for (lang, rt) in &s.runtimes {
+            let key = format!("sandbox.runtimes.{lang}");
+            Language::new(lang).map_err(|e| (key.clone(), e.to_string()))?;
+            if rt.command.is_empty() || rt.command[0].is_empty() {
+                return Err((format!("{key}.command"), "must name a program".into()));
+            }
+            if rt.file_name.is_empty() || rt.file_name.contains('/') {
+                return Err((format!("{key}.file_name"), "must be a plain file name".into()));
+            }
+        }
+        for (name, p) in &s.profiles {
+            let key = |field: &str| format!("sandbox.profiles.{name}.{field}");
+            if !(p.timeout_seconds.is_finite() && p.timeout_seconds > 0.0 && p.timeout_seconds <= 86_400.0) {
+                return Err((key("timeout_seconds"), "must be a number of seconds in (0, 86400]".into()));
+            }
+            for (field, value) in [
+                ("max_memory_mb", p.max_memory_mb),
+                ("max_pids", p.max_pids),
+                ("max_output_bytes", p.max_output_bytes),
+                ("max_file_size_mb", p.max_file_size_mb),
+                ("workspace_mb", p.workspace_mb),
+            ] {
+                if value == 0 {
+                    return Err((key(field), "must be at least 1".into()));
+                }
+            }
+            if !(p.cpus.is_finite() && p.cpus > 0.0) {
+                return Err((key("cpus"), "must be a positive number of cores".into()));
+            }
+            if !p.read_only {
+                return Err((
+                    key("read_only"),
+                    "false is not supported: the root filesystem is always read-only (write to the workspace or /tmp)".into(),
+                ));
+            }
+            for policy in &p.enabled_policies {
+                if !warden_policy::known_policies().contains(&policy.as_str()) {
+                    return Err((
+                        key("enabled_policies"),
+                        format!(
+                            "unknown policy {policy:?} (known: {})",
+                            warden_policy::known_policies().join(", ")
+                        ),
+                    ));
+                }
+            }
+            if self.runtime(&p.runtime.language).is_none() {
+                return Err((
+                    key("runtime.language"),
+                    format!(
+                        "no runtime for language {:?} (known: {})",
+                        p.runtime.language,
+                        s.runtimes.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            if let Some(cmd) = &p.runtime.command
+                && (cmd.is_empty() || cmd[0].is_empty())
+            {
+                return Err((key("runtime.command"), "must name a program".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The runtime for a language name or alias: (canonical language, runtime).
+    pub fn runtime(&self, name: &str) -> Option<(Language, &Runtime)> {
+        let name = name.trim().to_ascii_lowercase();
+        self.sandbox
+            .runtimes
+            .iter()
+            .find(|(lang, rt)| **lang == name || rt.aliases.iter().any(|a| *a == name))
+            .and_then(|(lang, rt)| Some((Language::new(lang).ok()?, rt)))
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.sandbox.profiles.get(name)
+    }
+
+    /// The backend a profile runs on.
+    pub fn backend_of(&self, profile: &Profile) -> BackendKind {
+        profile.backend.unwrap_or(self.sandbox.backend)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+use super::*;
+
+const SOURCE_DOCUMENT: &str = r#"
+[default.ai.sandbox]
+enabled = true
+default_profile = "standard"
+max_output_length = 2000 # Truncates long logs to save context
+
+  [default.ai.sandbox.profiles.standard]
+  timeout_seconds = 30
+  max_memory_mb = 128
+  network_enabled = false
+  read_only = true # Mandatory for security
+  strict_mode = true
+  enabled_policies = ["forbidden_imports", "resource_quota"]
+
+    [default.ai.sandbox.profiles.standard.runtime]
+    image = "python:3.11-slim"
+    command = ["python"]
+
+    [default.ai.sandbox.profiles.standard.policies.forbidden_imports]
+    allowed_modules = ["math", "datetime", "json", "random", "string"]
+
+  [default.ai.sandbox.profiles.data_science]
+  timeout_seconds = 60
+  max_memory_mb = 512
+  read_only = true
+  enabled_policies = ["resource_quota"]
+
+    [default.ai.sandbox.profiles.data_science.runtime]
+    image = "python:3.11-data-science"
+    command = ["python"]
+"#;
+
+fn err(text: &str) -> String {
+    Settings::from_toml(text, "test.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn the_source_documents_file_works_unchanged() {
+    let s = Settings::from_toml(SOURCE_DOCUMENT, "settings.toml").unwrap();
+    let standard = s.profile("standard").unwrap();
+    assert_eq!(standard.timeout_seconds, 30.0);
+    assert_eq!(standard.max_memory_mb, 128);
+    assert_eq!(standard.runtime.command.as_deref(), Some(&["python".to_owned()][..]));
+    assert_eq!(
+        standard.policies.forbidden_imports.allowed_modules,
+        ["math", "datetime", "json", "random", "string"]
+    );
+    assert_eq!(s.profile("data_science").unwrap().max_memory_mb, 512);
+}
+
+#[test]
+fn the_same_file_without_the_prefix_is_equal() {
+    let without = SOURCE_DOCUMENT.replace("default.ai.", "");
+    assert_eq!(
+        Settings::from_toml(&without, "a").unwrap(),
+        Settings::from_toml(SOURCE_DOCUMENT, "b").unwrap()
+    );
+}
+
+#[test]
+fn builtin_defaults_are_the_source_documents_profiles() {
+    let s = Settings::builtin();
+    assert_eq!(s.sandbox.default_profile, "standard");
+    assert_eq!(s.sandbox.max_output_length, 2000);
+    let std = s.profile("standard").unwrap();
+    assert_eq!((std.timeout_seconds, std.max_memory_mb), (30.0, 128));
+    assert!(!std.network_enabled && std.read_only && std.strict_mode);
+    assert_eq!(std.enabled_policies, ["forbidden_imports", "resource_quota"]);
+    let ds = s.profile("data_science").unwrap();
+    assert_eq!((ds.timeout_seconds, ds.max_memory_mb), (60.0, 512));
+    assert_eq!(ds.enabled_policies, ["resource_quota"]);
+}
+
+#[test]
+fn an_empty_file_gives_the_builtin_profiles() {
+    let s = Settings::from_toml("", "empty").unwrap();
+    assert!(s.profile("standard").is_some() && s.profile("data_science").is_some());
+}
+
+#[test]
+fn unknown_keys_name_their_full_path() {
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
+        @r#"test.toml: sandbox.profiles.standard: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`"#
+    );
+    insta::assert_snapshot!(
+        err("[default.ai.sandbox]\nbogus = 1\n"),
+        @"test.toml: default.ai.sandbox: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.p.policies.forbidden_imports]\nallowed = []\n[sandbox]\ndefault_profile='p'\n"),
+        @"test.toml: sandbox.profiles.p.policies.forbidden_imports: unknown field `allowed`, expected `allowed_modules`"
+    );
+}
+
+#[test]
+fn bad_values_name_the_key_and_why() {
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\nmax_memory_mb = \"lots\"\n"),
+        @r#"test.toml: sandbox.profiles.standard.max_memory_mb: invalid type: string "lots", expected u64"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\ntimeout_seconds = -1\n"),
+        @"test.toml: sandbox.profiles.standard.timeout_seconds: must be a number of seconds in (0, 86400]"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\nread_only = false\n"),
+        @"test.toml: sandbox.profiles.standard.read_only: false is not supported: the root filesystem is always read-only (write to the workspace or /tmp)"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\nenabled_policies = [\"no_such\"]\n"),
+        @r#"test.toml: sandbox.profiles.standard.enabled_policies: unknown policy "no_such" (known: forbidden_imports, resource_quota)"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox]\ndefault_profile = \"x\"\n"),
+        @r#"test.toml: sandbox.default_profile: profile "x" is not defined (defined: data_science, standard)"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard.runtime]\nlanguage = \"cobol\"\n"),
+        @r#"test.toml: sandbox.profiles.standard.runtime.language: no runtime for language "cobol" (known: bash, javascript, python)"#
+    );
+    assert!(err("[sandbox\n").starts_with("test.toml: invalid TOML"));
+}
+
+#[test]
+fn runtimes_resolve_by_name_and_alias() {
+    let s = Settings::builtin();
+    assert_eq!(s.runtime("python").unwrap().0.as_str(), "python");
+    assert_eq!(s.runtime("JS").unwrap().0.as_str(), "javascript");
+    assert_eq!(s.runtime("sh").unwrap().1.command, ["bash"]);
+    assert!(s.runtime("cobol").is_none());
+}
+
+#[test]
+fn a_file_may_add_a_runtime() {
+    let s = Settings::from_toml(
+        "[sandbox.runtimes.perl]\ncommand = [\"perl\"]\nfile_name = \"main.pl\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(s.runtime("perl").unwrap().1.file_name, "main.pl");
+    assert!(s.runtime("python").is_some());
+}
+
+#[test]
+fn profile_limits_convert_units() {
+    let l = Settings::builtin().profile("standard").unwrap().limits();
+    assert_eq!(l.timeout, Duration::from_secs(30));
+    assert_eq!(l.max_file_size_bytes, 16 << 20);
+}

@@ -1,0 +1,131 @@
+use super::*;
+use std::sync::Mutex;
+use warden_types::{Reason, ExecResult};
+
+/// Records the plans it gets and answers with a fixed result.
+#[derive(Debug, Default)]
+struct RecordingBackend {
+    plans: Mutex<Vec<ExecPlan>>,
+    refuse: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl Backend for RecordingBackend {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+        match &self.refuse {
+            Some(why) => Err(BackendError::Refused(why.clone())),
+            None => Ok(()),
+        }
+    }
+    async fn exec(&self, plan: ExecPlan, _: Option<EventSender>) -> Result<ExecResult, BackendError> {
+        self.plans.lock().unwrap().push(plan);
+        Ok(ExecResult {
+            stdout: "ok\n".into(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+        })
+    }
+}
+
+fn engine(backend: Arc<RecordingBackend>) -> Engine {
+    Engine::new(Arc::new(Settings::builtin())).with_backend(BackendKind::Jail, backend)
+}
+
+fn req(code: &str) -> ExecRequest {
+    ExecRequest {
+        code: code.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn the_default_profile_and_language_are_used() {
+    let b = Arc::new(RecordingBackend::default());
+    engine(b.clone()).execute(req("print(1)"), None).await.unwrap();
+    let plan = b.plans.lock().unwrap().pop().unwrap();
+    assert_eq!(plan.language.as_str(), "python");
+    assert_eq!(plan.command, ["python3"]);
+    assert_eq!(plan.file_name, "main.py");
+    assert_eq!(plan.limits.timeout, Duration::from_secs(30));
+    assert!(!plan.network_enabled);
+}
+
+#[tokio::test]
+async fn policies_refuse_before_the_backend_runs() {
+    let b = Arc::new(RecordingBackend::default());
+    let err = engine(b.clone()).execute(req("import os"), None).await.unwrap_err();
+    match err {
+        EngineError::PolicyViolation(v) => assert_eq!((v.policy, v.line), ("forbidden_imports", Some(1))),
+        other => panic!("{other:?}"),
+    }
+    assert!(b.plans.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn requests_above_the_quota_are_refused() {
+    let b = Arc::new(RecordingBackend::default());
+    let mut r = req("print(1)");
+    r.timeout = Some(Duration::from_secs(120));
+    let err = engine(b.clone()).execute(r, None).await.unwrap_err();
+    assert!(matches!(err, EngineError::PolicyViolation(ref v) if v.policy == "resource_quota"), "{err:?}");
+    let mut r = req("print(1)");
+    r.memory_mb = Some(64);
+    r.timeout = Some(Duration::from_secs(5));
+    engine(b.clone()).execute(r, None).await.unwrap();
+    let plan = b.plans.lock().unwrap().pop().unwrap();
+    assert_eq!((plan.limits.memory_mb, plan.limits.timeout), (64, Duration::from_secs(5)));
+}
+
+#[tokio::test]
+async fn unknown_profiles_and_languages_are_named() {
+    let b = Arc::new(RecordingBackend::default());
+    let mut r = req("x");
+    r.profile = Some("gpu".into());
+    assert_eq!(
+        engine(b.clone()).execute(r, None).await.unwrap_err().to_string(),
+        "unknown profile \"gpu\" (known: data_science, standard)"
+    );
+    let mut r = req("x");
+    r.language = Some("cobol".into());
+    assert_eq!(
+        engine(b).execute(r, None).await.unwrap_err().to_string(),
+        "unknown language \"cobol\" (known: bash, javascript, python)"
+    );
+}
+
+#[tokio::test]
+async fn other_languages_use_their_runtime_and_skip_python_policies() {
+    let b = Arc::new(RecordingBackend::default());
+    let mut r = req("require('fs')");
+    r.language = Some("js".into());
+    engine(b.clone()).execute(r, None).await.unwrap();
+    let plan = b.plans.lock().unwrap().pop().unwrap();
+    assert_eq!((plan.language.as_str(), plan.command[0].as_str()), ("javascript", "node"));
+}
+
+#[tokio::test]
+async fn a_backend_refusal_is_passed_on_and_a_missing_backend_is_named() {
+    let b = Arc::new(RecordingBackend {
+        refuse: Some("no cgroups".into()),
+        ..Default::default()
+    });
+    let err = engine(b).execute(req("print(1)"), None).await.unwrap_err();
+    assert_eq!(err.to_string(), "refused: no cgroups");
+    let bare = Engine::new(Arc::new(Settings::builtin()))
+        .with_unavailable_backend(BackendKind::Jail, "gone".into());
+    let err = bare.execute(req("print(1)"), None).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "profile \"standard\" uses the jail backend, which is not available: gone"
+    );
+}

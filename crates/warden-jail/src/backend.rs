@@ -1,0 +1,219 @@
+//! The jail as an engine [`Backend`]: builds the [`JailPlan`], starts the helper process with
+//! it, turns the helper's frames into events and the final result.
+//!
+//! Invariants: the helper gets an empty environment (the daemon's variables never reach a
+//! sandbox); the helper is killed if the caller goes away (`kill_on_drop`) or if it outlives
+//! the plan's timeout by a safety margin — a stuck helper becomes an error, never a hang.
+
+use crate::cgroup::Hierarchy;
+use crate::helper::HELPER_ENV;
+use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
+use crate::protocol::{self, HelperError, Tag};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden_engine::{Backend, BackendError, EventSender, ExecPlan};
+use warden_types::{ExecEvent, ExecResult};
+
+/// What the jail needs from the settings.
+#[derive(Debug, Clone)]
+pub struct JailSettings {
+    pub host_paths: Vec<PathBuf>,
+    pub ids: IdMap,
+    /// The binary to re-execute as the helper (normally the running `warden`).
+    pub helper_exe: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct JailBackend {
+    settings: JailSettings,
+    hierarchy: Result<Hierarchy, String>,
+}
+
+impl JailBackend {
+    pub fn new(settings: JailSettings) -> JailBackend {
+        JailBackend {
+            settings,
+            hierarchy: Hierarchy::detect().map_err(|e| format!("cannot read cgroup layout: {e}")),
+        }
+    }
+
+    /// Builds the helper's plan for an engine plan.
+    pub fn plan(&self, plan: &ExecPlan) -> Result<JailPlan, BackendError> {
+        let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
+        let mut argv = plan.command.clone();
+        argv.push(code_file.display().to_string());
+        JailPlan::build(PlanInput {
+            argv,
+            code: plan.code.clone(),
+            code_file_name: plan.file_name.clone(),
+            stdin: plan.stdin.clone(),
+            limits: plan.limits.clone(),
+            host_paths: &self.settings.host_paths,
+            ids: self.settings.ids,
+            cgroup_name: format!("run-{}", uuid::Uuid::now_v7().simple()),
+            extra_env: vec![],
+        })
+        .map_err(|e| BackendError::Refused(e.to_string()))
+    }
+}
+
+/// Decodes output chunks as UTF-8 across chunk boundaries: a character split between two
+/// reads is held back until it is whole.
+#[derive(Debug, Default)]
+struct Utf8Carry(Vec<u8>);
+
+impl Utf8Carry {
+    fn push(&mut self, chunk: &[u8]) -> String {
+        self.0.extend_from_slice(chunk);
+        let valid_up_to = match std::str::from_utf8(&self.0) {
+            Ok(_) => self.0.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.0.len(),
+        };
+        let rest = self.0.split_off(valid_up_to);
+        let text = String::from_utf8_lossy(&self.0).into_owned();
+        self.0 = rest;
+        text
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for JailBackend {
+    fn name(&self) -> &'static str {
+        "jail"
+    }
+
+    fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
+        if plan.network_enabled {
+            return Err(BackendError::Refused(
+                "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network".into(),
+            ));
+        }
+        let hierarchy = self.hierarchy.as_ref().map_err(|e| BackendError::Refused(e.clone()))?;
+        let have = hierarchy.controllers();
+        for (controller, limit) in [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")] {
+            if !have.contains(&controller) {
+                return Err(BackendError::Refused(format!(
+                    "the {limit} limit cannot be applied: no cgroup {controller} controller on this host ({})",
+                    hierarchy.describe()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let timeout = plan.limits.timeout;
+        let jail_plan = self.plan(&plan)?;
+        let payload = serde_json::to_vec(&jail_plan)
+            .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
+        let mut child = tokio::process::Command::new(&self.settings.helper_exe)
+            .env_clear()
+            .env(HELPER_ENV, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                BackendError::Internal(format!(
+                    "start helper {}: {e}",
+                    self.settings.helper_exe.display()
+                ))
+            })?;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let write = async move {
+            stdin.write_all(&payload).await?;
+            stdin.shutdown().await
+        };
+        let read = async {
+            let mut out = Utf8Carry::default();
+            let mut err = Utf8Carry::default();
+            loop {
+                let mut header = [0u8; 5];
+                if stdout.read_exact(&mut header).await.is_err() {
+                    return Err(BackendError::Internal(
+                        "the sandbox helper ended without a result".into(),
+                    ));
+                }
+                let (tag, len) = protocol::parse_header(header)
+                    .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+                let mut body = vec![0u8; len];
+                stdout
+                    .read_exact(&mut body)
+                    .await
+                    .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+                match tag {
+                    Tag::Stdout | Tag::Stderr => {
+                        if let Some(tx) = &events {
+                            let event = if tag == Tag::Stdout {
+                                ExecEvent::Stdout { text: out.push(&body) }
+                            } else {
+                                ExecEvent::Stderr { text: err.push(&body) }
+                            };
+                            // A receiver that went away only loses the live view.
+                            let _ = tx.send(event).await;
+                        }
+                    }
+                    Tag::Result => {
+                        return serde_json::from_slice::<ExecResult>(&body)
+                            .map_err(|e| BackendError::Internal(format!("helper result: {e}")));
+                    }
+                    Tag::Error => {
+                        let e: HelperError = serde_json::from_slice(&body)
+                            .map_err(|e| BackendError::Internal(format!("helper error: {e}")))?;
+                        return Err(match e.kind.as_str() {
+                            "refused" => BackendError::Refused(e.message),
+                            "setup" => BackendError::Setup(e.message),
+                            "command" => BackendError::Command(e.message),
+                            _ => BackendError::Internal(e.message),
+                        });
+                    }
+                }
+            }
+        };
+        let margin = timeout + Duration::from_secs(10);
+        let run = async {
+            let (written, result) = tokio::join!(write, read);
+            if let Err(e) = written
+                && result.is_err()
+            {
+                return Err(BackendError::Internal(format!("send plan to helper: {e}")));
+            }
+            result
+        };
+        let result = match tokio::time::timeout(margin, run).await {
+            Ok(result) => result,
+            Err(_) => {
+                let _ = child.start_kill();
+                Err(BackendError::Internal(format!(
+                    "the sandbox helper did not finish within {}s of the timeout",
+                    margin.as_secs()
+                )))
+            }
+        };
+        let _ = child.wait().await;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Utf8Carry;
+
+    #[test]
+    fn split_characters_are_held_until_whole() {
+        let mut c = Utf8Carry::default();
+        let euro = "€".as_bytes();
+        assert_eq!(c.push(&euro[..1]), "");
+        assert_eq!(c.push(&euro[1..]), "€");
+        assert_eq!(c.push(b"\xff ok"), "\u{fffd} ok");
+    }
+}

@@ -1,0 +1,499 @@
+//! Memory, process and CPU limits through cgroups, v1 or v2 behind one trait.
+//!
+//! Invariants: a sandbox gets its own leaf cgroup under Warden's parent (`warden` below the
+//! cgroup the helper runs in, per controller); every limit the plan asks for is written or the
+//! run is refused (fail closed); `remove` leaves no directory behind once the sandbox's
+//! processes are gone. The filesystem root is a parameter, so the layout is tested on a
+//! temporary folder.
+
+use crate::plan::CgroupPlan;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The name of Warden's parent cgroup under the helper's own cgroup.
+pub const PARENT: &str = "warden";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no cgroup {controller} controller is mounted (needed for the {limit} limit)")]
+    ControllerMissing {
+        controller: &'static str,
+        limit: &'static str,
+    },
+    #[error("create cgroup {path:?}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("write {value:?} to {path:?}: {source}")]
+    Write {
+        path: PathBuf,
+        value: String,
+        source: io::Error,
+    },
+    #[error("read {path:?}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("remove cgroup {path:?}: {source}")]
+    Remove { path: PathBuf, source: io::Error },
+}
+
+/// One sandbox's cgroup, created with its limits written.
+pub trait Cgroup: std::fmt::Debug {
+    /// Moves a process into the cgroup (all controllers).
+    fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError>;
+    /// Whether the kernel's OOM killer ended a process of this cgroup.
+    fn oom_killed(&self) -> bool;
+    /// Whether a fork or clone failed because of the process limit.
+    fn pids_limit_hit(&self) -> bool;
+    /// Pids still in the cgroup.
+    fn pids(&self) -> Vec<libc::pid_t>;
+    /// Removes the cgroup; the processes must be gone. Retries briefly while the kernel
+    /// finishes tearing them down.
+    fn remove(&self) -> Result<(), CgroupError>;
+}
+
+/// Which cgroup hierarchy serves the limits on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// v1: one folder per controller, already including the helper's own cgroup path.
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+        cpu: Option<PathBuf>,
+    },
+    /// v2: the helper's own cgroup folder in the unified hierarchy, with the controllers it
+    /// may enable for children.
+    V2 {
+        base: PathBuf,
+        controllers: Vec<String>,
+    },
+}
+
+impl Hierarchy {
+    /// Finds the controllers from /proc/self/mountinfo and /proc/self/cgroup.
+    pub fn detect() -> io::Result<Hierarchy> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        let own = fs::read_to_string("/proc/self/cgroup")?;
+        Ok(Self::from_proc(&mountinfo, &own, |p| {
+            fs::read_to_string(p).unwrap_or_default()
+        }))
+    }
+
+    /// Prefers v1 controllers where they are mounted (a v2 mount without them, as on hosts
+    /// that mount cgroup2 for hugetlb only, is ignored); otherwise v2.
+    pub fn from_proc(mountinfo: &str, own_cgroup: &str, read: impl Fn(&Path) -> String) -> Hierarchy {
+        let mut v1: Vec<(String, PathBuf)> = Vec::new();
+        let mut v2_mount = None;
+        for line in mountinfo.lines() {
+            let Some((left, right)) = line.split_once(" - ") else {
+                continue;
+            };
+            let mount_point = left.split(' ').nth(4).unwrap_or_default();
+            let mut right = right.split(' ');
+            let fstype = right.next().unwrap_or_default();
+            let options = right.nth(1).unwrap_or_default();
+            match fstype {
+                "cgroup" => {
+                    for opt in options.split(',') {
+                        if matches!(opt, "memory" | "pids" | "cpu") {
+                            v1.push((opt.to_owned(), PathBuf::from(mount_point)));
+                        }
+                    }
+                }
+                "cgroup2" => v2_mount = Some(PathBuf::from(mount_point)),
+                _ => {}
+            }
+        }
+        let own_path = |controller: &str| -> String {
+            for line in own_cgroup.lines() {
+                let mut parts = line.splitn(3, ':');
+                let (_, ctrls, path) = (parts.next(), parts.next(), parts.next());
+                let (Some(ctrls), Some(path)) = (ctrls, path) else {
+                    continue;
+                };
+                if (controller.is_empty() && ctrls.is_empty())
+                    || (!controller.is_empty() && ctrls.split(',').any(|c| c == controller))
+                {
+                    return path.to_owned();
+                }
+            }
+            "/".to_owned()
+        };
+        let v1_path = |name: &str| {
+            v1.iter().find(|(c, _)| c == name).map(|(_, mount)| {
+                mount.join(own_path(name).trim_start_matches('/'))
+            })
+        };
+        if !v1.is_empty() {
+            return Hierarchy::V1 {
+                memory: v1_path("memory"),
+                pids: v1_path("pids"),
+                cpu: v1_path("cpu"),
+            };
+        }
+        let base = v2_mount
+            .map(|m| m.join(own_path("").trim_start_matches('/')))
+            .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
+        let controllers = read(&base.join("cgroup.controllers"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        Hierarchy::V2 { base, controllers }
+    }
+
+    /// A short description for `warden doctor`.
+    pub fn describe(&self) -> String {
+        match self {
+            Hierarchy::V1 { memory, pids, cpu } => {
+                let mut have = Vec::new();
+                for (name, p) in [("memory", memory), ("pids", pids), ("cpu", cpu)] {
+                    if p.is_some() {
+                        have.push(name);
+                    }
+                }
+                format!("cgroup v1 ({})", have.join(", "))
+            }
+            Hierarchy::V2 { base, controllers } => {
+                format!("cgroup v2 at {} ({})", base.display(), controllers.join(", "))
+            }
+        }
+    }
+
+    /// Which of memory, pids, cpu this hierarchy can limit.
+    pub fn controllers(&self) -> Vec<&'static str> {
+        match self {
+            Hierarchy::V1 { memory, pids, cpu } => [("memory", memory), ("pids", pids), ("cpu", cpu)]
+                .into_iter()
+                .filter(|(_, p)| p.is_some())
+                .map(|(n, _)| n)
+                .collect(),
+            Hierarchy::V2 { controllers, .. } => ["memory", "pids", "cpu"]
+                .into_iter()
+                .filter(|c| controllers.iter().any(|have| have == c))
+                .collect(),
+        }
+    }
+
+    /// Creates the sandbox's cgroup with the plan's limits. Nothing is left behind on error.
+    pub fn create(&self, plan: &CgroupPlan) -> Result<Box<dyn Cgroup>, CgroupError> {
+        match self {
+            Hierarchy::V1 { memory, pids, cpu } => {
+                let need = |p: &Option<PathBuf>, controller, limit| {
+                    p.clone()
+                        .map(|p| p.join(PARENT).join(&plan.name))
+                        .ok_or(CgroupError::ControllerMissing { controller, limit })
+                };
+                let cg = V1Cgroup {
+                    memory: need(memory, "memory", "memory")?,
+                    pids: need(pids, "pids", "process")?,
+                    cpu: need(cpu, "cpu", "cpu")?,
+                };
+                if let Err(e) = cg.setup(plan) {
+                    let _ = cg.remove();
+                    return Err(e);
+                }
+                Ok(Box::new(cg))
+            }
+            Hierarchy::V2 { base, controllers } => {
+                for (controller, limit) in [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")] {
+                    if !controllers.iter().any(|c| c == controller) {
+                        return Err(CgroupError::ControllerMissing { controller, limit });
+                    }
+                }
+                let cg = V2Cgroup {
+                    parent: base.join(PARENT),
+                    path: base.join(PARENT).join(&plan.name),
+                };
+                if let Err(e) = cg.setup(plan) {
+                    let _ = cg.remove();
+                    return Err(e);
+                }
+                Ok(Box::new(cg))
+            }
+        }
+    }
+
+    /// The folders of Warden's parent cgroup, to find leftovers.
+    pub fn parents(&self) -> Vec<PathBuf> {
+        match self {
+            Hierarchy::V1 { memory, pids, cpu } => [memory, pids, cpu]
+                .into_iter()
+                .flatten()
+                .map(|p| p.join(PARENT))
+                .collect(),
+            Hierarchy::V2 { base, .. } => vec![base.join(PARENT)],
+        }
+    }
+}
+
+fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
+    fs::write(path, value).map_err(|source| CgroupError::Write {
+        path: path.to_owned(),
+        value: value.to_owned(),
+        source,
+    })
+}
+
+fn mkdir(path: &Path) -> Result<(), CgroupError> {
+    match fs::create_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(source) => Err(CgroupError::Create {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Reads a `key value` counter from a flat-keyed cgroup file.
+fn counter(path: &Path, key: &str) -> u64 {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok()).flatten()
+        })
+        .unwrap_or(0)
+}
+
+fn procs(path: &Path) -> Vec<libc::pid_t> {
+    fs::read_to_string(path.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn rmdir_retrying(path: &Path) -> Result<(), CgroupError> {
+    let mut delay = Duration::from_micros(200);
+    for _ in 0..40 {
+        match fs::remove_dir(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                for pid in procs(path) {
+                    let _ = crate::sys::kill(pid, libc::SIGKILL);
+                }
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_millis(50));
+            }
+            // A plain folder (the fake hierarchy in tests) is not empty: remove it whole.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                return fs::remove_dir_all(path).map_err(|source| CgroupError::Remove {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+            Err(source) => {
+                return Err(CgroupError::Remove {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        }
+    }
+    Err(CgroupError::Remove {
+        path: path.to_owned(),
+        source: io::Error::from_raw_os_error(libc::EBUSY),
+    })
+}
+
+const CFS_PERIOD_US: u64 = 100_000;
+
+fn cfs_quota_us(cpus: f64) -> u64 {
+    ((cpus * CFS_PERIOD_US as f64).round() as u64).max(1000)
+}
+
+#[derive(Debug)]
+struct V1Cgroup {
+    memory: PathBuf,
+    pids: PathBuf,
+    cpu: PathBuf,
+}
+
+impl V1Cgroup {
+    fn setup(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
+        for dir in [&self.memory, &self.pids, &self.cpu] {
+            mkdir(dir)?;
+        }
+        let bytes = plan.memory_bytes.to_string();
+        write(&self.memory.join("memory.limit_in_bytes"), &bytes)?;
+        // With swap accounting, swap must be capped too, or the limit only moves pages to swap.
+        let memsw = self.memory.join("memory.memsw.limit_in_bytes");
+        if memsw.exists() {
+            write(&memsw, &bytes)?;
+        }
+        write(&self.pids.join("pids.max"), &plan.max_pids.to_string())?;
+        write(&self.cpu.join("cpu.cfs_period_us"), &CFS_PERIOD_US.to_string())?;
+        write(
+            &self.cpu.join("cpu.cfs_quota_us"),
+            &cfs_quota_us(plan.cpus).to_string(),
+        )?;
+        Ok(())
+    }
+}
+
+impl Cgroup for V1Cgroup {
+    fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
+        for dir in [&self.memory, &self.pids, &self.cpu] {
+            write(&dir.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn oom_killed(&self) -> bool {
+        counter(&self.memory.join("memory.oom_control"), "oom_kill") > 0
+    }
+
+    fn pids_limit_hit(&self) -> bool {
+        counter(&self.pids.join("pids.events"), "max") > 0
+    }
+
+    fn pids(&self) -> Vec<libc::pid_t> {
+        procs(&self.pids)
+    }
+
+    fn remove(&self) -> Result<(), CgroupError> {
+        let mut first_error = None;
+        for dir in [&self.memory, &self.pids, &self.cpu] {
+            if let Err(e) = rmdir_retrying(dir) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+#[derive(Debug)]
+struct V2Cgroup {
+    parent: PathBuf,
+    path: PathBuf,
+}
+
+impl V2Cgroup {
+    fn setup(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
+        mkdir(&self.parent)?;
+        write(
+            &self.parent.join("cgroup.subtree_control"),
+            "+memory +pids +cpu",
+        )?;
+        mkdir(&self.path)?;
+        write(&self.path.join("memory.max"), &plan.memory_bytes.to_string())?;
+        let swap = self.path.join("memory.swap.max");
+        if swap.exists() {
+            write(&swap, "0")?;
+        }
+        write(&self.path.join("pids.max"), &plan.max_pids.to_string())?;
+        write(
+            &self.path.join("cpu.max"),
+            &format!("{} {CFS_PERIOD_US}", cfs_quota_us(plan.cpus)),
+        )?;
+        Ok(())
+    }
+}
+
+impl Cgroup for V2Cgroup {
+    fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
+        write(&self.path.join("cgroup.procs"), &pid.to_string())
+    }
+
+    fn oom_killed(&self) -> bool {
+        counter(&self.path.join("memory.events"), "oom_kill") > 0
+    }
+
+    fn pids_limit_hit(&self) -> bool {
+        counter(&self.path.join("pids.events"), "max") > 0
+    }
+
+    fn pids(&self) -> Vec<libc::pid_t> {
+        procs(&self.path)
+    }
+
+    fn remove(&self) -> Result<(), CgroupError> {
+        let kill = self.path.join("cgroup.kill");
+        if kill.exists() && !self.pids().is_empty() {
+            let _ = fs::write(&kill, "1");
+        }
+        rmdir_retrying(&self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO_V1: &str = "\
+30 25 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+34 30 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+37 30 0:33 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+39 30 0:35 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    const OWN_V1: &str = "8:pids:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/\n";
+
+    #[test]
+    fn v1_is_preferred_and_nested_under_the_own_cgroup() {
+        let h = Hierarchy::from_proc(MOUNTINFO_V1, OWN_V1, |_| String::new());
+        assert_eq!(
+            h,
+            Hierarchy::V1 {
+                memory: Some("/sys/fs/cgroup/memory/process_api/abc".into()),
+                pids: Some("/sys/fs/cgroup/pids".into()),
+                cpu: Some("/sys/fs/cgroup/cpu".into()),
+            }
+        );
+        assert_eq!(h.controllers(), ["memory", "pids", "cpu"]);
+    }
+
+    #[test]
+    fn v2_lists_its_controllers() {
+        let mi = "39 30 0:35 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n";
+        let h = Hierarchy::from_proc(mi, "0::/user.slice\n", |p| {
+            assert_eq!(p, Path::new("/sys/fs/cgroup/user.slice/cgroup.controllers"));
+            "cpu memory pids".into()
+        });
+        assert_eq!(h.controllers(), ["memory", "pids", "cpu"]);
+    }
+
+    #[test]
+    fn a_missing_controller_refuses_the_run() {
+        let h = Hierarchy::V2 {
+            base: "/nonexistent".into(),
+            controllers: vec!["hugetlb".into()],
+        };
+        let plan = CgroupPlan {
+            name: "x".into(),
+            memory_bytes: 1,
+            max_pids: 1,
+            cpus: 1.0,
+        };
+        let err = h.create(&plan).unwrap_err();
+        assert!(matches!(err, CgroupError::ControllerMissing { controller: "memory", .. }), "{err}");
+    }
+
+    #[test]
+    fn v1_writes_every_limit_and_removes_its_folders() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+        };
+        let plan = CgroupPlan {
+            name: "sb1".into(),
+            memory_bytes: 64 << 20,
+            max_pids: 32,
+            cpus: 0.5,
+        };
+        let cg = h.create(&plan).unwrap();
+        let read = |p: &str| fs::read_to_string(tmp.path().join(p)).unwrap();
+        assert_eq!(read("memory/warden/sb1/memory.limit_in_bytes"), "67108864");
+        assert_eq!(read("pids/warden/sb1/pids.max"), "32");
+        assert_eq!(read("cpu/warden/sb1/cpu.cfs_quota_us"), "50000");
+        assert!(!cg.oom_killed());
+        fs::write(tmp.path().join("memory/warden/sb1/memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n").unwrap();
+        assert!(cg.oom_killed());
+        cg.remove().unwrap();
+        assert!(!tmp.path().join("memory/warden/sb1").exists());
+        assert!(!tmp.path().join("cpu/warden/sb1").exists());
+    }
+}

@@ -1,0 +1,58 @@
+//! Landlock: the program may read and execute anywhere in its (already read-only) root, write
+//! only under the workspace, /tmp, /dev/shm and the writable devices, make no TCP connection or
+//! bind, and neither signal nor reach abstract unix sockets outside its sandbox.
+//!
+//! Invariant: a ruleset the kernel does not enforce at all refuses the run (fail closed);
+//! partial enforcement on an older kernel is accepted and reported by `warden doctor`.
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+
+const ABI_WANTED: ABI = ABI::V6;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("landlock ruleset: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+    #[error("landlock is not enforced by this kernel")]
+    NotEnforced,
+}
+
+pub fn restrict(writable: &[&str], devices: &[&str]) -> Result<(), LandlockError> {
+    let all = AccessFs::from_all(ABI_WANTED);
+    let read = AccessFs::from_read(ABI_WANTED);
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)?
+        .handle_access(AccessNet::from_all(ABI_WANTED))?
+        .scope(Scope::from_all(ABI_WANTED))?
+        .create()?
+        .add_rules(path_beneath_rules(["/"], read))?
+        .add_rules(path_beneath_rules(writable, all))?
+        .add_rules(path_beneath_rules(
+            devices,
+            read | AccessFs::WriteFile | AccessFs::IoctlDev,
+        ))?
+        .restrict_self()?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(LandlockError::NotEnforced);
+    }
+    Ok(())
+}
+
+/// The Landlock ABI version of the running kernel (0 when unsupported), for `warden doctor`.
+pub fn kernel_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute and size 0, this only queries the ABI version.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    v.max(0)
+}

@@ -1,0 +1,181 @@
+//! The containment of one sandbox, as a flat, ordered list of named steps run by the sandbox's
+//! init process (pid 1 of its pid namespace) before it starts the program (nsjail's
+//! `contain.cc` is the model).
+//!
+//! Invariants: the order is fixed and visible in `STEPS`; each step does one thing; a failing
+//! step ends the sandbox before the program runs, and its name goes into the error; everything
+//! the program inherits (uid, rlimits, no capabilities, no_new_privs, landlock, seccomp) is
+//! applied to init itself first, so init is no more privileged than the program it reaps.
+
+pub mod caps;
+pub mod landlock;
+pub mod net;
+pub mod rlimits;
+
+use crate::mounts::{self, RealMountSys};
+use crate::plan::JailPlan;
+use crate::seccomp::Filters;
+use crate::sys;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::Path;
+
+/// Where the new root is assembled, inside the sandbox's own mount namespace.
+pub const STAGING: &str = "/tmp";
+
+/// What the steps work with.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    pub plan: &'a JailPlan,
+    pub filters: Option<&'a Filters>,
+    /// Read end of the supervisor's "go" pipe: one byte once ids are mapped and the cgroup
+    /// is attached; EOF if the supervisor died.
+    pub go: OwnedFd,
+    /// Socket on which the workspace tmpfs is handed to the supervisor.
+    pub workspace_socket: OwnedFd,
+}
+
+pub type Step = fn(&mut Ctx<'_>) -> Result<(), String>;
+
+/// The containment steps, in order.
+pub const STEPS: &[(&str, Step)] = &[
+    ("wait for supervisor", wait_for_supervisor),
+    ("switch user", switch_user),
+    ("make mounts private", make_mounts_private),
+    ("build root", build_root),
+    ("hand over workspace", hand_over_workspace),
+    ("pivot root", pivot_root),
+    ("make root read-only", make_root_read_only),
+    ("set hostname", set_hostname),
+    ("bring up loopback", bring_up_loopback),
+    ("enter cgroup namespace", enter_cgroup_namespace),
+    ("apply rlimits", apply_rlimits),
+    ("drop capabilities", drop_capabilities),
+    ("set no_new_privs", set_no_new_privs),
+    ("make init undumpable", make_undumpable),
+    ("apply landlock", apply_landlock),
+    ("apply seccomp", apply_seccomp),
+];
+
+fn os(e: std::io::Error) -> String {
+    e.to_string()
+}
+
+fn wait_for_supervisor(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let mut byte = [0u8; 1];
+    match sys::read(ctx_fd(&ctx.go), &mut byte) {
+        Ok(1) => Ok(()),
+        Ok(_) => Err("supervisor went away".into()),
+        Err(e) => Err(os(e)),
+    }
+}
+
+fn ctx_fd(fd: &OwnedFd) -> BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    fd.as_fd()
+}
+
+fn make_mounts_private(_: &mut Ctx<'_>) -> Result<(), String> {
+    sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(os)
+}
+
+fn build_root(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    mounts::build_root(&mut RealMountSys, Path::new(STAGING), ctx.plan).map_err(|e| e.to_string())
+}
+
+fn hand_over_workspace(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    // The supervisor reads artifacts through this descriptor after the sandbox is gone; the
+    // tmpfs lives as long as the descriptor does, and never appears in the host's mounts.
+    let scratch = mounts::under(Path::new(STAGING), Path::new("/.scratch"));
+    let dir = std::fs::File::open(&scratch).map_err(os)?;
+    let fd: OwnedFd = dir.into();
+    sys::send_fd(ctx_fd(&ctx.workspace_socket), ctx_fd(&fd)).map_err(os)
+}
+
+fn pivot_root(_: &mut Ctx<'_>) -> Result<(), String> {
+    sys::chdir(Path::new(STAGING)).map_err(os)?;
+    sys::pivot_root_here().map_err(os)?;
+    sys::umount_detach(Path::new(".")).map_err(os)?;
+    sys::chdir(Path::new("/")).map_err(os)
+}
+
+fn make_root_read_only(_: &mut Ctx<'_>) -> Result<(), String> {
+    sys::mount_setattr(
+        Path::new("/"),
+        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        false,
+    )
+    .map_err(os)
+}
+
+fn set_hostname(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    sys::sethostname(&ctx.plan.hostname).map_err(os)
+}
+
+fn bring_up_loopback(_: &mut Ctx<'_>) -> Result<(), String> {
+    net::loopback_up().map_err(os)
+}
+
+fn enter_cgroup_namespace(_: &mut Ctx<'_>) -> Result<(), String> {
+    // After the supervisor attached us: the sandbox sees its own cgroup as the root.
+    // SAFETY: unshare with a flag has no memory effects.
+    if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
+        return Err(os(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Becomes the sandbox user first: files the setup creates must be owned by an id mapped in
+/// the namespace (the helper's host root is not), and the capabilities held in the new user
+/// namespace survive the switch because the namespace has no uid 0 to switch away from.
+fn switch_user(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let ids = ctx.plan.ids;
+    // SAFETY: setgroups with an empty list, setresgid/setresuid with integers.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 {
+            return Err(format!("setgroups: {}", std::io::Error::last_os_error()));
+        }
+        let g = ids.inside_gid;
+        if libc::setresgid(g, g, g) != 0 {
+            return Err(format!("setresgid: {}", std::io::Error::last_os_error()));
+        }
+        let u = ids.inside_uid;
+        if libc::setresuid(u, u, u) != 0 {
+            return Err(format!("setresuid: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+fn apply_rlimits(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    rlimits::apply(ctx.plan.limits.max_file_size_bytes).map_err(os)
+}
+
+fn drop_capabilities(_: &mut Ctx<'_>) -> Result<(), String> {
+    caps::drop_all().map_err(os)
+}
+
+fn set_no_new_privs(_: &mut Ctx<'_>) -> Result<(), String> {
+    caps::no_new_privs().map_err(os)
+}
+
+fn make_undumpable(_: &mut Ctx<'_>) -> Result<(), String> {
+    caps::not_dumpable().map_err(os)
+}
+
+fn apply_landlock(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    if !ctx.plan.landlock {
+        return Ok(());
+    }
+    landlock::restrict(
+        &["/workspace", "/tmp", "/dev/shm"],
+        &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"],
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn apply_seccomp(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    match ctx.filters {
+        Some(filters) => crate::seccomp::install(filters).map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
+}

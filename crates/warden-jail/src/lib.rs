@@ -1,0 +1,26 @@
+//! Warden's native isolation backend, the embedded default: a program runs in fresh user, pid,
+//! mount, network, ipc, uts and cgroup namespaces, on a read-only root built from an allow-list
+//! of host paths, with a size-capped tmpfs workspace, cgroup limits, rlimits, no capabilities,
+//! no_new_privs, Landlock and a seccomp allow-list.
+//!
+//! The path of one run: the engine's [`JailBackend`] builds a [`JailPlan`] and starts the
+//! helper (this binary re-executed in helper mode, single-threaded) with the plan on stdin;
+//! [`helper::main`] runs [`supervisor::run`], which clones the sandbox's init; init runs the
+//! containment [`contain::STEPS`] in order and starts the program; the supervisor relays its
+//! output as [`protocol`] frames and ends with the result.
+
+pub mod artifacts;
+pub mod backend;
+pub mod cgroup;
+pub mod contain;
+pub mod helper;
+pub mod mounts;
+pub mod plan;
+pub mod probe;
+pub mod protocol;
+pub mod seccomp;
+pub mod supervisor;
+mod sys;
+
+pub use backend::{JailBackend, JailSettings};
+pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};

@@ -1,0 +1,459 @@
+//! The typed plan of one sandboxed run: everything the helper will do, decided before any side
+//! effect (bubblewrap's SetupOp list, ripgrep's HiArgs).
+//!
+//! Invariants: a `JailPlan` is complete and checked when built — the helper never consults
+//! settings; mount destinations are absolute paths inside the sandbox without `..`; the root
+//! is read-only and built only from the listed host paths; the host's /proc, /sys, /root, /home
+//! and /var are never a source.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Component, Path, PathBuf};
+use warden_types::Limits;
+
+/// Where the workspace, the code and the output folder live inside the sandbox.
+pub const WORKSPACE_DIR: &str = "/workspace";
+pub const OUTPUT_DIR_NAME: &str = "output";
+pub const CODE_DIR: &str = "/code";
+/// Inside the workspace tmpfs: the folder bound at /workspace and the one bound at /tmp.
+pub const SCRATCH_WORK: &str = "work";
+pub const SCRATCH_TMP: &str = "tmp";
+
+/// Host paths never mounted into a sandbox, whatever the settings say.
+pub const FORBIDDEN_HOST_PATHS: &[&str] = &["/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/"];
+
+/// The uid and gid the program has inside the sandbox, and the unprivileged host ids they map to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdMap {
+    pub inside_uid: u32,
+    pub inside_gid: u32,
+    pub host_uid: u32,
+    pub host_gid: u32,
+}
+
+/// One step of building the sandbox's root, applied in order under the new root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum MountOp {
+    /// Bind a host path read-only, nosuid, nodev (recursively).
+    BindReadOnly { source: PathBuf, dest: PathBuf },
+    /// Bind a host device node (read-write, nosuid, noexec).
+    BindDevice { source: PathBuf, dest: PathBuf },
+    /// A symlink, e.g. /bin -> usr/bin on merged-/usr hosts.
+    Symlink { target: PathBuf, dest: PathBuf },
+    Dir { dest: PathBuf, mode: u32 },
+    /// A small file written into the root before it becomes read-only.
+    File { dest: PathBuf, contents: String, mode: u32 },
+    /// A fresh procfs for the sandbox's pid namespace.
+    Proc { dest: PathBuf },
+    /// A size-capped tmpfs owned by the sandbox user.
+    Tmpfs { dest: PathBuf, size_bytes: u64, mode: u32 },
+    /// Bind a subfolder of the workspace tmpfs somewhere (the workspace and /tmp).
+    BindScratch { subdir: String, dest: PathBuf },
+    /// Hide a file under /proc behind /dev/null.
+    MaskFile { dest: PathBuf },
+    /// Hide a folder under /proc behind an empty read-only tmpfs.
+    MaskDir { dest: PathBuf },
+    /// Make an existing path read-only (a bind onto itself, then ro).
+    ReadOnly { dest: PathBuf },
+}
+
+/// The cgroup limits to apply; every field present must be applied or the run is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CgroupPlan {
+    /// The sandbox's cgroup name, unique per run (a leaf under Warden's parent cgroup).
+    pub name: String,
+    pub memory_bytes: u64,
+    pub max_pids: u64,
+    pub cpus: f64,
+}
+
+/// Everything the helper needs to run one program in a fresh sandbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JailPlan {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the sandbox.
+    pub cwd: PathBuf,
+    /// The code, written into the sandbox's own in-memory root at `code_path`.
+    pub code_path: PathBuf,
+    pub code: String,
+    /// Bytes given to the program on stdin (empty: /dev/null-like EOF at once).
+    pub stdin: Vec<u8>,
+    pub limits: Limits,
+    pub ids: IdMap,
+    pub hostname: String,
+    /// Size of the sandbox's root tmpfs, which only holds mount points and small files.
+    pub mounts: Vec<MountOp>,
+    pub cgroup: CgroupPlan,
+    /// Seccomp allow-list on (always, unless a test turns it off to compare).
+    pub seccomp: bool,
+    pub landlock: bool,
+}
+
+/// Why a plan could not be built.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("host path {path:?} may not be mounted into a sandbox ({why})")]
+    ForbiddenHostPath { path: PathBuf, why: &'static str },
+    #[error("path {path:?} must be absolute and free of '..'")]
+    BadPath { path: PathBuf },
+    #[error("empty command: a runtime needs at least a program name")]
+    EmptyCommand,
+    #[error("limit {field} must be greater than zero")]
+    ZeroLimit { field: &'static str },
+}
+
+/// Checks that a path is absolute and has no `..`, `.` is dropped.
+pub fn clean_absolute(path: &Path) -> Result<PathBuf, PlanError> {
+    if !path.is_absolute() {
+        return Err(PlanError::BadPath { path: path.into() });
+    }
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(PlanError::BadPath { path: path.into() });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A host path may be bound only if it is not, and is not under, a forbidden one, and does
+/// not contain one (binding `/` would bring /root along).
+pub fn check_host_path(path: &Path) -> Result<PathBuf, PlanError> {
+    let path = clean_absolute(path)?;
+    for forbidden in FORBIDDEN_HOST_PATHS {
+        let forbidden = Path::new(forbidden);
+        if path == forbidden {
+            return Err(PlanError::ForbiddenHostPath {
+                path,
+                why: "a forbidden path",
+            });
+        }
+        if forbidden != Path::new("/") && path.starts_with(forbidden) {
+            return Err(PlanError::ForbiddenHostPath {
+                path,
+                why: "under a forbidden path",
+            });
+        }
+    }
+    Ok(path)
+}
+
+/// Host files under /proc that are hidden from the sandbox's own procfs (as Docker and runc do).
+pub const MASKED_PROC_FILES: &[&str] = &[
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/sysrq-trigger",
+    "/proc/kallsyms",
+    "/proc/kmsg",
+    "/proc/config.gz",
+];
+pub const MASKED_PROC_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
+pub const READ_ONLY_PROC: &[&str] = &["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"];
+
+/// The device nodes a program gets; all else of /dev is absent.
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What the caller decides: the program, its files and limits.
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    pub argv: Vec<String>,
+    pub code: String,
+    pub code_file_name: String,
+    pub stdin: Vec<u8>,
+    pub limits: Limits,
+    pub host_paths: &'a [PathBuf],
+    pub ids: IdMap,
+    pub cgroup_name: String,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl JailPlan {
+    /// Builds the plan: checks the inputs and lays out the root in order.
+    pub fn build(input: PlanInput<'_>) -> Result<JailPlan, PlanError> {
+        if input.argv.is_empty() || input.argv[0].is_empty() {
+            return Err(PlanError::EmptyCommand);
+        }
+        let l = &input.limits;
+        for (field, value) in [
+            ("timeout", l.timeout.as_millis() as u64),
+            ("memory_mb", l.memory_mb),
+            ("max_pids", l.max_pids),
+            ("workspace_mb", l.workspace_mb),
+            ("max_output_bytes", l.max_output_bytes),
+        ] {
+            if value == 0 {
+                return Err(PlanError::ZeroLimit { field });
+            }
+        }
+        if l.cpus.is_nan() || l.cpus <= 0.0 {
+            return Err(PlanError::ZeroLimit { field: "cpus" });
+        }
+        let mut mounts = Vec::new();
+        for host in input.host_paths {
+            let host = check_host_path(host)?;
+            match std::fs::symlink_metadata(&host) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    // Recreate the link (merged /usr: /bin -> usr/bin) instead of binding what
+                    // it points to, so the sandbox sees the same layout as the host.
+                    let target = std::fs::read_link(&host).map_err(|_| PlanError::BadPath {
+                        path: host.clone(),
+                    })?;
+                    mounts.push(MountOp::Symlink { target, dest: host });
+                }
+                Ok(_) => mounts.push(MountOp::BindReadOnly {
+                    source: host.clone(),
+                    dest: host,
+                }),
+                // A path this host lacks is skipped: the allow-list is a superset for several
+                // distributions.
+                Err(_) => {}
+            }
+        }
+        mounts.push(MountOp::Dir {
+            dest: "/dev".into(),
+            mode: 0o755,
+        });
+        for dev in DEVICES {
+            let path = PathBuf::from("/dev").join(dev);
+            if path.exists() {
+                mounts.push(MountOp::BindDevice {
+                    source: path.clone(),
+                    dest: path,
+                });
+            }
+        }
+        for (name, target) in [
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ] {
+            mounts.push(MountOp::Symlink {
+                target: target.into(),
+                dest: PathBuf::from("/dev").join(name),
+            });
+        }
+        // Python's multiprocessing needs a writable /dev/shm; it shares the workspace's cap
+        // through its own small tmpfs.
+        mounts.push(MountOp::Tmpfs {
+            dest: "/dev/shm".into(),
+            size_bytes: (l.workspace_mb * 1024 * 1024).min(64 * 1024 * 1024),
+            mode: 0o1777,
+        });
+        mounts.push(MountOp::Proc {
+            dest: "/proc".into(),
+        });
+        for f in MASKED_PROC_FILES {
+            mounts.push(MountOp::MaskFile { dest: f.into() });
+        }
+        for d in MASKED_PROC_DIRS {
+            mounts.push(MountOp::MaskDir { dest: d.into() });
+        }
+        for d in READ_ONLY_PROC {
+            mounts.push(MountOp::ReadOnly { dest: d.into() });
+        }
+        let ids = input.ids;
+        mounts.push(MountOp::Dir {
+            dest: "/etc".into(),
+            mode: 0o755,
+        });
+        mounts.push(MountOp::File {
+            dest: "/etc/passwd".into(),
+            contents: format!(
+                "root:x:0:0:root:/:/usr/sbin/nologin\nsandbox:x:{}:{}:sandbox:{WORKSPACE_DIR}:/bin/sh\nnobody:x:65534:65534:nobody:/:/usr/sbin/nologin\n",
+                ids.inside_uid, ids.inside_gid
+            ),
+            mode: 0o644,
+        });
+        mounts.push(MountOp::File {
+            dest: "/etc/group".into(),
+            contents: format!(
+                "root:x:0:\nsandbox:x:{}:\nnogroup:x:65534:\n",
+                ids.inside_gid
+            ),
+            mode: 0o644,
+        });
+        mounts.push(MountOp::File {
+            dest: "/etc/hosts".into(),
+            contents: "127.0.0.1 localhost sandbox\n::1 localhost\n".into(),
+            mode: 0o644,
+        });
+        // The workspace: one tmpfs with the size cap, split into the working directory and
+        // /tmp so that one cap bounds both.
+        mounts.push(MountOp::Tmpfs {
+            dest: "/.scratch".into(),
+            size_bytes: l.workspace_mb * 1024 * 1024,
+            mode: 0o700,
+        });
+        mounts.push(MountOp::BindScratch {
+            subdir: SCRATCH_WORK.into(),
+            dest: WORKSPACE_DIR.into(),
+        });
+        mounts.push(MountOp::BindScratch {
+            subdir: SCRATCH_TMP.into(),
+            dest: "/tmp".into(),
+        });
+        let code_path = PathBuf::from(CODE_DIR).join(&input.code_file_name);
+        let code_path = clean_absolute(&code_path)?;
+        mounts.push(MountOp::Dir {
+            dest: CODE_DIR.into(),
+            mode: 0o755,
+        });
+        let mut env = vec![
+            (
+                "PATH".to_owned(),
+                "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".to_owned(),
+            ),
+            ("HOME".to_owned(), WORKSPACE_DIR.to_owned()),
+            ("TMPDIR".to_owned(), "/tmp".to_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+            ("USER".to_owned(), "sandbox".to_owned()),
+            ("PYTHONUNBUFFERED".to_owned(), "1".to_owned()),
+            ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
+            ("MPLBACKEND".to_owned(), "Agg".to_owned()),
+            (
+                "WARDEN_OUTPUT_DIR".to_owned(),
+                format!("{WORKSPACE_DIR}/{OUTPUT_DIR_NAME}"),
+            ),
+        ];
+        env.extend(input.extra_env);
+        Ok(JailPlan {
+            argv: input.argv,
+            env,
+            cwd: WORKSPACE_DIR.into(),
+            code_path,
+            code: input.code,
+            stdin: input.stdin,
+            cgroup: CgroupPlan {
+                name: input.cgroup_name,
+                memory_bytes: l.memory_mb * 1024 * 1024,
+                max_pids: l.max_pids,
+                cpus: l.cpus,
+            },
+            limits: input.limits,
+            ids,
+            hostname: "sandbox".into(),
+            mounts,
+            seccomp: true,
+            landlock: true,
+        })
+    }
+}
+
+/// The default allow-list of host paths: enough for Debian's python3, node and bash.
+pub fn default_host_paths() -> Vec<PathBuf> {
+    [
+        "/usr",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib64",
+        "/lib32",
+        "/libx32",
+        "/etc/alternatives",
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/localtime",
+        "/etc/nsswitch.conf",
+        "/etc/mime.types",
+        "/etc/python3",
+        "/etc/python3.11",
+        "/etc/matplotlibrc",
+        "/etc/fonts",
+        "/etc/ssl/certs",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits() -> Limits {
+        Limits {
+            timeout: Duration::from_secs(5),
+            memory_mb: 128,
+            max_pids: 64,
+            cpus: 1.0,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 1 << 24,
+            workspace_mb: 64,
+            max_artifacts: 16,
+            max_artifact_bytes: 1 << 24,
+        }
+    }
+
+    fn input(paths: &[PathBuf]) -> PlanInput<'_> {
+        PlanInput {
+            argv: vec!["python3".into(), "/code/main.py".into()],
+            code: "print(1)".into(),
+            code_file_name: "main.py".into(),
+            stdin: vec![],
+            limits: limits(),
+            host_paths: paths,
+            ids: IdMap {
+                inside_uid: 1000,
+                inside_gid: 1000,
+                host_uid: 65534,
+                host_gid: 65534,
+            },
+            cgroup_name: "t".into(),
+            extra_env: vec![],
+        }
+    }
+
+    #[test]
+    fn secret_host_paths_are_refused() {
+        for bad in ["/", "/root", "/root/.ssh", "/home/u", "/var/lib", "/proc", "/sys/fs", "/usr/../root"] {
+            let paths = vec![PathBuf::from(bad)];
+            let err = JailPlan::build(input(&paths)).unwrap_err();
+            assert!(
+                matches!(err, PlanError::ForbiddenHostPath { .. } | PlanError::BadPath { .. }),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn relative_paths_are_refused() {
+        let paths = vec![PathBuf::from("usr")];
+        assert!(matches!(
+            JailPlan::build(input(&paths)),
+            Err(PlanError::BadPath { .. })
+        ));
+    }
+
+    #[test]
+    fn missing_host_paths_are_skipped_and_proc_comes_before_masks() {
+        let paths = vec![PathBuf::from("/usr"), PathBuf::from("/nonexistent-warden")];
+        let plan = JailPlan::build(input(&paths)).unwrap();
+        assert!(!plan.mounts.iter().any(|m| matches!(m, MountOp::BindReadOnly { source, .. } if source.ends_with("nonexistent-warden"))));
+        let proc_at = plan.mounts.iter().position(|m| matches!(m, MountOp::Proc { .. })).unwrap();
+        let mask_at = plan.mounts.iter().position(|m| matches!(m, MountOp::MaskFile { .. })).unwrap();
+        assert!(proc_at < mask_at);
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        let paths = vec![];
+        let mut i = input(&paths);
+        i.limits.memory_mb = 0;
+        assert_eq!(
+            JailPlan::build(i).unwrap_err(),
+            PlanError::ZeroLimit { field: "memory_mb" }
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! What this host supports, for `warden doctor`: namespaces, cgroup controllers, seccomp,
+//! Landlock. Each probe is cheap and has no lasting effect.
+
+use crate::cgroup::Hierarchy;
+use crate::sys;
+
+/// One capability of the host and whether it works.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Probe {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Tries to create every namespace the jail uses, in a child that exits at once.
+fn namespaces() -> Probe {
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
+    // SAFETY: a fork-like clone whose child only calls _exit.
+    let pid = unsafe {
+        libc::syscall(libc::SYS_clone, (flags | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize)
+    };
+    if pid == 0 {
+        // SAFETY: _exit in the child.
+        unsafe { libc::_exit(0) };
+    }
+    if pid < 0 {
+        return Probe {
+            name: "namespaces",
+            ok: false,
+            detail: format!("user+pid+mount+net+ipc+uts+cgroup: {}", std::io::Error::last_os_error()),
+        };
+    }
+    let status = sys::waitpid(pid as libc::pid_t).unwrap_or(-1);
+    Probe {
+        name: "namespaces",
+        ok: status == 0,
+        detail: "user, pid, mount, net, ipc, uts, cgroup".into(),
+    }
+}
+
+fn seccomp() -> Probe {
+    // SAFETY: prctl query with no memory effects.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    let compiled = crate::seccomp::compile();
+    Probe {
+        name: "seccomp",
+        ok: mode >= 0 && compiled.is_ok(),
+        detail: match compiled {
+            Ok(f) => format!(
+                "filter mode available; allow-list compiles ({} BPF instructions)",
+                f.allow.len()
+            ),
+            Err(e) => e.to_string(),
+        },
+    }
+}
+
+fn landlock() -> Probe {
+    let abi = crate::contain::landlock::kernel_abi();
+    Probe {
+        name: "landlock",
+        ok: abi >= 1,
+        detail: if abi >= 1 {
+            format!("ABI {abi}")
+        } else {
+            "not supported by this kernel".into()
+        },
+    }
+}
+
+fn cgroups() -> Vec<Probe> {
+    match Hierarchy::detect() {
+        Ok(h) => {
+            let have = h.controllers();
+            let parents_writable = h.parents().iter().all(|p| {
+                let probe_dir = p.parent().unwrap_or(p);
+                let c = sys::cstring(probe_dir).ok();
+                // SAFETY: `c` is a valid C string when present.
+                c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+            });
+            ["memory", "pids", "cpu"]
+                .into_iter()
+                .map(|name| Probe {
+                    name: match name {
+                        "memory" => "cgroup memory",
+                        "pids" => "cgroup pids",
+                        _ => "cgroup cpu",
+                    },
+                    ok: have.contains(&name) && parents_writable,
+                    detail: if !have.contains(&name) {
+                        format!("controller missing ({})", h.describe())
+                    } else if !parents_writable {
+                        format!("not writable by this user ({})", h.describe())
+                    } else {
+                        h.describe()
+                    },
+                })
+                .collect()
+        }
+        Err(e) => vec![Probe {
+            name: "cgroups",
+            ok: false,
+            detail: e.to_string(),
+        }],
+    }
+}
+
+/// Every probe of the jail backend.
+pub fn run_all() -> Vec<Probe> {
+    let mut probes = vec![namespaces()];
+    probes.extend(cgroups());
+    probes.push(seccomp());
+    probes.push(landlock());
+    probes
+}

@@ -1,0 +1,581 @@
+//! Runs one plan: creates the cgroup, clones the sandbox's init into fresh namespaces, maps its
+//! ids, feeds stdin, relays stdout and stderr as they come, enforces the wall timeout and the
+//! output cap, then collects artifacts and removes the cgroup.
+//!
+//! Invariants: runs in a single-threaded process (the helper), never in the daemon; the sandbox
+//! is killed by killing its init, which makes the kernel kill every process of its pid
+//! namespace, double-forked ones included; the cgroup is removed on every path out, and the
+//! workspace tmpfs dies with the last descriptor to it, so nothing is left behind.
+
+use crate::artifacts;
+use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
+use crate::contain::{self, Ctx};
+use crate::plan::JailPlan;
+use crate::seccomp::{self, Filters};
+use crate::sys;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use warden_types::{ExecResult, Reason};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    /// A limit of the plan cannot be applied on this host: the run is refused, never weaker.
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("sandbox setup failed at step {step:?}: {message}")]
+    Setup { step: String, message: String },
+    #[error("cannot start {command:?}: {message}")]
+    Command { command: String, message: String },
+    #[error("{op}: {source}")]
+    Os {
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl From<CgroupError> for JailError {
+    fn from(e: CgroupError) -> Self {
+        JailError::Refused(e.to_string())
+    }
+}
+
+fn os(op: &'static str) -> impl FnOnce(io::Error) -> JailError {
+    move |source| JailError::Os { op, source }
+}
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Removes the cgroup whatever way `run` returns.
+struct CgroupGuard(Box<dyn Cgroup>);
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        let _ = self.0.remove();
+    }
+}
+
+// Messages from the sandbox on the status pipe: tag byte, u32 length, payload.
+const MSG_STEP_FAILED: u8 = b'E';
+const MSG_EXEC_FAILED: u8 = b'C';
+const MSG_EXIT_STATUS: u8 = b'X';
+
+fn send_msg(fd: RawFd, tag: u8, payload: &[u8]) {
+    let mut msg = Vec::with_capacity(5 + payload.len());
+    msg.push(tag);
+    msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    msg.extend_from_slice(payload);
+    // SAFETY: `fd` is the status pipe's write end, open in this process.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let _ = sys::write_all(fd, &msg);
+}
+
+/// Runs the plan and relays output to `on_output` as it arrives.
+pub fn run(
+    plan: &JailPlan,
+    hierarchy: &Hierarchy,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<ExecResult, JailError> {
+    let filters = if plan.seccomp {
+        Some(seccomp::compile().map_err(|e| JailError::Refused(e.to_string()))?)
+    } else {
+        None
+    };
+    let cgroup = CgroupGuard(hierarchy.create(&plan.cgroup)?);
+
+    let (out_r, out_w) = sys::pipe().map_err(os("pipe"))?;
+    let (err_r, err_w) = sys::pipe().map_err(os("pipe"))?;
+    let (in_r, in_w) = sys::pipe().map_err(os("pipe"))?;
+    let (go_r, go_w) = sys::pipe().map_err(os("pipe"))?;
+    let (status_r, status_w) = sys::pipe().map_err(os("pipe"))?;
+    let (ws_parent, ws_child) = sys::socketpair().map_err(os("socketpair"))?;
+
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        // Supplementary groups would follow the sandbox as host group memberships.
+        // SAFETY: setgroups with an empty list.
+        if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
+            return Err(JailError::Os {
+                op: "setgroups",
+                source: io::Error::last_os_error(),
+            });
+        }
+    }
+
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    // SAFETY: a fork-like clone (no new stack) from a single-threaded process: the child gets a
+    // copy of this address space and only runs `sandbox_init`, which never returns.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        return Err(JailError::Refused(format!(
+            "cannot create namespaces: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    if pid == 0 {
+        drop((out_r, err_r, in_w, go_w, status_r, ws_parent));
+        sandbox_init(
+            plan,
+            filters.as_ref(),
+            go_r,
+            ws_child,
+            [in_r, out_w, err_w],
+            status_w,
+        );
+    }
+    let pid = pid as libc::pid_t;
+    drop((out_w, err_w, in_r, go_r, status_w, ws_child));
+    // Kill the sandbox if anything below fails before the normal end.
+    let kill_guard = KillOnDrop(pid);
+
+    map_ids(pid, plan, root)?;
+    cgroup.0.attach(pid)?;
+    let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
+    sys::write_all(go_w.as_fd(), b"g").map_err(os("start sandbox"))?;
+    drop(go_w);
+    let start = Instant::now();
+
+    let relay = relay_output(plan, out_r, err_r, in_w, &pidfd, pid, start, on_output)?;
+    let init_status = sys::waitpid(pid).map_err(os("waitpid"))?;
+    std::mem::forget(kill_guard);
+    let duration = start.elapsed();
+    let _ = init_status;
+
+    let mut program_status = None;
+    let messages = sys::read_to_end_limited(status_r.as_fd(), 1 << 20).unwrap_or_default();
+    let mut rest = &messages[..];
+    while rest.len() >= 5 {
+        let tag = rest[0];
+        let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+        let payload = &rest[5..(5 + len).min(rest.len())];
+        rest = &rest[(5 + len).min(rest.len())..];
+        match tag {
+            MSG_STEP_FAILED => {
+                let text = String::from_utf8_lossy(payload);
+                let (step, message) = text.split_once('\0').unwrap_or(("unknown", &text));
+                return Err(JailError::Setup {
+                    step: step.to_owned(),
+                    message: message.to_owned(),
+                });
+            }
+            MSG_EXEC_FAILED => {
+                return Err(JailError::Command {
+                    command: plan.argv[0].clone(),
+                    message: String::from_utf8_lossy(payload).into_owned(),
+                });
+            }
+            MSG_EXIT_STATUS if payload.len() == 4 => {
+                program_status = Some(i32::from_le_bytes([
+                    payload[0], payload[1], payload[2], payload[3],
+                ]));
+            }
+            _ => {}
+        }
+    }
+
+    let (exit_code, signal) = match program_status {
+        Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
+        Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
+        // Init was killed (timeout, output cap) before it could report: the program died
+        // with the namespace, by SIGKILL.
+        _ => (None, Some(libc::SIGKILL)),
+    };
+    let oom = cgroup.0.oom_killed();
+    let pids_hit = cgroup.0.pids_limit_hit();
+    let reason = if relay.output_exceeded {
+        Reason::Output
+    } else if relay.timed_out {
+        if pids_hit { Reason::Pids } else { Reason::Timeout }
+    } else if oom && exit_code != Some(0) {
+        Reason::Memory
+    } else if pids_hit && exit_code != Some(0) {
+        Reason::Pids
+    } else if signal.is_some() {
+        Reason::Signal
+    } else {
+        Reason::Exited
+    };
+
+    let (artifacts, skipped_artifacts) = match sys::recv_fd(ws_parent.as_fd()) {
+        Ok(Some(scratch)) => artifacts::collect(scratch.as_fd(), &plan.limits),
+        _ => (Vec::new(), Vec::new()),
+    };
+    drop(cgroup);
+
+    Ok(ExecResult {
+        stdout: finish_text(relay.stdout, relay.stdout_truncated, plan.limits.max_output_bytes),
+        stderr: finish_text(relay.stderr, relay.stderr_truncated, plan.limits.max_output_bytes),
+        exit_code,
+        signal,
+        reason,
+        duration_ms: duration.as_millis() as u64,
+        stdout_truncated: relay.stdout_truncated,
+        stderr_truncated: relay.stderr_truncated,
+        artifacts,
+        skipped_artifacts,
+    })
+}
+
+/// The marker appended to a stream cut at the output cap.
+pub fn truncation_marker(limit: u64) -> String {
+    format!("\n[warden: output truncated at {limit} bytes]\n")
+}
+
+fn finish_text(bytes: Vec<u8>, truncated: bool, limit: u64) -> String {
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if truncated {
+        text.push_str(&truncation_marker(limit));
+    }
+    text
+}
+
+struct KillOnDrop(libc::pid_t);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = sys::kill(self.0, libc::SIGKILL);
+        let _ = sys::waitpid(self.0);
+    }
+}
+
+fn map_ids(pid: libc::pid_t, plan: &JailPlan, root: bool) -> Result<(), JailError> {
+    let ids = plan.ids;
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let write = |file: &str, content: String| {
+        std::fs::write(proc_dir.join(file), content).map_err(|e| {
+            JailError::Refused(format!("cannot map ids of the sandbox ({file}): {e}"))
+        })
+    };
+    if root {
+        write("uid_map", format!("{} {} 1\n", ids.inside_uid, ids.host_uid))?;
+        write("gid_map", format!("{} {} 1\n", ids.inside_gid, ids.host_gid))?;
+    } else {
+        // Without privilege only our own ids can be mapped, and setgroups must be denied.
+        // SAFETY: getuid/getgid have no preconditions.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        write("setgroups", "deny".into())?;
+        write("uid_map", format!("{} {uid} 1\n", ids.inside_uid))?;
+        write("gid_map", format!("{} {gid} 1\n", ids.inside_gid))?;
+    }
+    Ok(())
+}
+
+struct Relay {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+    output_exceeded: bool,
+    timed_out: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn relay_output(
+    plan: &JailPlan,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+    in_w: OwnedFd,
+    pidfd: &OwnedFd,
+    pid: libc::pid_t,
+    start: Instant,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<Relay, JailError> {
+    let limit = plan.limits.max_output_bytes as usize;
+    let deadline = start + plan.limits.timeout;
+    let mut relay = Relay {
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        output_exceeded: false,
+        timed_out: false,
+    };
+    for fd in [&out_r, &err_r, &in_w] {
+        sys::set_nonblocking(fd.as_fd()).map_err(os("set nonblocking"))?;
+    }
+    let mut streams: [Option<OwnedFd>; 2] = [Some(out_r), Some(err_r)];
+    let mut stdin = if plan.stdin.is_empty() { None } else { Some(in_w) };
+    let mut stdin_off = 0usize;
+    let mut init_exited = false;
+    let mut killed = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    while streams.iter().any(Option::is_some) {
+        let mut pfds = Vec::with_capacity(4);
+        for s in streams.iter().flatten() {
+            pfds.push(libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(w) = &stdin {
+            pfds.push(libc::pollfd {
+                fd: w.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            });
+        }
+        if !init_exited {
+            pfds.push(libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let wait_ms = if killed || init_exited {
+            // After the namespace is gone every writer is dead: the pipes drain to EOF.
+            1000
+        } else {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as i32
+        };
+        // SAFETY: `pfds` is a valid array of pollfd of the given length.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(JailError::Os {
+                op: "poll",
+                source: err,
+            });
+        }
+        if n == 0 && !killed && !init_exited && Instant::now() >= deadline {
+            relay.timed_out = true;
+            let _ = sys::kill(pid, libc::SIGKILL);
+            killed = true;
+            continue;
+        }
+        for pfd in &pfds {
+            if pfd.revents == 0 {
+                continue;
+            }
+            if pfd.fd == pidfd.as_raw_fd() {
+                init_exited = true;
+                continue;
+            }
+            if let Some(w) = &stdin
+                && pfd.fd == w.as_raw_fd()
+            {
+                // SAFETY: writing from a valid slice of the plan's stdin.
+                let n = unsafe {
+                    libc::write(
+                        w.as_raw_fd(),
+                        plan.stdin[stdin_off..].as_ptr().cast(),
+                        plan.stdin.len() - stdin_off,
+                    )
+                };
+                if n > 0 {
+                    stdin_off += n as usize;
+                }
+                if n < 0 || stdin_off >= plan.stdin.len() {
+                    stdin = None;
+                }
+                continue;
+            }
+            let index = if streams[0].as_ref().map(|s| s.as_raw_fd()) == Some(pfd.fd) {
+                0
+            } else {
+                1
+            };
+            let Some(fd) = streams[index].as_ref() else {
+                continue;
+            };
+            match sys::read(fd.as_fd(), &mut buf) {
+                Ok(0) => streams[index] = None,
+                Ok(n) => {
+                    let (kept, truncated, stream) = if index == 0 {
+                        (&mut relay.stdout, &mut relay.stdout_truncated, Stream::Stdout)
+                    } else {
+                        (&mut relay.stderr, &mut relay.stderr_truncated, Stream::Stderr)
+                    };
+                    let room = limit.saturating_sub(kept.len());
+                    let take = n.min(room);
+                    if take > 0 {
+                        kept.extend_from_slice(&buf[..take]);
+                        on_output(stream, &buf[..take]);
+                    }
+                    if take < n && !*truncated {
+                        *truncated = true;
+                        if !killed {
+                            relay.output_exceeded = true;
+                            let _ = sys::kill(pid, libc::SIGKILL);
+                            killed = true;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => streams[index] = None,
+            }
+        }
+    }
+    if !init_exited && !killed && Instant::now() >= deadline {
+        relay.timed_out = true;
+    }
+    Ok(relay)
+}
+
+/// The sandbox's init: runs the containment steps, starts the program, reaps, reports the
+/// program's status, exits. Never returns.
+fn sandbox_init(
+    plan: &JailPlan,
+    filters: Option<&Filters>,
+    go: OwnedFd,
+    workspace_socket: OwnedFd,
+    stdio: [OwnedFd; 3],
+    status: OwnedFd,
+) -> ! {
+    let status_fd = status.as_raw_fd();
+    // Die with the supervisor: a sandbox must not outlive the process that enforces its
+    // limits. The go pipe catches a supervisor that died before this line.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    let mut ctx = Ctx {
+        plan,
+        filters,
+        go,
+        workspace_socket,
+    };
+    for (name, step) in contain::STEPS {
+        if let Err(message) = step(&mut ctx) {
+            send_msg(status_fd, MSG_STEP_FAILED, format!("{name}\0{message}").as_bytes());
+            // SAFETY: _exit ends the process without running destructors of the copied state.
+            unsafe { libc::_exit(126) };
+        }
+    }
+    drop(ctx);
+    let exec = match prepare_exec(plan) {
+        Ok(exec) => exec,
+        Err(message) => {
+            send_msg(status_fd, MSG_EXEC_FAILED, message.as_bytes());
+            // SAFETY: as above.
+            unsafe { libc::_exit(127) };
+        }
+    };
+    // SAFETY: a plain fork from the single-threaded init.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        send_msg(status_fd, MSG_STEP_FAILED, b"fork program\0fork failed");
+        // SAFETY: as above.
+        unsafe { libc::_exit(126) };
+    }
+    if child == 0 {
+        let [stdin, stdout, stderr] = &stdio;
+        let ok = sys::dup2(stdin.as_raw_fd(), 0).is_ok()
+            && sys::dup2(stdout.as_raw_fd(), 1).is_ok()
+            && sys::dup2(stderr.as_raw_fd(), 2).is_ok()
+            && sys::chdir(&plan.cwd).is_ok();
+        if ok {
+            // SAFETY: every pointer array is NUL-terminated and points at live C strings.
+            unsafe { libc::execve(exec.path.as_ptr(), exec.argv_ptrs.as_ptr(), exec.env_ptrs.as_ptr()) };
+        }
+        let err = io::Error::last_os_error();
+        send_msg(status_fd, MSG_EXEC_FAILED, err.to_string().as_bytes());
+        // SAFETY: as above.
+        unsafe { libc::_exit(127) };
+    }
+    drop(stdio);
+    loop {
+        let mut st = 0;
+        // SAFETY: `st` is a valid int; -1 waits for any child (init reaps orphans too).
+        let reaped = unsafe { libc::waitpid(-1, &mut st, 0) };
+        if reaped == child {
+            send_msg(status_fd, MSG_EXIT_STATUS, &st.to_le_bytes());
+            // Exiting kills whatever the program left running in the namespace.
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) };
+        }
+        if reaped < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) };
+        }
+    }
+}
+
+struct Exec {
+    path: std::ffi::CString,
+    _argv: Vec<std::ffi::CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    _env: Vec<std::ffi::CString>,
+    env_ptrs: Vec<*const libc::c_char>,
+}
+
+/// Resolves the command in the sandbox's PATH and builds execve's arrays before the fork, so
+/// the program's child only calls async-signal-safe functions.
+fn prepare_exec(plan: &JailPlan) -> Result<Exec, String> {
+    let name = &plan.argv[0];
+    let path = if name.contains('/') {
+        PathBuf::from(name)
+    } else {
+        let search = plan
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
+        search
+            .split(':')
+            .map(|dir| Path::new(dir).join(name))
+            .find(|p| is_executable(p))
+            .ok_or_else(|| format!("{name}: command not found in the sandbox"))?
+    };
+    let cpath = sys::cstring(&path).map_err(|e| e.to_string())?;
+    let argv: Vec<_> = plan
+        .argv
+        .iter()
+        .map(|a| sys::cstring(a).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let env: Vec<_> = plan
+        .env
+        .iter()
+        .map(|(k, v)| sys::cstring(format!("{k}={v}")).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let mut argv_ptrs: Vec<_> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<_> = env.iter().map(|a| a.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    Ok(Exec {
+        path: cpath,
+        _argv: argv,
+        argv_ptrs,
+        _env: env,
+        env_ptrs,
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    let Ok(c) = sys::cstring(path) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid C string.
+    unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 && !path.is_dir() }
+}
+
+/// Reads the remaining timeout, for callers that add a safety margin.
+pub fn safety_margin(timeout: Duration) -> Duration {
+    timeout + Duration::from_secs(5)
+}

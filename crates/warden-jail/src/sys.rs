@@ -1,0 +1,361 @@
+//! Thin, safe wrappers over the raw system calls the jail needs.
+//!
+//! Invariant: every wrapper returns `io::Result` with the OS error intact and owns the file
+//! descriptors it creates (`OwnedFd`), so no descriptor leaks into a sandbox by accident: all
+//! of them are opened close-on-exec.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub fn cstring(path: impl AsRef<OsStr>) -> io::Result<CString> {
+    CString::new(path.as_ref().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A close-on-exec unix stream socket pair, used to pass a descriptor back from the sandbox.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL on a valid descriptor have no memory effects.
+    let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` writable bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` readable bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Reads until end of file or until `limit` bytes; returns what was read.
+pub fn read_to_end_limited(fd: BorrowedFd<'_>, limit: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    while out.len() < limit {
+        let n = read(fd, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n.min(limit - out.len())]);
+    }
+    Ok(out)
+}
+
+/// `dup2` that keeps the target open across exec (dup2 clears FD_CLOEXEC on the new fd).
+pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    if from == to {
+        // SAFETY: clearing FD_CLOEXEC on an open descriptor has no memory effects.
+        check(unsafe { libc::fcntl(from, libc::F_SETFD, 0) })?;
+        return Ok(());
+    }
+    // SAFETY: dup2 on descriptors has no memory effects.
+    check(unsafe { libc::dup2(from, to) })?;
+    Ok(())
+}
+
+pub fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let source = source.map(cstring).transpose()?;
+    let target = cstring(target)?;
+    let fstype = fstype.map(cstring).transpose()?;
+    let data = data.map(cstring).transpose()?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is either null or a valid NUL-terminated string alive for the call.
+    check(unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    })?;
+    Ok(())
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// `mount_setattr(2)`: set attributes on a mount, and with `recursive` on all mounts below it.
+pub fn mount_setattr(target: &Path, set: u64, recursive: bool) -> io::Result<()> {
+    let target = cstring(target)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 } as libc::c_uint;
+    // SAFETY: `target` is a valid C string and `attr` a valid mount_attr of the size passed.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+pub fn umount_detach(target: &Path) -> io::Result<()> {
+    let target = cstring(target)?;
+    // SAFETY: `target` is a valid C string.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
+    Ok(())
+}
+
+/// `pivot_root(".", ".")` in the current directory: the old root ends up stacked under the new
+/// one, and a lazy unmount of "." removes it without needing a put-old directory.
+pub fn pivot_root_here() -> io::Result<()> {
+    let dot = c".";
+    // SAFETY: both arguments are valid C strings.
+    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) })?;
+    Ok(())
+}
+
+pub fn chdir(path: &Path) -> io::Result<()> {
+    let path = cstring(path)?;
+    // SAFETY: `path` is a valid C string.
+    check(unsafe { libc::chdir(path.as_ptr()) })?;
+    Ok(())
+}
+
+pub fn sethostname(name: &str) -> io::Result<()> {
+    // SAFETY: the pointer and length describe `name`'s bytes.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })?;
+    Ok(())
+}
+
+/// Opens a path relative to `dir` with `openat2(2)`, refusing to leave `dir` and to follow any
+/// symlink or magic link on the way (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+/// RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV).
+pub fn open_beneath(dir: BorrowedFd<'_>, path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_XDEV: u64 = 0x01;
+    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    const RESOLVE_BENEATH: u64 = 0x08;
+    let path = cstring(path)?;
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        mode: 0,
+        resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    // SAFETY: `path` is a valid C string and `how` a valid open_how of the size passed.
+    let fd = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })?;
+    // SAFETY: openat2 succeeded and returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` is valid for writing a stat struct.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded and filled `st`.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// Opens `/proc/<pid>` as a pidfd, which becomes readable when the process exits.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes plain integers.
+    let fd = check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    // SAFETY: the call returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill takes plain integers.
+    check(unsafe { libc::kill(pid, signal) })?;
+    Ok(())
+}
+
+/// Waits for `pid` and returns its raw wait status.
+pub fn waitpid(pid: libc::pid_t) -> io::Result<libc::c_int> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int for the kernel to fill.
+        let ret = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if ret == pid {
+            return Ok(status);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Sends one descriptor over a unix socket (SCM_RIGHTS).
+pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cmsg_buf = vec![0u8; space];
+    // SAFETY: an all-zero msghdr is a valid empty message header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg_buf.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: msg_control points at a buffer of CMSG_SPACE bytes, so the first header and its
+    // data fit; the header pointer is non-null for the same reason.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd.as_raw_fd());
+    }
+    // SAFETY: `msg` describes valid buffers alive for the call.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives one descriptor sent by [`send_fd`]; `Ok(None)` when the peer closed without sending.
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut cmsg_buf = vec![0u8; space];
+    // SAFETY: an all-zero msghdr is a valid empty message header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg_buf.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    let n = loop {
+        // SAFETY: `msg` describes valid buffers alive for the call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR returns null or a header inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Ok(None);
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}

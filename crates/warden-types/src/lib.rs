@@ -1,0 +1,273 @@
+//! Warden's domain and wire types, shared by every crate and every front-end.
+//!
+//! Invariants: no I/O here; every type that crosses a crate boundary is a domain type
+//! (a `Reason`, not a string; a `Limits`, not loose numbers); the JSON shapes are the wire
+//! format of the CLI's `--json`, the REST API and the SDK, so renaming a field is a breaking
+//! change.
+
+mod bytes_b64;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// A language a runtime is configured for: `python`, `javascript`, `bash`, …
+///
+/// Lowercase ASCII letters, digits, `-`, `_`, `+`, `.`; 1–32 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Language(String);
+
+impl Language {
+    pub fn new(name: &str) -> Result<Self, InvalidLanguage> {
+        let lower = name.trim().to_ascii_lowercase();
+        let valid_char =
+            |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_+.".contains(c);
+        if lower.is_empty() || lower.len() > 32 || !lower.chars().all(valid_char) {
+            return Err(InvalidLanguage(name.to_owned()));
+        }
+        Ok(Self(lower))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Language {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for Language {
+    type Error = InvalidLanguage;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::new(&value)
+    }
+}
+
+impl From<Language> for String {
+    fn from(value: Language) -> Self {
+        value.0
+    }
+}
+
+/// A language name that is not a valid identifier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidLanguage(pub String);
+
+impl fmt::Display for InvalidLanguage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid language {:?}: expected 1-32 characters of a-z, 0-9, '-', '_', '+', '.'",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for InvalidLanguage {}
+
+/// The hard limits one execution runs under. Every field is enforced by the backend or the
+/// run is refused; none is advisory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock time from the program's start to its kill.
+    #[serde(with = "duration_ms", rename = "timeout_ms")]
+    pub timeout: Duration,
+    /// Memory of the whole sandbox (all its processes), MiB.
+    pub memory_mb: u64,
+    /// Processes and threads alive at once in the sandbox.
+    pub max_pids: u64,
+    /// CPU time share as a number of cores (0.5 = half a core), a hard quota.
+    pub cpus: f64,
+    /// Bytes of stdout and of stderr kept, each; past it the run is stopped with reason `output`.
+    pub max_output_bytes: u64,
+    /// Largest file the program may write, bytes (RLIMIT_FSIZE).
+    pub max_file_size_bytes: u64,
+    /// Size of the workspace tmpfs (working directory and /tmp together), MiB.
+    pub workspace_mb: u64,
+    /// Artifacts returned at most; more are reported as dropped.
+    pub max_artifacts: u32,
+    /// Total bytes of artifacts returned at most.
+    pub max_artifact_bytes: u64,
+}
+
+mod duration_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+/// Why an execution ended. Exactly one is reported; see `ExecResult::reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The program exited by itself (any exit code).
+    Exited,
+    /// The wall-clock timeout ended it; every process of the sandbox was killed.
+    Timeout,
+    /// The memory limit was hit and the kernel's OOM killer ended a process.
+    Memory,
+    /// The process limit was hit (a fork or thread creation failed) and the program failed.
+    Pids,
+    /// stdout or stderr passed `max_output_bytes`; the sandbox was killed.
+    Output,
+    /// A signal ended the program (not one Warden sent for a limit).
+    Signal,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Exited => "exited",
+            Reason::Timeout => "timeout",
+            Reason::Memory => "memory",
+            Reason::Pids => "pids",
+            Reason::Output => "output",
+            Reason::Signal => "signal",
+        }
+    }
+
+    /// Whether a limit, not the program, ended the run.
+    pub fn is_limit(self) -> bool {
+        matches!(
+            self,
+            Reason::Timeout | Reason::Memory | Reason::Pids | Reason::Output
+        )
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A file the program left in the workspace's output folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// Path relative to the output folder, `/`-separated; never absolute, never `..`.
+    pub name: String,
+    pub size: u64,
+    pub mime_type: String,
+    /// Lowercase hex SHA-256 of `bytes`.
+    pub sha256: String,
+    /// The content, base64 in JSON.
+    #[serde(with = "bytes_b64")]
+    pub bytes: Vec<u8>,
+}
+
+/// What one execution produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecResult {
+    pub stdout: String,
+    pub stderr: String,
+    /// The program's exit code; `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program, if one did.
+    pub signal: Option<i32>,
+    pub reason: Reason,
+    pub duration_ms: u64,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub artifacts: Vec<Artifact>,
+    /// Artifacts left out because of the count or size caps, or because they were not regular
+    /// files (symlinks, devices, …), with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_artifacts: Vec<SkippedArtifact>,
+}
+
+impl ExecResult {
+    /// The exit status a CLI should mirror: the program's code, 128+signal, or 124 for a
+    /// timeout (as `timeout(1)` does), 137 when the sandbox was killed for another limit.
+    pub fn shell_status(&self) -> i32 {
+        match (self.reason, self.exit_code, self.signal) {
+            (Reason::Timeout, _, _) => 124,
+            (_, Some(code), _) => code,
+            (_, None, Some(sig)) => 128 + sig,
+            (_, None, None) => 1,
+        }
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.reason == Reason::Exited && self.exit_code == Some(0)
+    }
+}
+
+/// An artifact that was not returned, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedArtifact {
+    /// The name as found, lossily decoded when it is not UTF-8.
+    pub name: String,
+    pub why: String,
+}
+
+/// A chunk of output or the end of an execution, as it happens. The NDJSON stream of the API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExecEvent {
+    Stdout { text: String },
+    Stderr { text: String },
+    End(Box<ExecResult>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_is_normalized_and_checked() {
+        assert_eq!(Language::new(" Python ").unwrap().as_str(), "python");
+        assert!(Language::new("").is_err());
+        assert!(Language::new("py thon").is_err());
+        assert!(Language::new("../x").is_err());
+    }
+
+    #[test]
+    fn shell_status_mirrors_the_program() {
+        let mut r = ExecResult {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(3),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+        };
+        assert_eq!(r.shell_status(), 3);
+        r.reason = Reason::Timeout;
+        r.exit_code = None;
+        r.signal = Some(9);
+        assert_eq!(r.shell_status(), 124);
+        r.reason = Reason::Signal;
+        assert_eq!(r.shell_status(), 137);
+    }
+
+    #[test]
+    fn artifact_bytes_are_base64_in_json() {
+        let a = Artifact {
+            name: "a.txt".into(),
+            size: 2,
+            mime_type: "text/plain".into(),
+            sha256: String::new(),
+            bytes: b"hi".to_vec(),
+        };
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(json["bytes"], "aGk=");
+        let back: Artifact = serde_json::from_value(json).unwrap();
+        assert_eq!(back.bytes, b"hi");
+    }
+}

@@ -1,0 +1,62 @@
+//! Argument parsing and dispatch.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::sync::Arc;
+use warden_config::Settings;
+
+/// Exit status for a failure of warden itself (bad settings, refused profile, policy
+/// violation), as `docker run` uses 125; otherwise the program's own status is mirrored.
+pub const EXIT_WARDEN_ERROR: i32 = 125;
+
+#[derive(Debug, Parser)]
+#[command(name = "warden", version, about = "Run untrusted code in a sandbox, in milliseconds")]
+pub struct Cli {
+    /// Settings file (settings.toml); default: the built-in profiles.
+    #[arg(long, global = true, env = "WARDEN_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one program in a fresh sandbox and print its output.
+    Run(crate::run::RunArgs),
+    /// List the profiles and their effective limits.
+    Profiles {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report what this host supports and what that means for each profile.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn load_settings(config: Option<&PathBuf>) -> anyhow::Result<Arc<Settings>> {
+    let settings = match config {
+        Some(path) => Settings::load(path)?,
+        None => Settings::builtin(),
+    };
+    Ok(Arc::new(settings))
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Run(args) => crate::run::run(cli.config.as_ref(), args),
+        Command::Profiles { json } => crate::profiles::run(cli.config.as_ref(), *json),
+        Command::Doctor { json } => crate::doctor::run(cli.config.as_ref(), *json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: {e:#}");
+            EXIT_WARDEN_ERROR
+        }
+    }
+}

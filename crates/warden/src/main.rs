@@ -1,0 +1,16 @@
+//! The `warden` binary: a thin front-end over the engine. It parses arguments, loads settings,
+//! makes one engine call and prints the answer. When started with `WARDEN_JAIL_HELPER=1` it is
+//! the jail's single-threaded helper instead (checked before anything else runs, so no thread
+//! exists yet).
+
+mod cli;
+mod doctor;
+mod profiles;
+mod run;
+
+fn main() {
+    if std::env::var_os(warden_jail::helper::HELPER_ENV).is_some() {
+        std::process::exit(warden_jail::helper::main());
+    }
+    std::process::exit(cli::main());
+}

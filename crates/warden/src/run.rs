@@ -1,0 +1,181 @@
+//! `warden run`: one program, one fresh sandbox.
+
+use crate::cli::{EXIT_WARDEN_ERROR, load_settings};
+use clap::Args;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use warden_config::{BackendKind, Settings};
+use warden_engine::{Engine, EngineError, ExecRequest};
+use warden_jail::{IdMap, JailBackend, JailSettings};
+use warden_types::{ExecEvent, ExecResult};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The program's source file, or `-` for standard input.
+    pub file: PathBuf,
+    /// Language (python, javascript, bash, or an alias); default: from the file's extension,
+    /// else the profile's language.
+    #[arg(short, long)]
+    pub language: Option<String>,
+    /// Profile name; default: the settings' default_profile.
+    #[arg(short, long)]
+    pub profile: Option<String>,
+    /// Wall-clock limit in seconds (within the profile's quota).
+    #[arg(long)]
+    pub timeout: Option<f64>,
+    /// Memory limit in MiB (within the profile's quota).
+    #[arg(long)]
+    pub memory: Option<u64>,
+    /// Print the whole result as JSON instead of streaming the output.
+    #[arg(long)]
+    pub json: bool,
+    /// A file whose content is the program's standard input.
+    #[arg(long)]
+    pub stdin: Option<PathBuf>,
+}
+
+/// The engine with the backends this process can offer.
+pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
+    let jail = &settings.sandbox.jail;
+    let backend = JailBackend::new(JailSettings {
+        host_paths: jail.host_paths.clone(),
+        ids: IdMap {
+            inside_uid: jail.sandbox_uid,
+            inside_gid: jail.sandbox_gid,
+            host_uid: jail.host_uid,
+            host_gid: jail.host_gid,
+        },
+        helper_exe: std::env::current_exe()?,
+    });
+    Ok(Engine::new(settings)
+        .with_backend(BackendKind::Jail, Arc::new(backend))
+        .with_unavailable_backend(
+            BackendKind::Docker,
+            "this build has no docker backend yet".into(),
+        ))
+}
+
+fn language_from_extension(path: &Path) -> Option<&'static str> {
+    match path.extension()?.to_str()? {
+        "py" => Some("python"),
+        "js" | "mjs" | "cjs" => Some("javascript"),
+        "sh" | "bash" => Some("bash"),
+        _ => None,
+    }
+}
+
+pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
+    let settings = load_settings(config)?;
+    let code = if args.file.as_os_str() == "-" {
+        let mut code = String::new();
+        std::io::stdin().read_to_string(&mut code)?;
+        code
+    } else {
+        std::fs::read_to_string(&args.file)
+            .map_err(|e| anyhow::anyhow!("read {}: {e}", args.file.display()))?
+    };
+    let timeout = match args.timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            anyhow::bail!("--timeout must be a positive number of seconds")
+        }
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
+    let stdin = match &args.stdin {
+        Some(p) => std::fs::read(p).map_err(|e| anyhow::anyhow!("read {}: {e}", p.display()))?,
+        None => Vec::new(),
+    };
+    let request = ExecRequest {
+        code,
+        language: args
+            .language
+            .clone()
+            .or_else(|| language_from_extension(&args.file).map(str::to_owned)),
+        profile: args.profile.clone(),
+        timeout,
+        memory_mb: args.memory,
+        stdin,
+    };
+    let engine = engine(settings)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let json = args.json;
+    let outcome = runtime.block_on(async move {
+        if json {
+            return engine.execute(request, None).await;
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let printer = async {
+            let mut out = std::io::stdout();
+            let mut err = std::io::stderr();
+            while let Some(event) = rx.recv().await {
+                let _ = match event {
+                    ExecEvent::Stdout { text } => out.write_all(text.as_bytes()).and(out.flush()),
+                    ExecEvent::Stderr { text } => err.write_all(text.as_bytes()).and(err.flush()),
+                    ExecEvent::End(_) => Ok(()),
+                };
+            }
+        };
+        let (result, ()) = tokio::join!(engine.execute(request, Some(tx)), printer);
+        result
+    });
+    match outcome {
+        Ok(result) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                report(&result);
+            }
+            Ok(result.shell_status())
+        }
+        Err(e) if json => {
+            println!("{}", serde_json::to_string_pretty(&error_json(&e))?);
+            Ok(EXIT_WARDEN_ERROR)
+        }
+        Err(e) => {
+            eprintln!("warden: {e}");
+            Ok(EXIT_WARDEN_ERROR)
+        }
+    }
+}
+
+/// The error as the JSON shape of the API: `{"error": {"code", "message", …}}`.
+pub fn error_json(e: &EngineError) -> serde_json::Value {
+    let code = match e {
+        EngineError::Disabled => "disabled",
+        EngineError::UnknownProfile { .. } => "unknown_profile",
+        EngineError::UnknownLanguage { .. } => "unknown_language",
+        EngineError::InvalidRequest { .. } => "invalid_request",
+        EngineError::PolicyViolation(_) => "policy_violation",
+        EngineError::BackendUnavailable { .. } => "backend_unavailable",
+        EngineError::Backend(warden_engine::BackendError::Refused(_)) => "refused",
+        EngineError::Backend(warden_engine::BackendError::Command(_)) => "command_failed",
+        EngineError::Backend(_) => "backend_error",
+    };
+    let mut error = serde_json::json!({ "code": code, "message": e.to_string() });
+    if let EngineError::PolicyViolation(v) = e {
+        error["violation"] = serde_json::to_value(v).unwrap_or_default();
+    }
+    serde_json::json!({ "error": error })
+}
+
+/// After streaming: say which limit ended the run, if one did, and what was left out.
+fn report(result: &ExecResult) {
+    if result.reason.is_limit() {
+        eprintln!("warden: stopped by the {} limit", result.reason);
+    } else if let (warden_types::Reason::Signal, Some(sig)) = (result.reason, result.signal) {
+        eprintln!("warden: the program was killed by signal {sig}");
+    }
+    if result.stdout_truncated || result.stderr_truncated {
+        eprintln!("warden: output truncated");
+    }
+    for a in &result.artifacts {
+        eprintln!("warden: artifact {} ({} bytes, {})", a.name, a.size, a.mime_type);
+    }
+    for s in &result.skipped_artifacts {
+        eprintln!("warden: artifact {} skipped: {}", s.name, s.why);
+    }
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what Warden's tests and benchmarks need, idempotently. Safe to run again.
+set -euo pipefail
+
+need=()
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# bubblewrap and hyperfine: the speed benchmark's baselines; util-linux: unshare for the outer pid
+# namespace that attack tests run in; nodejs: the javascript runtime.
+for pkg in bubblewrap hyperfine util-linux nodejs python3 bash; do
+  have "$pkg" || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages ${need[*]}; run this script as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi

@@ -20,6 +20,8 @@ use warden_types::{ExecEvent, ExecResult};
 #[derive(Debug, Clone)]
 pub struct JailSettings {
     pub host_paths: Vec<PathBuf>,
+    /// See [`crate::cgroup::ensure_fast_attach`].
+    pub fast_cgroup_attach: bool,
     pub ids: IdMap,
     /// The binary to re-execute as the helper (normally the running `warden`).
     pub helper_exe: PathBuf,
@@ -110,7 +112,9 @@ impl Backend for JailBackend {
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
         let timeout = plan.limits.timeout;
-        let jail_plan = self.plan(&plan)?;
+        let mut jail_plan = self.plan(&plan)?;
+        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         let payload = serde_json::to_vec(&jail_plan)
             .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
         let mut child = tokio::process::Command::new(&self.settings.helper_exe)
@@ -119,7 +123,6 @@ impl Backend for JailBackend {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
                 BackendError::Internal(format!(
@@ -127,6 +130,10 @@ impl Backend for JailBackend {
                     self.settings.helper_exe.display()
                 ))
             })?;
+        // Until the result arrives, dropping this future (a caller that went away) kills the
+        // helper, whose death kills the sandbox; after it, the helper finishes its clean-up on
+        // its own and is reaped in the background.
+        let guard = KillHelperOnDrop(child.id());
         let mut stdin = child.stdin.take().expect("piped stdin");
         let mut stdout = child.stdout.take().expect("piped stdout");
         let write = async move {
@@ -199,8 +206,27 @@ impl Backend for JailBackend {
                 )))
             }
         };
-        let _ = child.wait().await;
+        std::mem::forget(guard);
+        if result.is_ok() {
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+            });
+        } else {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
         result
+    }
+}
+
+struct KillHelperOnDrop(Option<u32>);
+
+impl Drop for KillHelperOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // SAFETY: kill with integers; the pid is our child, not yet reaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
     }
 }
 

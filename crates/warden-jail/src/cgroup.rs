@@ -225,6 +225,43 @@ impl Hierarchy {
     }
 }
 
+/// Where Warden mounts its controller-less cgroup v1 hierarchy.
+pub const DYNMODS_MOUNT: &str = "/run/warden/cgroup-dynmods";
+
+/// Whether any cgroup hierarchy is mounted with `favordynmods`.
+pub fn favordynmods_active(mountinfo: &str) -> bool {
+    mountinfo.lines().any(|line| {
+        line.split_once(" - ").is_some_and(|(_, right)| {
+            let mut f = right.split(' ');
+            matches!(f.next(), Some("cgroup" | "cgroup2"))
+                && f.nth(1).is_some_and(|opts| opts.split(',').any(|o| o == "favordynmods"))
+        })
+    })
+}
+
+/// Moving a process into a cgroup takes the kernel's cgroup_threadgroup_rwsem for writing,
+/// which waits for an RCU grace period unless some hierarchy is mounted with `favordynmods`
+/// (measured here: 10-16 ms per run, the largest part of a sandbox's start-up). When none is,
+/// and we are root, mount a controller-less named v1 hierarchy (`name=warden`, like systemd's
+/// `name=systemd`) with that option once per boot. The kernel documents the trade-off: cheaper
+/// migrations for slightly dearer fork and exit. Best effort: on failure runs just start slower.
+pub fn ensure_fast_attach() {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // SAFETY: geteuid has no preconditions.
+    if favordynmods_active(&mountinfo) || unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    if fs::create_dir_all(DYNMODS_MOUNT).is_ok() {
+        let _ = crate::sys::mount(
+            Some(Path::new("cgroup")),
+            Path::new(DYNMODS_MOUNT),
+            Some("cgroup"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("none,name=warden,favordynmods"),
+        );
+    }
+}
+
 fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
     fs::write(path, value).map_err(|source| CgroupError::Write {
         path: path.to_owned(),
@@ -442,6 +479,13 @@ mod tests {
             }
         );
         assert_eq!(h.controllers(), ["memory", "pids", "cpu"]);
+    }
+
+    #[test]
+    fn favordynmods_is_seen_on_any_cgroup_mount() {
+        assert!(!favordynmods_active(MOUNTINFO_V1));
+        let with = "50 30 0:40 / /run/warden/cgroup-dynmods rw - cgroup cgroup rw,favordynmods,name=warden\n";
+        assert!(favordynmods_active(with));
     }
 
     #[test]

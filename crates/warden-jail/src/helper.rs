@@ -22,16 +22,17 @@ pub fn main() -> i32 {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let result = run(&mut out);
-    let (tag, payload) = match result {
-        Ok(result) => (Tag::Result, serde_json::to_vec(&result)),
-        Err(e) => (Tag::Error, serde_json::to_vec(&to_helper_error(&e))),
+    let (tag, payload, teardown) = match result {
+        Ok((result, teardown)) => (Tag::Result, serde_json::to_vec(&result), Some(teardown)),
+        Err(e) => (Tag::Error, serde_json::to_vec(&to_helper_error(&e)), None),
     };
     let payload = payload.unwrap_or_else(|_| b"{}".to_vec());
-    if write_frame(&mut out, tag, &payload).is_err() {
-        return 1;
-    }
+    let written = write_frame(&mut out, tag, &payload).is_ok();
     let _ = out.flush();
-    0
+    // The result is out; now wait for the kernel to tear the namespaces down and remove the
+    // cgroup. The caller need not wait for this.
+    drop(teardown);
+    if written { 0 } else { 1 }
 }
 
 fn to_helper_error(e: &HelperFailure) -> HelperError {
@@ -59,7 +60,9 @@ enum HelperFailure {
     Jail(#[from] JailError),
 }
 
-fn run(out: &mut impl Write) -> Result<warden_types::ExecResult, HelperFailure> {
+fn run(
+    out: &mut impl Write,
+) -> Result<(warden_types::ExecResult, supervisor::Teardown), HelperFailure> {
     let mut raw = Vec::new();
     std::io::stdin()
         .lock()

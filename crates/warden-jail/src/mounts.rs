@@ -107,26 +107,66 @@ pub fn under(root: &Path, dest: &Path) -> PathBuf {
 const BIND_FLAGS: libc::c_ulong = libc::MS_BIND | libc::MS_REC;
 const RO_ATTRS: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
 
-/// Mounts the root tmpfs at `root` and applies every op of the plan under it, then writes the
-/// code file. The caller pivots into `root` afterwards.
-pub fn build_root(sys: &mut dyn MountSys, root: &Path, plan: &JailPlan) -> Result<(), MountError> {
+/// Where the new root and the workspace tmpfs are assembled under the staging folder.
+pub fn root_dir(staging: &Path) -> PathBuf {
+    staging.join("root")
+}
+
+pub fn scratch_dir(staging: &Path) -> PathBuf {
+    staging.join("scratch")
+}
+
+/// Mounts a small staging tmpfs at `staging` holding the root tmpfs and the workspace tmpfs
+/// side by side, applies every op of the plan under the root, then writes the code file. The
+/// caller pivots into [`root_dir`] afterwards; the staging tmpfs and the workspace's own mount
+/// point go away with the old root in one unmount, while the workspace stays alive through
+/// its binds.
+pub fn build_root(sys: &mut dyn MountSys, staging: &Path, plan: &JailPlan) -> Result<(), MountError> {
+    let tmpfs = Some(Path::new("tmpfs"));
+    sys.mount(
+        tmpfs,
+        staging,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("size=65536,mode=0755"),
+    )
+    .map_err(at("mount staging tmpfs", staging))?;
+    let root = root_dir(staging);
+    let scratch = scratch_dir(staging);
+    for dir in [&root, &scratch] {
+        sys.create_dir_all(dir, 0o755).map_err(at("create folder", dir))?;
+    }
     // The root tmpfs holds only mount points, a few small files and the code.
     let root_size = plan.code.len() as u64 + 1024 * 1024;
     sys.mount(
-        Some(Path::new("tmpfs")),
-        root,
+        tmpfs,
+        &root,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
         Some(&format!("size={root_size},mode=0755")),
     )
-    .map_err(at("mount root tmpfs", root))?;
+    .map_err(at("mount root tmpfs", &root))?;
+    let scratch_data = format!(
+        "size={},mode=0700,uid={},gid={}",
+        plan.limits.workspace_mb * 1024 * 1024,
+        plan.ids.inside_uid,
+        plan.ids.inside_gid
+    );
+    sys.mount(
+        tmpfs,
+        &scratch,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&scratch_data),
+    )
+    .map_err(at("mount workspace tmpfs", &scratch))?;
     for op in &plan.mounts {
-        apply(sys, root, plan, op)?;
+        apply(sys, &root, &scratch, plan, op)?;
     }
-    let output = under(root, Path::new(WORKSPACE_DIR)).join(OUTPUT_DIR_NAME);
+    let output = under(&root, Path::new(WORKSPACE_DIR)).join(OUTPUT_DIR_NAME);
     sys.create_dir_all(&output, 0o755)
         .map_err(at("create output folder", &output))?;
-    let code = under(root, &plan.code_path);
+    let code = under(&root, &plan.code_path);
     sys.write_file(&code, plan.code.as_bytes(), 0o444)
         .map_err(at("write code", &plan.code_path))?;
     Ok(())
@@ -149,7 +189,13 @@ fn mount_point(sys: &mut dyn MountSys, source: &Path, dest: &Path) -> Result<(),
     }
 }
 
-fn apply(sys: &mut dyn MountSys, root: &Path, plan: &JailPlan, op: &MountOp) -> Result<(), MountError> {
+fn apply(
+    sys: &mut dyn MountSys,
+    root: &Path,
+    scratch: &Path,
+    plan: &JailPlan,
+    op: &MountOp,
+) -> Result<(), MountError> {
     match op {
         MountOp::BindReadOnly { source, dest } => {
             let target = under(root, dest);
@@ -230,7 +276,6 @@ fn apply(sys: &mut dyn MountSys, root: &Path, plan: &JailPlan, op: &MountOp) -> 
             .map_err(at("mount tmpfs", dest))
         }
         MountOp::BindScratch { subdir, dest } => {
-            let scratch = under(root, Path::new("/.scratch"));
             let source = scratch.join(subdir);
             sys.create_dir_all(&source, 0o700)
                 .map_err(at("create folder", &source))?;
@@ -344,7 +389,7 @@ pub(crate) mod fake {
             path.extension().is_none() && !path.starts_with("/dev")
         }
         fn exists(&self, path: &Path) -> bool {
-            self.made.contains(path) || path.starts_with("/new/proc")
+            self.made.contains(path) || path.starts_with("/st/root/proc")
         }
     }
 }
@@ -391,12 +436,12 @@ mod tests {
     #[test]
     fn host_binds_are_read_only_nosuid_nodev_recursively() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/new"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
         let calls = sys.calls.join("\n");
-        assert!(calls.contains("mount /usr -> /new/usr type=- flags=0x5000"), "{calls}");
-        assert!(calls.contains("setattr /new/usr set=0x7 recursive=true"), "{calls}");
+        assert!(calls.contains("mount /usr -> /st/root/usr type=- flags=0x5000"), "{calls}");
+        assert!(calls.contains("setattr /st/root/usr set=0x7 recursive=true"), "{calls}");
         assert!(
-            calls.contains("setattr /new/etc/ld.so.cache set=0x7 recursive=true"),
+            calls.contains("setattr /st/root/etc/ld.so.cache set=0x7 recursive=true"),
             "{calls}"
         );
     }
@@ -404,35 +449,36 @@ mod tests {
     #[test]
     fn root_is_a_tmpfs_and_the_code_is_written_last() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/new"), &plan()).unwrap();
-        assert!(sys.calls[0].starts_with("mount tmpfs -> /new type=tmpfs"));
+        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
+        assert!(sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"), "{}", sys.calls[0]);
+        assert!(sys.calls.iter().any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs")));
         assert_eq!(
             sys.calls.last().unwrap(),
-            "write /new/code/main.py 444 (9 bytes)"
+            "write /st/root/code/main.py 444 (9 bytes)"
         );
     }
 
     #[test]
     fn workspace_tmpfs_is_capped_and_owned_by_the_sandbox_user() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/new"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
         let calls = sys.calls.join("\n");
         assert!(
-            calls.contains("-> /new/.scratch type=tmpfs flags=0x6 data=size=8388608,mode=700,uid=1000,gid=1000"),
+            calls.contains("-> /st/scratch type=tmpfs flags=0x6 data=size=8388608,mode=0700,uid=1000,gid=1000"),
             "{calls}"
         );
-        assert!(calls.contains("mount /new/.scratch/work -> /new/workspace"), "{calls}");
-        assert!(calls.contains("mount /new/.scratch/tmp -> /new/tmp"), "{calls}");
+        assert!(calls.contains("mount /st/scratch/work -> /st/root/workspace"), "{calls}");
+        assert!(calls.contains("mount /st/scratch/tmp -> /st/root/tmp"), "{calls}");
     }
 
     #[test]
     fn proc_is_fresh_and_sensitive_entries_are_masked() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/new"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
         let calls = sys.calls.join("\n");
-        assert!(calls.contains("mount proc -> /new/proc type=proc"), "{calls}");
-        assert!(calls.contains("mount /new/dev/null -> /new/proc/kcore"), "{calls}");
-        assert!(calls.contains("setattr /new/proc/sys set=0xf recursive=true"), "{calls}");
+        assert!(calls.contains("mount proc -> /st/root/proc type=proc"), "{calls}");
+        assert!(calls.contains("mount /st/root/dev/null -> /st/root/proc/kcore"), "{calls}");
+        assert!(calls.contains("setattr /st/root/proc/sys set=0xf recursive=true"), "{calls}");
         assert!(!calls.contains("/sys "), "host /sys must never be mounted: {calls}");
     }
 }

@@ -88,6 +88,13 @@ pub struct JailPlan {
     /// Seccomp allow-list on (always, unless a test turns it off to compare).
     pub seccomp: bool,
     pub landlock: bool,
+    /// Print how long each step took to stderr (`WARDEN_TRACE_TIMING=1` in the engine's
+    /// environment); for finding where start-up time goes.
+    #[serde(default)]
+    pub trace_timing: bool,
+    /// Make cgroup moves cheap (see [`crate::cgroup::ensure_fast_attach`]).
+    #[serde(default)]
+    pub fast_cgroup_attach: bool,
 }
 
 /// Why a plan could not be built.
@@ -287,13 +294,8 @@ impl JailPlan {
             contents: "127.0.0.1 localhost sandbox\n::1 localhost\n".into(),
             mode: 0o644,
         });
-        // The workspace: one tmpfs with the size cap, split into the working directory and
-        // /tmp so that one cap bounds both.
-        mounts.push(MountOp::Tmpfs {
-            dest: "/.scratch".into(),
-            size_bytes: l.workspace_mb * 1024 * 1024,
-            mode: 0o700,
-        });
+        // The workspace: one tmpfs with the size cap (mounted beside the root while it is built),
+        // split into the working directory and /tmp so that one cap bounds both.
         mounts.push(MountOp::BindScratch {
             subdir: SCRATCH_WORK.into(),
             dest: WORKSPACE_DIR.into(),
@@ -345,6 +347,8 @@ impl JailPlan {
             mounts,
             seccomp: true,
             landlock: true,
+            trace_timing: false,
+            fast_cgroup_attach: false,
         })
     }
 }

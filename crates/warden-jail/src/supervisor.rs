@@ -12,6 +12,7 @@ use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::contain::{self, Ctx};
 use crate::plan::JailPlan;
 use crate::seccomp::{self, Filters};
+use std::os::fd::BorrowedFd;
 use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -77,18 +78,66 @@ fn send_msg(fd: RawFd, tag: u8, payload: &[u8]) {
     let _ = sys::write_all(fd, &msg);
 }
 
-/// Runs the plan and relays output to `on_output` as it arrives.
+/// What is left to do after the result is known: reap the sandbox's init (whose namespaces
+/// the kernel is still tearing down) and remove the cgroup. Dropping it does both; the helper
+/// sends the result first, so callers don't wait for the teardown.
+pub struct Teardown {
+    _init: KillOnDrop,
+    _cgroup: CgroupGuard,
+}
+
+impl std::fmt::Debug for Teardown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Teardown")
+    }
+}
+
+/// Reads exactly `buf.len()` bytes; `Ok(false)` at end of file.
+fn read_exact(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = sys::read(fd, &mut buf[got..])?;
+        if n == 0 {
+            return Ok(false);
+        }
+        got += n;
+    }
+    Ok(true)
+}
+
+/// The next message from the sandbox on the status pipe, `None` at end of file.
+fn next_message(fd: BorrowedFd<'_>) -> Option<(u8, Vec<u8>)> {
+    let mut header = [0u8; 5];
+    if !read_exact(fd, &mut header).ok()? {
+        return None;
+    }
+    let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    let mut payload = vec![0u8; len.min(1 << 20)];
+    if !read_exact(fd, &mut payload).ok()? {
+        return None;
+    }
+    Some((header[0], payload))
+}
+
+/// Runs the plan and relays output to `on_output` as it arrives. Returns the result as soon
+/// as every process of the sandbox but its init is gone, with the rest of the clean-up.
 pub fn run(
     plan: &JailPlan,
     hierarchy: &Hierarchy,
     on_output: &mut dyn FnMut(Stream, &[u8]),
-) -> Result<ExecResult, JailError> {
-    let filters = if plan.seccomp {
-        Some(seccomp::compile().map_err(|e| JailError::Refused(e.to_string()))?)
-    } else {
-        None
+) -> Result<(ExecResult, Teardown), JailError> {
+    let t0 = Instant::now();
+    let trace = |what: &str| {
+        if plan.trace_timing {
+            eprintln!("warden-trace: supervisor {what} at {:?}", t0.elapsed());
+        }
     };
+    let filters = plan.seccomp.then(seccomp::filters);
+    if plan.fast_cgroup_attach {
+        crate::cgroup::ensure_fast_attach();
+    }
     let cgroup = CgroupGuard(hierarchy.create(&plan.cgroup)?);
+    trace("cgroup created");
 
     let (out_r, out_w) = sys::pipe().map_err(os("pipe"))?;
     let (err_r, err_w) = sys::pipe().map_err(os("pipe"))?;
@@ -147,33 +196,28 @@ pub fn run(
     }
     let pid = pid as libc::pid_t;
     drop((out_w, err_w, in_r, go_r, status_w, ws_child));
-    // Kill the sandbox if anything below fails before the normal end.
+    // Kill the sandbox if anything below fails before the normal end; reap it in any case.
     let kill_guard = KillOnDrop(pid);
 
+    trace("cloned");
     map_ids(pid, plan, root)?;
+    trace("ids mapped");
     cgroup.0.attach(pid)?;
+    trace("cgroup attached");
     let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
     sys::write_all(go_w.as_fd(), b"g").map_err(os("start sandbox"))?;
     drop(go_w);
     let start = Instant::now();
 
     let relay = relay_output(plan, out_r, err_r, in_w, &pidfd, pid, start, on_output)?;
-    let init_status = sys::waitpid(pid).map_err(os("waitpid"))?;
-    std::mem::forget(kill_guard);
-    let duration = start.elapsed();
-    let _ = init_status;
-
+    trace("output relayed");
+    // Init reports the program's status once it has killed and reaped everything else in the
+    // sandbox; if init was killed (timeout, output cap), the pipe just ends.
     let mut program_status = None;
-    let messages = sys::read_to_end_limited(status_r.as_fd(), 1 << 20).unwrap_or_default();
-    let mut rest = &messages[..];
-    while rest.len() >= 5 {
-        let tag = rest[0];
-        let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-        let payload = &rest[5..(5 + len).min(rest.len())];
-        rest = &rest[(5 + len).min(rest.len())..];
+    while let Some((tag, payload)) = next_message(status_r.as_fd()) {
         match tag {
             MSG_STEP_FAILED => {
-                let text = String::from_utf8_lossy(payload);
+                let text = String::from_utf8_lossy(&payload);
                 let (step, message) = text.split_once('\0').unwrap_or(("unknown", &text));
                 return Err(JailError::Setup {
                     step: step.to_owned(),
@@ -183,17 +227,20 @@ pub fn run(
             MSG_EXEC_FAILED => {
                 return Err(JailError::Command {
                     command: plan.argv[0].clone(),
-                    message: String::from_utf8_lossy(payload).into_owned(),
+                    message: String::from_utf8_lossy(&payload).into_owned(),
                 });
             }
             MSG_EXIT_STATUS if payload.len() == 4 => {
                 program_status = Some(i32::from_le_bytes([
                     payload[0], payload[1], payload[2], payload[3],
                 ]));
+                break;
             }
             _ => {}
         }
     }
+    let duration = start.elapsed();
+    trace("status received");
 
     let (exit_code, signal) = match program_status {
         Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
@@ -222,9 +269,9 @@ pub fn run(
         Ok(Some(scratch)) => artifacts::collect(scratch.as_fd(), &plan.limits),
         _ => (Vec::new(), Vec::new()),
     };
-    drop(cgroup);
+    trace("artifacts collected");
 
-    Ok(ExecResult {
+    let result = ExecResult {
         stdout: finish_text(relay.stdout, relay.stdout_truncated, plan.limits.max_output_bytes),
         stderr: finish_text(relay.stderr, relay.stderr_truncated, plan.limits.max_output_bytes),
         exit_code,
@@ -235,7 +282,14 @@ pub fn run(
         stderr_truncated: relay.stderr_truncated,
         artifacts,
         skipped_artifacts,
-    })
+    };
+    Ok((
+        result,
+        Teardown {
+            _init: kill_guard,
+            _cgroup: cgroup,
+        },
+    ))
 }
 
 /// The marker appended to a stream cut at the output cap.
@@ -251,6 +305,7 @@ fn finish_text(bytes: Vec<u8>, truncated: bool, limit: u64) -> String {
     text
 }
 
+/// Kills (a no-op once it is exiting) and reaps the sandbox's init.
 struct KillOnDrop(libc::pid_t);
 
 impl Drop for KillOnDrop {
@@ -461,8 +516,13 @@ fn sandbox_init(
         go,
         workspace_socket,
     };
+    let started = Instant::now();
     for (name, step) in contain::STEPS {
-        if let Err(message) = step(&mut ctx) {
+        let result = step(&mut ctx);
+        if plan.trace_timing {
+            eprintln!("warden-trace: init step {name:?} done at {:?}", started.elapsed());
+        }
+        if let Err(message) = result {
             send_msg(status_fd, MSG_STEP_FAILED, format!("{name}\0{message}").as_bytes());
             // SAFETY: _exit ends the process without running destructors of the copied state.
             unsafe { libc::_exit(126) };
@@ -477,6 +537,9 @@ fn sandbox_init(
             unsafe { libc::_exit(127) };
         }
     };
+    if plan.trace_timing {
+        eprintln!("warden-trace: init forks the program at {:?}", started.elapsed());
+    }
     // SAFETY: a plain fork from the single-threaded init.
     let child = unsafe { libc::fork() };
     if child < 0 {
@@ -505,8 +568,18 @@ fn sandbox_init(
         // SAFETY: `st` is a valid int; -1 waits for any child (init reaps orphans too).
         let reaped = unsafe { libc::waitpid(-1, &mut st, 0) };
         if reaped == child {
+            if plan.trace_timing {
+                eprintln!("warden-trace: init reaped the program at {:?}", started.elapsed());
+            }
+            // Whatever the program left running goes now, before the status is reported, so
+            // that the supervisor reads artifacts from a workspace nobody can still change.
+            // SAFETY: kill(-1) from pid 1 reaches every other process of this pid namespace.
+            unsafe { libc::kill(-1, libc::SIGKILL) };
+            // SAFETY: a null status pointer is allowed; reap until no child is left.
+            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0
+                || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
             send_msg(status_fd, MSG_EXIT_STATUS, &st.to_le_bytes());
-            // Exiting kills whatever the program left running in the namespace.
             // SAFETY: as above.
             unsafe { libc::_exit(0) };
         }

@@ -94,20 +94,6 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads until end of file or until `limit` bytes; returns what was read.
-pub fn read_to_end_limited(fd: BorrowedFd<'_>, limit: usize) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 8192];
-    while out.len() < limit {
-        let n = read(fd, &mut buf)?;
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n.min(limit - out.len())]);
-    }
-    Ok(out)
-}
-
 /// `dup2` that keeps the target open across exec (dup2 clears FD_CLOEXEC on the new fd).
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
     if from == to {

@@ -58,6 +58,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                 } else {
                     let jail = warden_jail::JailBackend::new(warden_jail::JailSettings {
                         host_paths: settings.sandbox.jail.host_paths.clone(),
+                        fast_cgroup_attach: false,
                         ids: warden_jail::IdMap { inside_uid: 0, inside_gid: 0, host_uid: 0, host_gid: 0 },
                         helper_exe: PathBuf::new(),
                     });

@@ -41,6 +41,7 @@ pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
     let jail = &settings.sandbox.jail;
     let backend = JailBackend::new(JailSettings {
         host_paths: jail.host_paths.clone(),
+        fast_cgroup_attach: jail.fast_cgroup_attach,
         ids: IdMap {
             inside_uid: jail.sandbox_uid,
             inside_gid: jail.sandbox_gid,
@@ -67,7 +68,14 @@ fn language_from_extension(path: &Path) -> Option<&'static str> {
 }
 
 pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
+    let t0 = std::time::Instant::now();
+    let trace = |what: &str| {
+        if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
+            eprintln!("warden-trace: cli {what} at {:?}", t0.elapsed());
+        }
+    };
     let settings = load_settings(config)?;
+    trace("settings loaded");
     let code = if args.file.as_os_str() == "-" {
         let mut code = String::new();
         std::io::stdin().read_to_string(&mut code)?;
@@ -99,6 +107,12 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         stdin,
     };
     let engine = engine(settings)?;
+    trace("engine built");
+    if let Err(e) = engine.prepare(&request) {
+        trace("prepared");
+        let _ = e;
+    }
+    trace("prepared (policies checked)");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -122,6 +136,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         let (result, ()) = tokio::join!(engine.execute(request, Some(tx)), printer);
         result
     });
+    trace("result received");
     match outcome {
         Ok(result) => {
             if json {

@@ -19,7 +19,8 @@ use crate::sys;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
-/// Where the new root is assembled, inside the sandbox's own mount namespace.
+/// Where the new root is assembled, inside the sandbox's own mount namespace (a tmpfs is
+/// mounted over it there; the host's /tmp is untouched).
 pub const STAGING: &str = "/tmp";
 
 /// What the steps work with.
@@ -85,15 +86,17 @@ fn build_root(ctx: &mut Ctx<'_>) -> Result<(), String> {
 fn hand_over_workspace(ctx: &mut Ctx<'_>) -> Result<(), String> {
     // The supervisor reads artifacts through this descriptor after the sandbox is gone; the
     // tmpfs lives as long as the descriptor does, and never appears in the host's mounts.
-    let scratch = mounts::under(Path::new(STAGING), Path::new("/.scratch"));
+    let scratch = mounts::scratch_dir(Path::new(STAGING));
     let dir = std::fs::File::open(&scratch).map_err(os)?;
     let fd: OwnedFd = dir.into();
     sys::send_fd(ctx_fd(&ctx.workspace_socket), ctx_fd(&fd)).map_err(os)
 }
 
 fn pivot_root(_: &mut Ctx<'_>) -> Result<(), String> {
-    sys::chdir(Path::new(STAGING)).map_err(os)?;
+    sys::chdir(&mounts::root_dir(Path::new(STAGING))).map_err(os)?;
     sys::pivot_root_here().map_err(os)?;
+    // One lazy unmount drops the host's tree, the staging tmpfs and the workspace's own mount
+    // point; the workspace lives on through its binds and the supervisor's descriptor.
     sys::umount_detach(Path::new(".")).map_err(os)?;
     sys::chdir(Path::new("/")).map_err(os)
 }

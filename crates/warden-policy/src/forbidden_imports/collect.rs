@@ -19,6 +19,12 @@
 //!   import import_module as im`, `from builtins import __import__ as imp` or `f = <import fn>`.
 //! - the same, inside a string literal passed to `exec`, `eval` or `compile`, which is parsed and
 //!   walked in turn (reported at the string's position).
+//!
+//! Depth: the parser builds trees as deep as the code nests (`1+1+…+1`, `-----1`, `[[[…]]]`), and
+//! both a recursive walk and the trees' drop glue use native stack per level, so deep enough code
+//! would overflow the stack and abort the whole process. The walk therefore grows its stack on
+//! demand (`stacker`), measures the tree's depth as it goes, and every tree is dropped through
+//! [`drop_tree`] on a stack sized for that depth. Any input is checked without crashing.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,6 +34,16 @@ use ruff_text_size::Ranged;
 
 /// How deep `exec("exec('...')")` strings are followed.
 const MAX_EXEC_DEPTH: u32 = 4;
+
+/// Stack the walk keeps free before descending one level; below it, a new segment is allocated.
+const WALK_RED_ZONE: usize = 256 * 1024;
+/// The size of each stack segment the walk allocates.
+const WALK_SEGMENT: usize = 4 * 1024 * 1024;
+/// Stack the drop glue of one tree level may use. Measured at 96–555 bytes in debug builds
+/// (lambda default arguments are the worst); four times that, for margin.
+const DROP_BYTES_PER_LEVEL: usize = 2 * 1024;
+/// Stack for the drop glue's own frames beyond the per-level cost.
+const DROP_BASE: usize = 64 * 1024;
 
 /// The functions that import a module by name, with their different signatures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +106,40 @@ pub(crate) enum Dynamic {
     Package,
 }
 
+/// What a walk found.
+#[derive(Debug)]
+pub(crate) struct Collected {
+    /// Every finding, in source order.
+    pub(crate) findings: Vec<Finding>,
+    /// The deepest nesting of statements, expressions and patterns seen (at least that of the
+    /// walked tree): what [`drop_tree`] needs.
+    pub(crate) depth: usize,
+}
+
 /// Walks `body` (a parsed module) and returns every finding, in source order.
-pub(crate) fn collect(body: &[Stmt]) -> Vec<Finding> {
+pub(crate) fn collect(body: &[Stmt]) -> Collected {
     let mut collector = Collector::default();
     collector.visit_body(body);
-    collector.finish()
+    let depth = collector.max_depth;
+    Collected {
+        findings: collector.finish(),
+        depth,
+    }
+}
+
+/// Drops a parsed tree `depth` levels deep (as [`Collected::depth`] measured) on a stack large
+/// enough for its recursive drop glue: the current one when it has room, a new one otherwise.
+pub(crate) fn drop_tree<T>(tree: T, depth: usize) {
+    let needed = depth
+        .saturating_mul(DROP_BYTES_PER_LEVEL)
+        .saturating_add(DROP_BASE);
+    stacker::maybe_grow(needed, needed, move || drop(tree));
+}
+
+/// Parses `source` as a module, whatever it contains, without dropping anything deep on the
+/// caller's stack (`parse_module` drops the tree of code that does not parse before returning).
+pub(crate) fn parse(source: &str) -> ruff_python_parser::Parsed<ast::ModModule> {
+    ruff_python_parser::parse_unchecked_source(source, ast::PySourceType::Python)
 }
 
 /// A literal value of an argument, as far as the walk needs one.
@@ -172,9 +217,20 @@ struct Collector {
     reported_at: Option<usize>,
     inside: Option<&'static str>,
     exec_depth: u32,
+    /// The current and deepest nesting of the walk.
+    depth: usize,
+    max_depth: usize,
 }
 
 impl Collector {
+    /// Runs one level of the walk: counts it, and grows the stack when it runs low.
+    fn nested(&mut self, walk: impl FnOnce(&mut Self)) {
+        self.depth += 1;
+        self.max_depth = self.max_depth.max(self.depth);
+        stacker::maybe_grow(WALK_RED_ZONE, WALK_SEGMENT, || walk(self));
+        self.depth -= 1;
+    }
+
     fn offset(&self, node: &impl Ranged) -> usize {
         self.reported_at.unwrap_or_else(|| node.start().to_usize())
     }
@@ -308,17 +364,26 @@ impl Collector {
         if self.exec_depth >= MAX_EXEC_DEPTH {
             return;
         }
-        // A string that does not parse raises SyntaxError at run time: nothing to import.
-        let Ok(parsed) = ruff_python_parser::parse_module(literal.value.to_str()) else {
-            return;
-        };
-        let saved = (self.reported_at, self.inside);
-        self.reported_at = Some(self.offset(literal));
-        self.inside = Some(self.inside.unwrap_or(context));
-        self.exec_depth += 1;
-        self.visit_body(&parsed.syntax().body);
-        self.exec_depth -= 1;
-        (self.reported_at, self.inside) = saved;
+        let parsed = parse(literal.value.to_str());
+        if parsed.has_valid_syntax() {
+            let saved = (self.reported_at, self.inside);
+            self.reported_at = Some(self.offset(literal));
+            self.inside = Some(self.inside.unwrap_or(context));
+            self.exec_depth += 1;
+            self.visit_body(&parsed.syntax().body);
+            self.exec_depth -= 1;
+            (self.reported_at, self.inside) = saved;
+            drop_tree(parsed, self.max_depth);
+        } else {
+            // A string that does not parse raises SyntaxError at run time: nothing to import.
+            // Its tree is only measured, so that it can be dropped safely.
+            let mut measure = Collector {
+                exec_depth: MAX_EXEC_DEPTH,
+                ..Collector::default()
+            };
+            measure.visit_body(&parsed.syntax().body);
+            drop_tree(parsed, measure.max_depth);
+        }
     }
 
     /// Resolves the calls against the aliases and returns all findings in source order.
@@ -380,6 +445,25 @@ impl Collector {
 
 impl<'a> Visitor<'a> for Collector {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        self.nested(|this| this.on_stmt(stmt));
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        self.nested(|this| this.on_expr(expr));
+    }
+
+    // Patterns and f-string format specs nest without an expression or statement in between.
+    fn visit_pattern(&mut self, pattern: &'a ast::Pattern) {
+        self.nested(|this| visitor::walk_pattern(this, pattern));
+    }
+
+    fn visit_interpolated_string_element(&mut self, element: &'a ast::InterpolatedStringElement) {
+        self.nested(|this| visitor::walk_interpolated_string_element(this, element));
+    }
+}
+
+impl Collector {
+    fn on_stmt(&mut self, stmt: &Stmt) {
         match stmt {
             Stmt::Import(import) => self.on_import(import),
             Stmt::ImportFrom(import) => self.on_import_from(import),
@@ -398,7 +482,7 @@ impl<'a> Visitor<'a> for Collector {
         visitor::walk_stmt(self, stmt);
     }
 
-    fn visit_expr(&mut self, expr: &'a Expr) {
+    fn on_expr(&mut self, expr: &Expr) {
         match expr {
             Expr::Call(call) => self.on_call(call),
             Expr::Named(named) => self.on_binding(&named.target, &named.value),
@@ -575,6 +659,7 @@ mod tests {
     fn modules(source: &str) -> Vec<String> {
         let parsed = ruff_python_parser::parse_module(source).unwrap();
         collect(&parsed.syntax().body)
+            .findings
             .into_iter()
             .map(|finding| match finding.what {
                 What::Module { module, .. } => module,

@@ -28,8 +28,6 @@
 mod allow_list;
 mod collect;
 
-use ruff_python_parser::parse_module;
-
 use crate::line_index::LineIndex;
 use crate::settings::ForbiddenImportsSettings;
 use crate::{Policy, PolicyInput, Violation, ViolationKind};
@@ -156,15 +154,20 @@ impl Policy for ForbiddenImports {
             return Ok(());
         }
         let index = LineIndex::new(input.code);
-        let parsed = match parse_module(input.code) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                let offset = error.location.start().to_usize();
-                let message = format!("syntax error: {}", error.error);
-                return Err(self.violation(&index, offset, ViolationKind::SyntaxError, message));
-            }
-        };
-        match collect::collect(&parsed.syntax().body)
+        let parsed = collect::parse(input.code);
+        // Walked even when it does not parse: the walk measures the depth the drop needs.
+        let collected = collect::collect(&parsed.syntax().body);
+        let syntax_error = parsed
+            .errors()
+            .first()
+            .map(|error| (error.location.start().to_usize(), error.error.to_string()));
+        collect::drop_tree(parsed, collected.depth);
+        if let Some((offset, error)) = syntax_error {
+            let message = format!("syntax error: {error}");
+            return Err(self.violation(&index, offset, ViolationKind::SyntaxError, message));
+        }
+        match collected
+            .findings
             .into_iter()
             .find_map(|finding| self.judge(&index, finding))
         {

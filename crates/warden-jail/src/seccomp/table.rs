@@ -1,4 +1,8 @@
-//! The seccomp filter, compiled from the checked-in allow-list `seccomp/x86_64.toml`.
+//! Parsing and compiling the checked-in seccomp table `seccomp/x86_64.toml` into BPF.
+//!
+//! This file is compiled twice: by `build.rs`, which turns the table into BPF at build time
+//! (so a bad table fails the build and no run pays for compiling it), and into the crate for
+//! tests and `warden doctor`. It depends only on serde, toml, seccompiler and libc.
 //!
 //! Invariants: every syscall not allowed returns ENOSYS (so libc falls back, e.g. clone3 →
 //! clone); every `[[deny]]` entry returns its own errno (EPERM) — filters installed after the
@@ -12,8 +16,8 @@ use seccompiler::{
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 
-const TABLE: &str = include_str!("../seccomp/x86_64.toml");
-const NUMBERS: &str = include_str!("../seccomp/syscalls_x86_64.tsv");
+pub const TABLE: &str = include_str!("../../seccomp/x86_64.toml");
+pub const NUMBERS: &str = include_str!("../../seccomp/syscalls_x86_64.tsv");
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
@@ -223,15 +227,6 @@ pub fn compile() -> Result<Filters, SeccompError> {
             .map_err(|e: seccompiler::BackendError| SeccompError::Compile(e.to_string()))?,
         deny,
     })
-}
-
-/// Installs both filters on the calling thread (no_new_privs must already be set).
-pub fn install(filters: &Filters) -> Result<(), SeccompError> {
-    seccompiler::apply_filter(&filters.allow).map_err(|e| SeccompError::Install(e.to_string()))?;
-    for program in &filters.deny {
-        seccompiler::apply_filter(program).map_err(|e| SeccompError::Install(e.to_string()))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

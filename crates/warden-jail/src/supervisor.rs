@@ -251,20 +251,7 @@ pub fn run(
     };
     let oom = cgroup.0.oom_killed();
     let pids_hit = cgroup.0.pids_limit_hit();
-    let reason = if relay.output_exceeded {
-        Reason::Output
-    } else if relay.timed_out {
-        if pids_hit { Reason::Pids } else { Reason::Timeout }
-    } else if oom && exit_code != Some(0) {
-        Reason::Memory
-    } else if pids_hit && exit_code != Some(0) {
-        Reason::Pids
-    } else if signal.is_some() {
-        Reason::Signal
-    } else {
-        Reason::Exited
-    };
-
+    let reason = reason(&relay, oom, pids_hit, signal.is_some());
     let (artifacts, skipped_artifacts) = match sys::recv_fd(ws_parent.as_fd()) {
         Ok(Some(scratch)) => artifacts::collect(scratch.as_fd(), &plan.limits),
         _ => (Vec::new(), Vec::new()),
@@ -290,6 +277,26 @@ pub fn run(
             _cgroup: cgroup,
         },
     ))
+}
+
+/// Why the run ended, by precedence: the output cap (Warden stopped it), then a limit the
+/// sandbox hit during the run (memory: the OOM killer ended a process; pids: a fork failed) —
+/// even if the program then carried on or exited 0, because an agent must know its code hit a
+/// wall — then the timeout, then a signal, else a normal exit.
+fn reason(relay: &Relay, oom: bool, pids_hit: bool, signaled: bool) -> Reason {
+    if relay.output_exceeded {
+        Reason::Output
+    } else if oom {
+        Reason::Memory
+    } else if pids_hit {
+        Reason::Pids
+    } else if relay.timed_out {
+        Reason::Timeout
+    } else if signaled {
+        Reason::Signal
+    } else {
+        Reason::Exited
+    }
 }
 
 /// The marker appended to a stream cut at the output cap.

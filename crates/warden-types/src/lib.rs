@@ -108,7 +108,9 @@ mod duration_ms {
     }
 }
 
-/// Why an execution ended. Exactly one is reported; see `ExecResult::reason`.
+/// Why an execution ended. Exactly one is reported, by precedence: `output` (Warden stopped the
+/// run), `memory` or `pids` (the sandbox hit that limit during the run, even if the program
+/// carried on), `timeout`, `signal`, `exited`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
@@ -118,7 +120,7 @@ pub enum Reason {
     Timeout,
     /// The memory limit was hit and the kernel's OOM killer ended a process.
     Memory,
-    /// The process limit was hit (a fork or thread creation failed) and the program failed.
+    /// The process limit was hit: a fork or thread creation failed.
     Pids,
     /// stdout or stderr passed `max_output_bytes`; the sandbox was killed.
     Output,

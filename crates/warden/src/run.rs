@@ -108,11 +108,6 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
     };
     let engine = engine(settings)?;
     trace("engine built");
-    if let Err(e) = engine.prepare(&request) {
-        trace("prepared");
-        let _ = e;
-    }
-    trace("prepared (policies checked)");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -136,10 +136,48 @@ pub(crate) fn drop_tree<T>(tree: T, depth: usize) {
     stacker::maybe_grow(needed, needed, move || drop(tree));
 }
 
-/// Parses `source` as a module, whatever it contains, without dropping anything deep on the
-/// caller's stack (`parse_module` drops the tree of code that does not parse before returning).
-pub(crate) fn parse(source: &str) -> ruff_python_parser::Parsed<ast::ModModule> {
-    ruff_python_parser::parse_unchecked_source(source, ast::PySourceType::Python)
+/// Code whose parse could need more stack than this is not parsed at all ([`parse`]).
+const MAX_PARSE_STACK: usize = 1024 * 1024 * 1024;
+/// Stack the parser needs whatever the code.
+const PARSE_BASE: usize = 1024 * 1024;
+/// Stack per byte of code for the parser's recursion outside its own guards (measured: at most
+/// 59 bytes, in error recovery of `*(*(…))`, debug build).
+const PARSE_BYTES_PER_SOURCE_BYTE: usize = 128;
+/// Stack per `lambda` for the parser's unguarded recursion through lambda parameter defaults
+/// (`lambda a=lambda a=…`; measured: 4.5 KiB per level, debug build).
+const PARSE_BYTES_PER_LAMBDA: usize = 16 * 1024;
+
+/// The code is too large or nests too deeply to be parsed safely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooComplex {
+    pub(crate) bytes: usize,
+    pub(crate) lambdas: usize,
+}
+
+/// Parses `source` as a module, whatever it contains, on a stack large enough for it.
+///
+/// The parser grows its own stack for most nesting, but not all: nested lambda defaults and some
+/// error recovery recurse unguarded, so the stack is sized from the code's length and its number
+/// of `lambda`s (an over-count is harmless). Code that would need more than
+/// [`MAX_PARSE_STACK`] is refused instead — CPython refuses code nested that deeply too ("too
+/// complex to parse"). Unlike `parse_module`, the tree of code that does not parse is returned
+/// with its errors rather than dropped on the caller's stack.
+pub(crate) fn parse(source: &str) -> Result<ruff_python_parser::Parsed<ast::ModModule>, TooComplex> {
+    let lambdas = source.matches("lambda").count();
+    let needed = source
+        .len()
+        .saturating_mul(PARSE_BYTES_PER_SOURCE_BYTE)
+        .saturating_add(lambdas.saturating_mul(PARSE_BYTES_PER_LAMBDA))
+        .saturating_add(PARSE_BASE);
+    if needed > MAX_PARSE_STACK {
+        return Err(TooComplex {
+            bytes: source.len(),
+            lambdas,
+        });
+    }
+    Ok(stacker::maybe_grow(needed, needed, || {
+        ruff_python_parser::parse_unchecked_source(source, ast::PySourceType::Python)
+    }))
 }
 
 /// A literal value of an argument, as far as the walk needs one.
@@ -364,7 +402,10 @@ impl Collector {
         if self.exec_depth >= MAX_EXEC_DEPTH {
             return;
         }
-        let parsed = parse(literal.value.to_str());
+        // Too complex to parse: Python cannot run it either.
+        let Ok(parsed) = parse(literal.value.to_str()) else {
+            return;
+        };
         if parsed.has_valid_syntax() {
             let saved = (self.reported_at, self.inside);
             self.reported_at = Some(self.offset(literal));

@@ -34,7 +34,7 @@ use crate::{Policy, PolicyInput, Violation, ViolationKind};
 
 use allow_list::{AllowList, is_valid_module_name};
 pub use allow_list::{AllowListError, AllowedModule, default_allowed_modules, parse_allow_list};
-use collect::{Dynamic, Finding, What};
+use collect::{Dynamic, Finding, TooComplex, What};
 
 /// The policy's name in `enabled_policies`.
 pub const NAME: &str = "forbidden_imports";
@@ -154,7 +154,21 @@ impl Policy for ForbiddenImports {
             return Ok(());
         }
         let index = LineIndex::new(input.code);
-        let parsed = collect::parse(input.code);
+        let parsed = match collect::parse(input.code) {
+            Ok(parsed) => parsed,
+            Err(TooComplex { bytes, lambdas }) => {
+                let message = format!(
+                    "code too large or too deeply nested to check ({bytes} bytes, {lambdas} lambdas)"
+                );
+                return Err(Violation {
+                    policy: NAME,
+                    kind: ViolationKind::SyntaxError,
+                    message,
+                    line: None,
+                    column: None,
+                });
+            }
+        };
         // Walked even when it does not parse: the walk measures the depth the drop needs.
         let collected = collect::collect(&parsed.syntax().body);
         let syntax_error = parsed

@@ -1,0 +1,150 @@
+//! Each limit of the native jail: reached by real code, and reported with the right reason.
+
+mod common;
+
+use common::{py, run_json, stdout_of, warden_cmd};
+use std::time::{Duration, Instant};
+
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(marker)
+        {
+            found.push(String::from_utf8_lossy(&cmd).replace('\0', " "));
+        }
+    }
+    found
+}
+
+#[test]
+fn timeout_kills_every_process_double_forked_ones_too() {
+    require_root!();
+    let marker = format!("9{}", std::process::id());
+    let code = format!(
+        r#"
+import os, subprocess, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp('sleep', ['sleep', '{marker}'])
+    os._exit(0)
+subprocess.Popen(['bash', '-c', 'trap "" TERM; exec sleep {marker}'])
+print('started', flush=True)
+time.sleep(60)
+"#
+    );
+    let settings = common::settings();
+    let start = Instant::now();
+    let out = warden_cmd(
+        &["--config", settings.to_str().unwrap(), "run", "--json", "--timeout", "1", "-l", "python", "-"],
+        &code,
+    );
+    let elapsed = start.elapsed();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reason"], "timeout", "{v}");
+    assert_eq!(v["stdout"], "started\n");
+    assert_eq!(out.status.code(), Some(124));
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    let survivors = host_processes_with(&marker);
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+#[test]
+fn survivors_of_a_normal_exit_are_killed_too() {
+    require_root!();
+    let marker = format!("8{}", std::process::id());
+    let v = py(&format!(
+        "import subprocess\nsubprocess.Popen(['setsid', 'sleep', '{marker}'])\nprint('bye')"
+    ));
+    assert_eq!(v["reason"], "exited");
+    assert!(host_processes_with(&marker).is_empty());
+}
+
+#[test]
+fn memory_bomb_is_stopped_by_the_memory_limit() {
+    require_root!();
+    let v = py("x = []\nwhile True:\n    x.append(bytearray(16 << 20))");
+    assert_eq!(v["reason"], "memory", "{v}");
+    assert_eq!(v["signal"], 9);
+}
+
+#[test]
+fn fork_bomb_is_stopped_by_the_pids_limit() {
+    require_root!();
+    // The classic bomb: the first shell exits at once, its children hit the limit; the run
+    // reports the limit it hit even though the first shell exited 0.
+    let (v, _) = run_json("test", "bash", "bomb() { bomb | bomb & }; bomb; sleep 1");
+    assert_eq!(v["reason"], "pids", "{v:.300}");
+    let v = py("import os\nkids = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        kids += 1\nexcept OSError as e:\n    print('stopped after', kids, e.strerror)\n    raise SystemExit(1)");
+    assert_eq!(v["reason"], "pids", "{v}");
+    assert!(stdout_of(&v).contains("Resource temporarily unavailable"), "{v}");
+}
+
+#[test]
+fn output_flood_is_cut_with_a_marker_and_stops_the_run() {
+    require_root!();
+    let start = Instant::now();
+    let v = py("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)");
+    assert_eq!(v["reason"], "output", "{v:.200}");
+    assert_eq!(v["stdout_truncated"], true);
+    let out = stdout_of(&v);
+    assert!(out.ends_with("\n[warden: output truncated at 65536 bytes]\n"));
+    assert_eq!(out.len(), 65536 + "\n[warden: output truncated at 65536 bytes]\n".len());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // One line of 100 MB without a newline, on stderr.
+    let (v, _) = run_json("roomy", "python", "import sys\nsys.stderr.write('y' * (100 << 20))");
+    assert_eq!(v["reason"], "output");
+    assert_eq!(v["stderr_truncated"], true);
+    assert_eq!(v["stdout_truncated"], false);
+}
+
+#[test]
+fn file_size_limit() {
+    require_root!();
+    let v = py("import os\ntry:\n    open('big', 'wb').write(b'0' * (5 << 20))\nexcept OSError as e:\n    print(e.strerror)");
+    assert_eq!(stdout_of(&v), "File too large\n", "{v}");
+}
+
+#[test]
+fn cpu_share_is_a_hard_quota() {
+    require_root!();
+    // Two busy processes for 2 s of wall time under a quarter-core quota get about 0.5 s of CPU.
+    let (v, _) = run_json(
+        "half_cpu",
+        "python",
+        "import os, time\npid = os.fork()\nend = time.time() + 2\nwhile time.time() < end: pass\nif pid:\n    os.waitpid(pid, 0)\n    t = os.times()\n    print(round(t.user + t.system + t.children_user + t.children_system, 2))",
+    );
+    let used: f64 = stdout_of(&v).trim().parse().unwrap();
+    assert!(used < 0.9, "used {used}s of CPU in 2 s under a 0.25-core quota");
+    assert!(used > 0.2, "used {used}s: the program barely ran");
+}
+
+#[test]
+fn stdin_is_given_to_the_program() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "3\n4\n").unwrap();
+    let out = warden_cmd(
+        &[
+            "--config", common::settings().to_str().unwrap(),
+            "run", "--stdin", input.to_str().unwrap(), "-l", "python", "-",
+        ],
+        "import sys\nprint(sum(int(l) for l in sys.stdin))",
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "7\n");
+}
+
+#[test]
+fn killed_by_its_own_signal_is_reason_signal() {
+    require_root!();
+    let (v, status) = run_json("test", "bash", "kill -SEGV $$");
+    assert_eq!(v["reason"], "signal", "{v}");
+    assert_eq!(v["signal"], 11);
+    assert_eq!(status, 128 + 11);
+}

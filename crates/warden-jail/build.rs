@@ -7,25 +7,14 @@ mod table;
 
 use std::fmt::Write;
 
-fn render(out: &mut String, prog: &[seccompiler::sock_filter]) {
-    out.push_str("&[");
-    for i in prog {
-        let _ = write!(out, "({},{},{},{}),", i.code, i.jt, i.jf, i.k);
-    }
-    out.push(']');
-}
-
 fn main() {
     println!("cargo:rerun-if-changed=seccomp/x86_64.toml");
     println!("cargo:rerun-if-changed=seccomp/syscalls_x86_64.tsv");
     println!("cargo:rerun-if-changed=src/seccomp/table.rs");
-    let filters = table::compile().unwrap_or_else(|e| panic!("{e}"));
-    let mut out = String::from("pub static ALLOW: &[(u16, u8, u8, u32)] = ");
-    render(&mut out, &filters.allow);
-    out.push_str(";\npub static DENY: &[&[(u16, u8, u8, u32)]] = &[");
-    for d in &filters.deny {
-        render(&mut out, d);
-        out.push(',');
+    let prog = table::compile().unwrap_or_else(|e| panic!("{e}"));
+    let mut out = String::from("pub static PROGRAM: &[(u16, u8, u8, u32)] = &[");
+    for i in &prog {
+        let _ = write!(out, "({},{},{},{}),", i.code, i.jt, i.jf, i.k);
     }
     out.push_str("];\n");
     let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("seccomp_filters.rs");

@@ -282,9 +282,28 @@ fn builtin_runtimes() -> BTreeMap<String, Runtime> {
         image: Some(image.into()),
     };
     BTreeMap::from([
-        ("python".into(), rt("python3", "main.py", &["py", "python3"], "warden-python:3.11")),
-        ("javascript".into(), rt("node", "main.js", &["js", "node", "nodejs"], "warden-node:20")),
-        ("bash".into(), rt("bash", "main.sh", &["sh", "shell"], "warden-python:3.11")),
+        (
+            "python".into(),
+            rt(
+                "python3",
+                "main.py",
+                &["py", "python3"],
+                "warden-python:3.11",
+            ),
+        ),
+        (
+            "javascript".into(),
+            rt(
+                "node",
+                "main.js",
+                &["js", "node", "nodejs"],
+                "warden-node:20",
+            ),
+        ),
+        (
+            "bash".into(),
+            rt("bash", "main.sh", &["sh", "shell"], "warden-python:3.11"),
+        ),
     ])
 }
 
@@ -324,8 +343,8 @@ impl Settings {
             key: format!("{prefix}{key}"),
             message,
         };
-        let mut settings: Settings =
-            serde_path_to_error::deserialize(toml::Value::Table(value)).map_err(|e| {
+        let mut settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(value))
+            .map_err(|e| {
                 let path = e.path().to_string();
                 key_error(path, e.into_inner().message().to_owned())
             })?;
@@ -370,13 +389,22 @@ impl Settings {
                 return Err((format!("{key}.command"), "must name a program".into()));
             }
             if rt.file_name.is_empty() || rt.file_name.contains('/') {
-                return Err((format!("{key}.file_name"), "must be a plain file name".into()));
+                return Err((
+                    format!("{key}.file_name"),
+                    "must be a plain file name".into(),
+                ));
             }
         }
         for (name, p) in &s.profiles {
             let key = |field: &str| format!("sandbox.profiles.{name}.{field}");
-            if !(p.timeout_seconds.is_finite() && p.timeout_seconds > 0.0 && p.timeout_seconds <= 86_400.0) {
-                return Err((key("timeout_seconds"), "must be a number of seconds in (0, 86400]".into()));
+            if !(p.timeout_seconds.is_finite()
+                && p.timeout_seconds > 0.0
+                && p.timeout_seconds <= 86_400.0)
+            {
+                return Err((
+                    key("timeout_seconds"),
+                    "must be a number of seconds in (0, 86400]".into(),
+                ));
             }
             for (field, value) in [
                 ("max_memory_mb", p.max_memory_mb),
@@ -434,7 +462,7 @@ impl Settings {
         self.sandbox
             .runtimes
             .iter()
-            .find(|(lang, rt)| **lang == name || rt.aliases.iter().any(|a| *a == name))
+            .find(|(lang, rt)| **lang == name || rt.aliases.contains(&name))
             .and_then(|(lang, rt)| Some((Language::new(lang).ok()?, rt)))
     }
 

@@ -33,7 +33,9 @@ max_output_length = 2000 # Truncates long logs to save context
 "#;
 
 fn err(text: &str) -> String {
-    Settings::from_toml(text, "test.toml").unwrap_err().to_string()
+    Settings::from_toml(text, "test.toml")
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -42,7 +44,10 @@ fn the_source_documents_file_works_unchanged() {
     let standard = s.profile("standard").unwrap();
     assert_eq!(standard.timeout_seconds, 30.0);
     assert_eq!(standard.max_memory_mb, 128);
-    assert_eq!(standard.runtime.command.as_deref(), Some(&["python".to_owned()][..]));
+    assert_eq!(
+        standard.runtime.command.as_deref(),
+        Some(&["python".to_owned()][..])
+    );
     assert_eq!(
         standard.policies.forbidden_imports.allowed_modules,
         ["math", "datetime", "json", "random", "string"]
@@ -67,7 +72,10 @@ fn builtin_defaults_are_the_source_documents_profiles() {
     let std = s.profile("standard").unwrap();
     assert_eq!((std.timeout_seconds, std.max_memory_mb), (30.0, 128));
     assert!(!std.network_enabled && std.read_only && std.strict_mode);
-    assert_eq!(std.enabled_policies, ["forbidden_imports", "resource_quota"]);
+    assert_eq!(
+        std.enabled_policies,
+        ["forbidden_imports", "resource_quota"]
+    );
     let ds = s.profile("data_science").unwrap();
     assert_eq!((ds.timeout_seconds, ds.max_memory_mb), (60.0, 512));
     assert_eq!(ds.enabled_policies, ["resource_quota"]);
@@ -83,15 +91,15 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
-        @"test.toml: default.ai.sandbox: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`"
+        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.p.policies.forbidden_imports]\nallowed = []\n[sandbox]\ndefault_profile='p'\n"),
-        @"test.toml: sandbox.profiles.p.policies.forbidden_imports: unknown field `allowed`, expected `allowed_modules`"
+        @"test.toml: sandbox.profiles.p.policies.forbidden_imports.allowed: unknown field `allowed`, expected `allowed_modules`"
     );
 }
 

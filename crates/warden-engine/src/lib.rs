@@ -104,7 +104,13 @@ impl Engine {
             .profile(&profile_name)
             .ok_or_else(|| EngineError::UnknownProfile {
                 name: profile_name.clone(),
-                known: s.sandbox.profiles.keys().cloned().collect::<Vec<_>>().join(", "),
+                known: s
+                    .sandbox
+                    .profiles
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })?;
         let wanted = req
             .language
@@ -114,7 +120,13 @@ impl Engine {
             s.runtime(&wanted)
                 .ok_or_else(|| EngineError::UnknownLanguage {
                     name: wanted.clone(),
-                    known: s.sandbox.runtimes.keys().cloned().collect::<Vec<_>>().join(", "),
+                    known: s
+                        .sandbox
+                        .runtimes
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
                 })?;
         let mut limits = profile.limits();
         if let Some(t) = req.timeout {
@@ -225,12 +237,21 @@ fn check_policies(
         requested,
     })
     .map_err(EngineError::PolicyViolation)?;
-    if !profile.enabled_policies.iter().any(|p| p == "resource_quota")
+    if !profile
+        .enabled_policies
+        .iter()
+        .any(|p| p == "resource_quota")
         && (requested.timeout > profile_max.timeout || requested.memory_mb > profile_max.memory_mb)
     {
         return Err(EngineError::InvalidRequest {
-            field: if requested.timeout > profile_max.timeout { "timeout" } else { "memory_mb" },
-            message: "above the profile's limit, and the profile has no resource_quota to allow more".into(),
+            field: if requested.timeout > profile_max.timeout {
+                "timeout"
+            } else {
+                "memory_mb"
+            },
+            message:
+                "above the profile's limit, and the profile has no resource_quota to allow more"
+                    .into(),
         });
     }
     Ok(())

@@ -1,6 +1,6 @@
 use super::*;
 use std::sync::Mutex;
-use warden_types::{Reason, ExecResult};
+use warden_types::{ExecResult, Reason};
 
 /// Records the plans it gets and answers with a fixed result.
 #[derive(Debug, Default)]
@@ -20,7 +20,11 @@ impl Backend for RecordingBackend {
             None => Ok(()),
         }
     }
-    async fn exec(&self, plan: ExecPlan, _: Option<EventSender>) -> Result<ExecResult, BackendError> {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        _: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
         self.plans.lock().unwrap().push(plan);
         Ok(ExecResult {
             stdout: "ok\n".into(),
@@ -51,7 +55,10 @@ fn req(code: &str) -> ExecRequest {
 #[tokio::test]
 async fn the_default_profile_and_language_are_used() {
     let b = Arc::new(RecordingBackend::default());
-    engine(b.clone()).execute(req("print(1)"), None).await.unwrap();
+    engine(b.clone())
+        .execute(req("print(1)"), None)
+        .await
+        .unwrap();
     let plan = b.plans.lock().unwrap().pop().unwrap();
     assert_eq!(plan.language.as_str(), "python");
     assert_eq!(plan.command, ["python3"]);
@@ -63,9 +70,14 @@ async fn the_default_profile_and_language_are_used() {
 #[tokio::test]
 async fn policies_refuse_before_the_backend_runs() {
     let b = Arc::new(RecordingBackend::default());
-    let err = engine(b.clone()).execute(req("import os"), None).await.unwrap_err();
+    let err = engine(b.clone())
+        .execute(req("import os"), None)
+        .await
+        .unwrap_err();
     match err {
-        EngineError::PolicyViolation(v) => assert_eq!((v.policy, v.line), ("forbidden_imports", Some(1))),
+        EngineError::PolicyViolation(v) => {
+            assert_eq!((v.policy, v.line), ("forbidden_imports", Some(1)))
+        }
         other => panic!("{other:?}"),
     }
     assert!(b.plans.lock().unwrap().is_empty());
@@ -77,13 +89,19 @@ async fn requests_above_the_quota_are_refused() {
     let mut r = req("print(1)");
     r.timeout = Some(Duration::from_secs(120));
     let err = engine(b.clone()).execute(r, None).await.unwrap_err();
-    assert!(matches!(err, EngineError::PolicyViolation(ref v) if v.policy == "resource_quota"), "{err:?}");
+    assert!(
+        matches!(err, EngineError::PolicyViolation(ref v) if v.policy == "resource_quota"),
+        "{err:?}"
+    );
     let mut r = req("print(1)");
     r.memory_mb = Some(64);
     r.timeout = Some(Duration::from_secs(5));
     engine(b.clone()).execute(r, None).await.unwrap();
     let plan = b.plans.lock().unwrap().pop().unwrap();
-    assert_eq!((plan.limits.memory_mb, plan.limits.timeout), (64, Duration::from_secs(5)));
+    assert_eq!(
+        (plan.limits.memory_mb, plan.limits.timeout),
+        (64, Duration::from_secs(5))
+    );
 }
 
 #[tokio::test]
@@ -92,7 +110,11 @@ async fn unknown_profiles_and_languages_are_named() {
     let mut r = req("x");
     r.profile = Some("gpu".into());
     assert_eq!(
-        engine(b.clone()).execute(r, None).await.unwrap_err().to_string(),
+        engine(b.clone())
+            .execute(r, None)
+            .await
+            .unwrap_err()
+            .to_string(),
         "unknown profile \"gpu\" (known: data_science, standard)"
     );
     let mut r = req("x");
@@ -110,7 +132,10 @@ async fn other_languages_use_their_runtime_and_skip_python_policies() {
     r.language = Some("js".into());
     engine(b.clone()).execute(r, None).await.unwrap();
     let plan = b.plans.lock().unwrap().pop().unwrap();
-    assert_eq!((plan.language.as_str(), plan.command[0].as_str()), ("javascript", "node"));
+    assert_eq!(
+        (plan.language.as_str(), plan.command[0].as_str()),
+        ("javascript", "node")
+    );
 }
 
 #[tokio::test]

@@ -69,7 +69,10 @@ impl Walk<'_> {
             self.seen += 1;
             let rel: PathBuf = prefix.join(&name);
             if self.seen > MAX_ENTRIES {
-                self.skip(&rel, format!("more than {MAX_ENTRIES} entries in the output folder"));
+                self.skip(
+                    &rel,
+                    format!("more than {MAX_ENTRIES} entries in the output folder"),
+                );
                 return;
             }
             if std::str::from_utf8(name.as_bytes()).is_err() {
@@ -105,7 +108,10 @@ impl Walk<'_> {
 
     fn file(&mut self, fd: OwnedFd, rel: &Path, size: u64) {
         if self.artifacts.len() >= self.limits.max_artifacts as usize {
-            self.skip(rel, format!("more than {} artifacts", self.limits.max_artifacts));
+            self.skip(
+                rel,
+                format!("more than {} artifacts", self.limits.max_artifacts),
+            );
             return;
         }
         if self.total + size > self.limits.max_artifact_bytes {
@@ -122,7 +128,13 @@ impl Walk<'_> {
         let mut file = std::fs::File::from(fd);
         // Read at most what was announced (+1 to notice growth, which cannot happen once the
         // sandbox is gone, but costs nothing to check).
-        if file.by_ref().take(size + 1).read_to_end(&mut bytes).is_err() || bytes.len() as u64 != size {
+        if file
+            .by_ref()
+            .take(size + 1)
+            .read_to_end(&mut bytes)
+            .is_err()
+            || bytes.len() as u64 != size
+        {
             self.skip(rel, "changed while being read");
             return;
         }
@@ -206,10 +218,7 @@ mod tests {
         assert_eq!(arts.len(), 2);
         assert_eq!(arts[0].name, "a.csv");
         assert_eq!(arts[0].mime_type, "text/csv");
-        assert_eq!(
-            arts[0].sha256,
-            hex(&Sha256::digest(b"x,y\n1,2\n"))
-        );
+        assert_eq!(arts[0].sha256, hex(&Sha256::digest(b"x,y\n1,2\n")));
         assert_eq!(arts[1].name, "sub/b.bin");
         assert_eq!(arts[1].mime_type, "application/octet-stream");
     }
@@ -222,7 +231,10 @@ mod tests {
         let (arts, skipped) = collect(dir.as_fd(), &limits(10, 1 << 20));
         assert!(arts.is_empty(), "{arts:?}");
         assert_eq!(skipped.len(), 2);
-        assert!(skipped.iter().all(|s| s.why.contains("symlink")), "{skipped:?}");
+        assert!(
+            skipped.iter().all(|s| s.why.contains("symlink")),
+            "{skipped:?}"
+        );
     }
 
     #[test]

@@ -93,7 +93,10 @@ impl Backend for JailBackend {
                 "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network".into(),
             ));
         }
-        let hierarchy = self.hierarchy.as_ref().map_err(|e| BackendError::Refused(e.clone()))?;
+        let hierarchy = self
+            .hierarchy
+            .as_ref()
+            .map_err(|e| BackendError::Refused(e.clone()))?;
         let have = hierarchy.controllers();
         for (controller, limit) in [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")] {
             if !have.contains(&controller) {
@@ -161,9 +164,13 @@ impl Backend for JailBackend {
                     Tag::Stdout | Tag::Stderr => {
                         if let Some(tx) = &events {
                             let event = if tag == Tag::Stdout {
-                                ExecEvent::Stdout { text: out.push(&body) }
+                                ExecEvent::Stdout {
+                                    text: out.push(&body),
+                                }
                             } else {
-                                ExecEvent::Stderr { text: err.push(&body) }
+                                ExecEvent::Stderr {
+                                    text: err.push(&body),
+                                }
                             };
                             // A receiver that went away only loses the live view.
                             let _ = tx.send(event).await;

@@ -80,7 +80,11 @@ impl Hierarchy {
 
     /// Prefers v1 controllers where they are mounted (a v2 mount without them, as on hosts
     /// that mount cgroup2 for hugetlb only, is ignored); otherwise v2.
-    pub fn from_proc(mountinfo: &str, own_cgroup: &str, read: impl Fn(&Path) -> String) -> Hierarchy {
+    pub fn from_proc(
+        mountinfo: &str,
+        own_cgroup: &str,
+        read: impl Fn(&Path) -> String,
+    ) -> Hierarchy {
         let mut v1: Vec<(String, PathBuf)> = Vec::new();
         let mut v2_mount = None;
         for line in mountinfo.lines() {
@@ -119,9 +123,9 @@ impl Hierarchy {
             "/".to_owned()
         };
         let v1_path = |name: &str| {
-            v1.iter().find(|(c, _)| c == name).map(|(_, mount)| {
-                mount.join(own_path(name).trim_start_matches('/'))
-            })
+            v1.iter()
+                .find(|(c, _)| c == name)
+                .map(|(_, mount)| mount.join(own_path(name).trim_start_matches('/')))
         };
         if !v1.is_empty() {
             return Hierarchy::V1 {
@@ -153,7 +157,11 @@ impl Hierarchy {
                 format!("cgroup v1 ({})", have.join(", "))
             }
             Hierarchy::V2 { base, controllers } => {
-                format!("cgroup v2 at {} ({})", base.display(), controllers.join(", "))
+                format!(
+                    "cgroup v2 at {} ({})",
+                    base.display(),
+                    controllers.join(", ")
+                )
             }
         }
     }
@@ -161,11 +169,13 @@ impl Hierarchy {
     /// Which of memory, pids, cpu this hierarchy can limit.
     pub fn controllers(&self) -> Vec<&'static str> {
         match self {
-            Hierarchy::V1 { memory, pids, cpu } => [("memory", memory), ("pids", pids), ("cpu", cpu)]
-                .into_iter()
-                .filter(|(_, p)| p.is_some())
-                .map(|(n, _)| n)
-                .collect(),
+            Hierarchy::V1 { memory, pids, cpu } => {
+                [("memory", memory), ("pids", pids), ("cpu", cpu)]
+                    .into_iter()
+                    .filter(|(_, p)| p.is_some())
+                    .map(|(n, _)| n)
+                    .collect()
+            }
             Hierarchy::V2 { controllers, .. } => ["memory", "pids", "cpu"]
                 .into_iter()
                 .filter(|c| controllers.iter().any(|have| have == c))
@@ -194,7 +204,9 @@ impl Hierarchy {
                 Ok(Box::new(cg))
             }
             Hierarchy::V2 { base, controllers } => {
-                for (controller, limit) in [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")] {
+                for (controller, limit) in
+                    [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")]
+                {
                     if !controllers.iter().any(|c| c == controller) {
                         return Err(CgroupError::ControllerMissing { controller, limit });
                     }
@@ -234,7 +246,8 @@ pub fn favordynmods_active(mountinfo: &str) -> bool {
         line.split_once(" - ").is_some_and(|(_, right)| {
             let mut f = right.split(' ');
             matches!(f.next(), Some("cgroup" | "cgroup2"))
-                && f.nth(1).is_some_and(|opts| opts.split(',').any(|o| o == "favordynmods"))
+                && f.nth(1)
+                    .is_some_and(|opts| opts.split(',').any(|o| o == "favordynmods"))
         })
     })
 }
@@ -360,7 +373,10 @@ impl V1Cgroup {
             write(&memsw, &bytes)?;
         }
         write(&self.pids.join("pids.max"), &plan.max_pids.to_string())?;
-        write(&self.cpu.join("cpu.cfs_period_us"), &CFS_PERIOD_US.to_string())?;
+        write(
+            &self.cpu.join("cpu.cfs_period_us"),
+            &CFS_PERIOD_US.to_string(),
+        )?;
         write(
             &self.cpu.join("cpu.cfs_quota_us"),
             &cfs_quota_us(plan.cpus).to_string(),
@@ -414,7 +430,10 @@ impl V2Cgroup {
             "+memory +pids +cpu",
         )?;
         mkdir(&self.path)?;
-        write(&self.path.join("memory.max"), &plan.memory_bytes.to_string())?;
+        write(
+            &self.path.join("memory.max"),
+            &plan.memory_bytes.to_string(),
+        )?;
         let swap = self.path.join("memory.swap.max");
         if swap.exists() {
             write(&swap, "0")?;
@@ -511,7 +530,16 @@ mod tests {
             cpus: 1.0,
         };
         let err = h.create(&plan).unwrap_err();
-        assert!(matches!(err, CgroupError::ControllerMissing { controller: "memory", .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                CgroupError::ControllerMissing {
+                    controller: "memory",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -534,7 +562,11 @@ mod tests {
         assert_eq!(read("pids/warden/sb1/pids.max"), "32");
         assert_eq!(read("cpu/warden/sb1/cpu.cfs_quota_us"), "50000");
         assert!(!cg.oom_killed());
-        fs::write(tmp.path().join("memory/warden/sb1/memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n").unwrap();
+        fs::write(
+            tmp.path().join("memory/warden/sb1/memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        )
+        .unwrap();
         assert!(cg.oom_killed());
         cg.remove().unwrap();
         assert!(!tmp.path().join("memory/warden/sb1").exists());

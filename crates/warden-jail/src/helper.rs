@@ -70,6 +70,9 @@ fn run(
         .read_to_end(&mut raw)
         .map_err(HelperFailure::ReadPlan)?;
     let plan: JailPlan = serde_json::from_slice(&raw).map_err(HelperFailure::DecodePlan)?;
+    if plan.trace_timing {
+        eprintln!("warden-trace: {:.3} helper has the plan", crate::monotonic_ms());
+    }
     drop(raw);
     let hierarchy = Hierarchy::detect().map_err(HelperFailure::Cgroups)?;
     let mut relay = |stream: Stream, chunk: &[u8]| {

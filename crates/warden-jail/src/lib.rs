@@ -24,3 +24,14 @@ mod sys;
 
 pub use backend::{JailBackend, JailSettings};
 pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};
+
+/// Monotonic clock in milliseconds, comparable across processes: for `WARDEN_TRACE_TIMING`.
+pub fn monotonic_ms() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the kernel to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 * 1000.0 + ts.tv_nsec as f64 / 1e6
+}

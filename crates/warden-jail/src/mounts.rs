@@ -121,7 +121,11 @@ pub fn scratch_dir(staging: &Path) -> PathBuf {
 /// caller pivots into [`root_dir`] afterwards; the staging tmpfs and the workspace's own mount
 /// point go away with the old root in one unmount, while the workspace stays alive through
 /// its binds.
-pub fn build_root(sys: &mut dyn MountSys, staging: &Path, plan: &JailPlan) -> Result<(), MountError> {
+pub fn build_root(
+    sys: &mut dyn MountSys,
+    staging: &Path,
+    plan: &JailPlan,
+) -> Result<(), MountError> {
     let tmpfs = Some(Path::new("tmpfs"));
     sys.mount(
         tmpfs,
@@ -134,7 +138,8 @@ pub fn build_root(sys: &mut dyn MountSys, staging: &Path, plan: &JailPlan) -> Re
     let root = root_dir(staging);
     let scratch = scratch_dir(staging);
     for dir in [&root, &scratch] {
-        sys.create_dir_all(dir, 0o755).map_err(at("create folder", dir))?;
+        sys.create_dir_all(dir, 0o755)
+            .map_err(at("create folder", dir))?;
     }
     // The root tmpfs holds only mount points, a few small files and the code.
     let root_size = plan.code.len() as u64 + 1024 * 1024;
@@ -367,7 +372,8 @@ pub(crate) mod fake {
             Ok(())
         }
         fn create_dir_all(&mut self, path: &Path, mode: u32) -> io::Result<()> {
-            self.calls.push(format!("mkdir {} {mode:o}", path.display()));
+            self.calls
+                .push(format!("mkdir {} {mode:o}", path.display()));
             self.made.insert(path.to_owned());
             Ok(())
         }
@@ -381,8 +387,11 @@ pub(crate) mod fake {
             Ok(())
         }
         fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()> {
-            self.calls
-                .push(format!("symlink {} -> {}", link.display(), target.display()));
+            self.calls.push(format!(
+                "symlink {} -> {}",
+                link.display(),
+                target.display()
+            ));
             Ok(())
         }
         fn is_dir(&self, path: &Path) -> bool {
@@ -438,8 +447,14 @@ mod tests {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
         let calls = sys.calls.join("\n");
-        assert!(calls.contains("mount /usr -> /st/root/usr type=- flags=0x5000"), "{calls}");
-        assert!(calls.contains("setattr /st/root/usr set=0x7 recursive=true"), "{calls}");
+        assert!(
+            calls.contains("mount /usr -> /st/root/usr type=- flags=0x5000"),
+            "{calls}"
+        );
+        assert!(
+            calls.contains("setattr /st/root/usr set=0x7 recursive=true"),
+            "{calls}"
+        );
         assert!(
             calls.contains("setattr /st/root/etc/ld.so.cache set=0x7 recursive=true"),
             "{calls}"
@@ -450,8 +465,16 @@ mod tests {
     fn root_is_a_tmpfs_and_the_code_is_written_last() {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
-        assert!(sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"), "{}", sys.calls[0]);
-        assert!(sys.calls.iter().any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs")));
+        assert!(
+            sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"),
+            "{}",
+            sys.calls[0]
+        );
+        assert!(
+            sys.calls
+                .iter()
+                .any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs"))
+        );
         assert_eq!(
             sys.calls.last().unwrap(),
             "write /st/root/code/main.py 444 (9 bytes)"
@@ -464,11 +487,19 @@ mod tests {
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
         let calls = sys.calls.join("\n");
         assert!(
-            calls.contains("-> /st/scratch type=tmpfs flags=0x6 data=size=8388608,mode=0700,uid=1000,gid=1000"),
+            calls.contains(
+                "-> /st/scratch type=tmpfs flags=0x6 data=size=8388608,mode=0700,uid=1000,gid=1000"
+            ),
             "{calls}"
         );
-        assert!(calls.contains("mount /st/scratch/work -> /st/root/workspace"), "{calls}");
-        assert!(calls.contains("mount /st/scratch/tmp -> /st/root/tmp"), "{calls}");
+        assert!(
+            calls.contains("mount /st/scratch/work -> /st/root/workspace"),
+            "{calls}"
+        );
+        assert!(
+            calls.contains("mount /st/scratch/tmp -> /st/root/tmp"),
+            "{calls}"
+        );
     }
 
     #[test]
@@ -476,9 +507,23 @@ mod tests {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
         let calls = sys.calls.join("\n");
-        assert!(calls.contains("mount proc -> /st/root/proc type=proc"), "{calls}");
-        assert!(calls.contains("mount /st/root/dev/null -> /st/root/proc/kcore"), "{calls}");
-        assert!(calls.contains("setattr /st/root/proc/sys set=0xf recursive=true"), "{calls}");
-        assert!(!calls.contains("/sys "), "host /sys must never be mounted: {calls}");
+        assert!(
+            calls.contains("mount proc -> /st/root/proc type=proc"),
+            "{calls}"
+        );
+        assert!(
+            calls.contains("mount /st/root/dev/null -> /st/root/proc/kcore"),
+            "{calls}"
+        );
+        assert!(
+            calls.contains("setattr /st/root/proc/sys set=0xf recursive=true"),
+            "{calls}"
+        );
+        assert!(
+            !calls
+                .lines()
+                .any(|l| l.starts_with("mount /sys") || l.starts_with("mount /proc ")),
+            "the host's /sys or /proc must never be a source: {calls}"
+        );
     }
 }

@@ -19,7 +19,9 @@ pub const SCRATCH_WORK: &str = "work";
 pub const SCRATCH_TMP: &str = "tmp";
 
 /// Host paths never mounted into a sandbox, whatever the settings say.
-pub const FORBIDDEN_HOST_PATHS: &[&str] = &["/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/"];
+pub const FORBIDDEN_HOST_PATHS: &[&str] = &[
+    "/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/",
+];
 
 /// The uid and gid the program has inside the sandbox, and the unprivileged host ids they map to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,26 +37,57 @@ pub struct IdMap {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum MountOp {
     /// Bind a host path read-only, nosuid, nodev (recursively).
-    BindReadOnly { source: PathBuf, dest: PathBuf },
+    BindReadOnly {
+        source: PathBuf,
+        dest: PathBuf,
+    },
     /// Bind a host device node (read-write, nosuid, noexec).
-    BindDevice { source: PathBuf, dest: PathBuf },
+    BindDevice {
+        source: PathBuf,
+        dest: PathBuf,
+    },
     /// A symlink, e.g. /bin -> usr/bin on merged-/usr hosts.
-    Symlink { target: PathBuf, dest: PathBuf },
-    Dir { dest: PathBuf, mode: u32 },
+    Symlink {
+        target: PathBuf,
+        dest: PathBuf,
+    },
+    Dir {
+        dest: PathBuf,
+        mode: u32,
+    },
     /// A small file written into the root before it becomes read-only.
-    File { dest: PathBuf, contents: String, mode: u32 },
+    File {
+        dest: PathBuf,
+        contents: String,
+        mode: u32,
+    },
     /// A fresh procfs for the sandbox's pid namespace.
-    Proc { dest: PathBuf },
+    Proc {
+        dest: PathBuf,
+    },
     /// A size-capped tmpfs owned by the sandbox user.
-    Tmpfs { dest: PathBuf, size_bytes: u64, mode: u32 },
+    Tmpfs {
+        dest: PathBuf,
+        size_bytes: u64,
+        mode: u32,
+    },
     /// Bind a subfolder of the workspace tmpfs somewhere (the workspace and /tmp).
-    BindScratch { subdir: String, dest: PathBuf },
+    BindScratch {
+        subdir: String,
+        dest: PathBuf,
+    },
     /// Hide a file under /proc behind /dev/null.
-    MaskFile { dest: PathBuf },
+    MaskFile {
+        dest: PathBuf,
+    },
     /// Hide a folder under /proc behind an empty read-only tmpfs.
-    MaskDir { dest: PathBuf },
+    MaskDir {
+        dest: PathBuf,
+    },
     /// Make an existing path read-only (a bind onto itself, then ro).
-    ReadOnly { dest: PathBuf },
+    ReadOnly {
+        dest: PathBuf,
+    },
 }
 
 /// The cgroup limits to apply; every field present must be applied or the run is refused.
@@ -211,9 +244,8 @@ impl JailPlan {
                 Ok(meta) if meta.file_type().is_symlink() => {
                     // Recreate the link (merged /usr: /bin -> usr/bin) instead of binding what
                     // it points to, so the sandbox sees the same layout as the host.
-                    let target = std::fs::read_link(&host).map_err(|_| PlanError::BadPath {
-                        path: host.clone(),
-                    })?;
+                    let target = std::fs::read_link(&host)
+                        .map_err(|_| PlanError::BadPath { path: host.clone() })?;
                     mounts.push(MountOp::Symlink { target, dest: host });
                 }
                 Ok(_) => mounts.push(MountOp::BindReadOnly {
@@ -421,11 +453,23 @@ mod tests {
 
     #[test]
     fn secret_host_paths_are_refused() {
-        for bad in ["/", "/root", "/root/.ssh", "/home/u", "/var/lib", "/proc", "/sys/fs", "/usr/../root"] {
+        for bad in [
+            "/",
+            "/root",
+            "/root/.ssh",
+            "/home/u",
+            "/var/lib",
+            "/proc",
+            "/sys/fs",
+            "/usr/../root",
+        ] {
             let paths = vec![PathBuf::from(bad)];
             let err = JailPlan::build(input(&paths)).unwrap_err();
             assert!(
-                matches!(err, PlanError::ForbiddenHostPath { .. } | PlanError::BadPath { .. }),
+                matches!(
+                    err,
+                    PlanError::ForbiddenHostPath { .. } | PlanError::BadPath { .. }
+                ),
                 "{bad}: {err}"
             );
         }
@@ -445,8 +489,16 @@ mod tests {
         let paths = vec![PathBuf::from("/usr"), PathBuf::from("/nonexistent-warden")];
         let plan = JailPlan::build(input(&paths)).unwrap();
         assert!(!plan.mounts.iter().any(|m| matches!(m, MountOp::BindReadOnly { source, .. } if source.ends_with("nonexistent-warden"))));
-        let proc_at = plan.mounts.iter().position(|m| matches!(m, MountOp::Proc { .. })).unwrap();
-        let mask_at = plan.mounts.iter().position(|m| matches!(m, MountOp::MaskFile { .. })).unwrap();
+        let proc_at = plan
+            .mounts
+            .iter()
+            .position(|m| matches!(m, MountOp::Proc { .. }))
+            .unwrap();
+        let mask_at = plan
+            .mounts
+            .iter()
+            .position(|m| matches!(m, MountOp::MaskFile { .. }))
+            .unwrap();
         assert!(proc_at < mask_at);
     }
 

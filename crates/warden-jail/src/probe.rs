@@ -23,7 +23,14 @@ fn namespaces() -> Probe {
         | libc::CLONE_NEWCGROUP;
     // SAFETY: a fork-like clone whose child only calls _exit.
     let pid = unsafe {
-        libc::syscall(libc::SYS_clone, (flags | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize)
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
     };
     if pid == 0 {
         // SAFETY: _exit in the child.
@@ -33,7 +40,10 @@ fn namespaces() -> Probe {
         return Probe {
             name: "namespaces",
             ok: false,
-            detail: format!("user+pid+mount+net+ipc+uts+cgroup: {}", std::io::Error::last_os_error()),
+            detail: format!(
+                "user+pid+mount+net+ipc+uts+cgroup: {}",
+                std::io::Error::last_os_error()
+            ),
         };
     }
     let status = sys::waitpid(pid as libc::pid_t).unwrap_or(-1);

@@ -56,7 +56,10 @@ pub fn parse_header(header: [u8; 5]) -> io::Result<(Tag, usize)> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unknown frame tag"))?;
     let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
     if len > MAX_FRAME {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame too large"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "frame too large",
+        ));
     }
     Ok((tag, len))
 }
@@ -85,8 +88,14 @@ mod tests {
         write_frame(&mut buf, Tag::Stdout, b"hi").unwrap();
         write_frame(&mut buf, Tag::Result, b"{}").unwrap();
         let mut r = &buf[..];
-        assert_eq!(read_frame(&mut r).unwrap(), Some((Tag::Stdout, b"hi".to_vec())));
-        assert_eq!(read_frame(&mut r).unwrap(), Some((Tag::Result, b"{}".to_vec())));
+        assert_eq!(
+            read_frame(&mut r).unwrap(),
+            Some((Tag::Stdout, b"hi".to_vec()))
+        );
+        assert_eq!(
+            read_frame(&mut r).unwrap(),
+            Some((Tag::Result, b"{}".to_vec()))
+        );
         assert_eq!(read_frame(&mut r).unwrap(), None);
     }
 

@@ -12,9 +12,9 @@ use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::contain::{self, Ctx};
 use crate::plan::JailPlan;
 use crate::seccomp::{self, Filters};
-use std::os::fd::BorrowedFd;
 use crate::sys;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -126,10 +126,9 @@ pub fn run(
     hierarchy: &Hierarchy,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<(ExecResult, Teardown), JailError> {
-    let t0 = Instant::now();
     let trace = |what: &str| {
         if plan.trace_timing {
-            eprintln!("warden-trace: supervisor {what} at {:?}", t0.elapsed());
+            eprintln!("warden-trace: {:.3} supervisor {what}", crate::monotonic_ms());
         }
     };
     let filters = plan.seccomp.then(seccomp::filters);
@@ -259,8 +258,16 @@ pub fn run(
     trace("artifacts collected");
 
     let result = ExecResult {
-        stdout: finish_text(relay.stdout, relay.stdout_truncated, plan.limits.max_output_bytes),
-        stderr: finish_text(relay.stderr, relay.stderr_truncated, plan.limits.max_output_bytes),
+        stdout: finish_text(
+            relay.stdout,
+            relay.stdout_truncated,
+            plan.limits.max_output_bytes,
+        ),
+        stderr: finish_text(
+            relay.stderr,
+            relay.stderr_truncated,
+            plan.limits.max_output_bytes,
+        ),
         exit_code,
         signal,
         reason,
@@ -326,13 +333,18 @@ fn map_ids(pid: libc::pid_t, plan: &JailPlan, root: bool) -> Result<(), JailErro
     let ids = plan.ids;
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let write = |file: &str, content: String| {
-        std::fs::write(proc_dir.join(file), content).map_err(|e| {
-            JailError::Refused(format!("cannot map ids of the sandbox ({file}): {e}"))
-        })
+        std::fs::write(proc_dir.join(file), content)
+            .map_err(|e| JailError::Refused(format!("cannot map ids of the sandbox ({file}): {e}")))
     };
     if root {
-        write("uid_map", format!("{} {} 1\n", ids.inside_uid, ids.host_uid))?;
-        write("gid_map", format!("{} {} 1\n", ids.inside_gid, ids.host_gid))?;
+        write(
+            "uid_map",
+            format!("{} {} 1\n", ids.inside_uid, ids.host_uid),
+        )?;
+        write(
+            "gid_map",
+            format!("{} {} 1\n", ids.inside_gid, ids.host_gid),
+        )?;
     } else {
         // Without privilege only our own ids can be mapped, and setgroups must be denied.
         // SAFETY: getuid/getgid have no preconditions.
@@ -378,7 +390,11 @@ fn relay_output(
         sys::set_nonblocking(fd.as_fd()).map_err(os("set nonblocking"))?;
     }
     let mut streams: [Option<OwnedFd>; 2] = [Some(out_r), Some(err_r)];
-    let mut stdin = if plan.stdin.is_empty() { None } else { Some(in_w) };
+    let mut stdin = if plan.stdin.is_empty() {
+        None
+    } else {
+        Some(in_w)
+    };
     let mut stdin_off = 0usize;
     let mut init_exited = false;
     let mut killed = false;
@@ -472,9 +488,17 @@ fn relay_output(
                 Ok(0) => streams[index] = None,
                 Ok(n) => {
                     let (kept, truncated, stream) = if index == 0 {
-                        (&mut relay.stdout, &mut relay.stdout_truncated, Stream::Stdout)
+                        (
+                            &mut relay.stdout,
+                            &mut relay.stdout_truncated,
+                            Stream::Stdout,
+                        )
                     } else {
-                        (&mut relay.stderr, &mut relay.stderr_truncated, Stream::Stderr)
+                        (
+                            &mut relay.stderr,
+                            &mut relay.stderr_truncated,
+                            Stream::Stderr,
+                        )
                     };
                     let room = limit.saturating_sub(kept.len());
                     let take = n.min(room);
@@ -516,21 +540,32 @@ fn sandbox_init(
     // Die with the supervisor: a sandbox must not outlive the process that enforces its
     // limits. The go pipe catches a supervisor that died before this line.
     // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     let mut ctx = Ctx {
         plan,
         filters,
         go,
         workspace_socket,
     };
-    let started = Instant::now();
     for (name, step) in contain::STEPS {
         let result = step(&mut ctx);
         if plan.trace_timing {
-            eprintln!("warden-trace: init step {name:?} done at {:?}", started.elapsed());
+            eprintln!("warden-trace: {:.3} init step {name:?} done", crate::monotonic_ms());
         }
         if let Err(message) = result {
-            send_msg(status_fd, MSG_STEP_FAILED, format!("{name}\0{message}").as_bytes());
+            send_msg(
+                status_fd,
+                MSG_STEP_FAILED,
+                format!("{name}\0{message}").as_bytes(),
+            );
             // SAFETY: _exit ends the process without running destructors of the copied state.
             unsafe { libc::_exit(126) };
         }
@@ -545,7 +580,7 @@ fn sandbox_init(
         }
     };
     if plan.trace_timing {
-        eprintln!("warden-trace: init forks the program at {:?}", started.elapsed());
+        eprintln!("warden-trace: {:.3} init forks the program", crate::monotonic_ms());
     }
     // SAFETY: a plain fork from the single-threaded init.
     let child = unsafe { libc::fork() };
@@ -562,7 +597,13 @@ fn sandbox_init(
             && sys::chdir(&plan.cwd).is_ok();
         if ok {
             // SAFETY: every pointer array is NUL-terminated and points at live C strings.
-            unsafe { libc::execve(exec.path.as_ptr(), exec.argv_ptrs.as_ptr(), exec.env_ptrs.as_ptr()) };
+            unsafe {
+                libc::execve(
+                    exec.path.as_ptr(),
+                    exec.argv_ptrs.as_ptr(),
+                    exec.env_ptrs.as_ptr(),
+                )
+            };
         }
         let err = io::Error::last_os_error();
         send_msg(status_fd, MSG_EXEC_FAILED, err.to_string().as_bytes());
@@ -576,7 +617,7 @@ fn sandbox_init(
         let reaped = unsafe { libc::waitpid(-1, &mut st, 0) };
         if reaped == child {
             if plan.trace_timing {
-                eprintln!("warden-trace: init reaped the program at {:?}", started.elapsed());
+                eprintln!("warden-trace: {:.3} init reaped the program", crate::monotonic_ms());
             }
             // Whatever the program left running goes now, before the status is reported, so
             // that the supervisor reads artifacts from a workspace nobody can still change.

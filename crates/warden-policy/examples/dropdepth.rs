@@ -23,8 +23,26 @@ fn code(kind: &str, n: usize) -> String {
         "await" => format!("async def f():\n x = {}1\n", "await ".repeat(n)),
         "star" => nest("[*", "]"),
         "fstr" => nest("f'{", "}'"),
-        "ifs" => { let mut s = String::new(); for i in 0..n { s += &" ".repeat(i); s += "if x:\n"; } s += &" ".repeat(n); s += "pass\n"; s },
-        "defs" => { let mut s = String::new(); for i in 0..n { s += &" ".repeat(i); s += "def f():\n"; } s += &" ".repeat(n); s += "pass\n"; s },
+        "ifs" => {
+            let mut s = String::new();
+            for i in 0..n {
+                s += &" ".repeat(i);
+                s += "if x:\n";
+            }
+            s += &" ".repeat(n);
+            s += "pass\n";
+            s
+        }
+        "defs" => {
+            let mut s = String::new();
+            for i in 0..n {
+                s += &" ".repeat(i);
+                s += "def f():\n";
+            }
+            s += &" ".repeat(n);
+            s += "pass\n";
+            s
+        }
         _ => panic!("{kind}"),
     }
 }
@@ -35,20 +53,43 @@ fn main() {
     if let Some(n) = std::env::args().nth(2) {
         let n: usize = n.parse().unwrap();
         let src = code(&kind, n);
-        let parsed = ruff_python_parser::parse_unchecked_source(&src, ruff_python_ast::PySourceType::Python);
+        let parsed =
+            ruff_python_parser::parse_unchecked_source(&src, ruff_python_ast::PySourceType::Python);
         let errs = parsed.errors().len();
-        std::thread::Builder::new().stack_size(stack).spawn(move || drop(parsed)).unwrap().join().unwrap();
+        std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(move || drop(parsed))
+            .unwrap()
+            .join()
+            .unwrap();
         println!("ok errors={errs}");
         return;
     }
     let me = std::env::current_exe().unwrap();
     let fits = |n: usize| {
-        let out = std::process::Command::new(&me).args([&kind, &n.to_string()]).output().unwrap();
+        let out = std::process::Command::new(&me)
+            .args([&kind, &n.to_string()])
+            .output()
+            .unwrap();
         let s = String::from_utf8_lossy(&out.stdout).to_string();
         (s.starts_with("ok"), s)
     };
     let (mut lo, mut hi) = (1usize, 2usize);
-    while fits(hi).0 { lo = hi; hi *= 2; if hi > 1 << 20 { println!("{kind}: > {lo} ok"); return; } }
-    while hi - lo > 1 { let mid = (lo + hi) / 2; if fits(mid).0 { lo = mid } else { hi = mid } }
-    println!("{kind}: max {lo} levels in 1 MiB -> {} bytes/level ({})", stack / lo, fits(lo).1.trim());
+    while fits(hi).0 {
+        lo = hi;
+        hi *= 2;
+        if hi > 1 << 20 {
+            println!("{kind}: > {lo} ok");
+            return;
+        }
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid).0 { lo = mid } else { hi = mid }
+    }
+    println!(
+        "{kind}: max {lo} levels in 1 MiB -> {} bytes/level ({})",
+        stack / lo,
+        fits(lo).1.trim()
+    );
 }

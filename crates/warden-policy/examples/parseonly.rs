@@ -43,10 +43,28 @@ fn code(kind: &str, n: usize) -> (String, usize) {
         _ => panic!(),
     };
     let suffix = match kind {
-        "defdefault" => "): pass", "classbase" => "): pass", "typeparam" => "](): pass",
-        "withitem" => ": pass", "starassign" => ", = 1", _ => "",
+        "defdefault" => "): pass",
+        "classbase" => "): pass",
+        "typeparam" => "](): pass",
+        "withitem" => ": pass",
+        "starassign" => ", = 1",
+        _ => "",
     };
-    let (o, c) = if matches!(kind, "lambdadef" | "lambdastar" | "slicelambda" | "defdefault" | "typeparam" | "withitem" | "annot" | "returnann") { (open, close) } else { (open, close) };
+    let (o, c) = if matches!(
+        kind,
+        "lambdadef"
+            | "lambdastar"
+            | "slicelambda"
+            | "defdefault"
+            | "typeparam"
+            | "withitem"
+            | "annot"
+            | "returnann"
+    ) {
+        (open, close)
+    } else {
+        (open, close)
+    };
     let mut s = prefix.to_owned();
     s += &o.repeat(n);
     s += if kind == "starassign" { "a" } else { "1" };
@@ -60,22 +78,48 @@ fn main() {
     let stack: usize = 1 << 20;
     if let Some(n) = std::env::args().nth(2) {
         let (src, _) = code(&kind, n.parse().unwrap());
-        std::thread::Builder::new().stack_size(stack).spawn(move || {
-            let parsed = ruff_python_parser::parse_unchecked_source(&src, ruff_python_ast::PySourceType::Python);
-            println!("ok errors={}", parsed.errors().len());
-            std::mem::forget(parsed);
-        }).unwrap().join().unwrap();
+        std::thread::Builder::new()
+            .stack_size(stack)
+            .spawn(move || {
+                let parsed = ruff_python_parser::parse_unchecked_source(
+                    &src,
+                    ruff_python_ast::PySourceType::Python,
+                );
+                println!("ok errors={}", parsed.errors().len());
+                std::mem::forget(parsed);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
         return;
     }
     let me = std::env::current_exe().unwrap();
     let fits = |n: usize| {
-        let out = std::process::Command::new(&me).args([&kind, &n.to_string()]).output().unwrap();
+        let out = std::process::Command::new(&me)
+            .args([&kind, &n.to_string()])
+            .output()
+            .unwrap();
         let s = String::from_utf8_lossy(&out.stdout).to_string();
         (s.starts_with("ok"), s)
     };
     let (mut lo, mut hi) = (1usize, 2usize);
     let per = code(&kind, 1).1;
-    while fits(hi).0 { lo = hi; hi *= 2; if hi > 1 << 15 { println!("{kind}: guarded (> {lo} levels, {})", fits(lo).1.trim()); return; } }
-    while hi - lo > 1 { let mid = (lo + hi) / 2; if fits(mid).0 { lo = mid } else { hi = mid } }
-    println!("{kind}: max {lo} levels in 1 MiB -> {} B/level, {} B stack per source byte ({})", stack / lo, stack / (lo * per), fits(lo).1.trim());
+    while fits(hi).0 {
+        lo = hi;
+        hi *= 2;
+        if hi > 1 << 15 {
+            println!("{kind}: guarded (> {lo} levels, {})", fits(lo).1.trim());
+            return;
+        }
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid).0 { lo = mid } else { hi = mid }
+    }
+    println!(
+        "{kind}: max {lo} levels in 1 MiB -> {} B/level, {} B stack per source byte ({})",
+        stack / lo,
+        stack / (lo * per),
+        fits(lo).1.trim()
+    );
 }

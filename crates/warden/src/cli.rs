@@ -10,7 +10,11 @@ use warden_config::Settings;
 pub const EXIT_WARDEN_ERROR: i32 = 125;
 
 #[derive(Debug, Parser)]
-#[command(name = "warden", version, about = "Run untrusted code in a sandbox, in milliseconds")]
+#[command(
+    name = "warden",
+    version,
+    about = "Run untrusted code in a sandbox, in milliseconds"
+)]
 pub struct Cli {
     /// Settings file (settings.toml); default: the built-in profiles.
     #[arg(long, global = true, env = "WARDEN_CONFIG")]

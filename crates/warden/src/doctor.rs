@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use warden_config::{BackendKind, Settings};
-use warden_engine::{ExecRequest};
+use warden_engine::ExecRequest;
 
 fn docker() -> (bool, String) {
     let path = "/var/run/docker.sock";
@@ -21,7 +21,10 @@ fn docker() -> (bool, String) {
         .nth(1)
         .and_then(|v| v.split('"').next())
         .unwrap_or("unknown");
-    (body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"), format!("engine {version} at {path} (the docker backend is not built yet)"))
+    (
+        body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
+        format!("engine {version} at {path} (the docker backend is not built yet)"),
+    )
 }
 
 /// Whether a runtime's command exists in the paths the jail binds.
@@ -32,7 +35,12 @@ fn command_present(settings: &Settings, command: &str) -> bool {
     ["/usr/local/bin", "/usr/bin", "/bin"]
         .iter()
         .any(|dir| Path::new(dir).join(command).exists())
-        && settings.sandbox.jail.host_paths.iter().any(|p| p == Path::new("/usr"))
+        && settings
+            .sandbox
+            .jail
+            .host_paths
+            .iter()
+            .any(|p| p == Path::new("/usr"))
 }
 
 pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
@@ -52,14 +60,25 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             Ok((_, plan)) => {
                 let backend = settings.backend_of(profile);
                 if backend != BackendKind::Jail {
-                    Err(format!("uses the {} backend, which this build does not have", backend.as_str()))
+                    Err(format!(
+                        "uses the {} backend, which this build does not have",
+                        backend.as_str()
+                    ))
                 } else if !command_present(&settings, &plan.command[0]) {
-                    Err(format!("the runtime command {:?} is not installed", plan.command[0]))
+                    Err(format!(
+                        "the runtime command {:?} is not installed",
+                        plan.command[0]
+                    ))
                 } else {
                     let jail = warden_jail::JailBackend::new(warden_jail::JailSettings {
                         host_paths: settings.sandbox.jail.host_paths.clone(),
                         fast_cgroup_attach: false,
-                        ids: warden_jail::IdMap { inside_uid: 0, inside_gid: 0, host_uid: 0, host_gid: 0 },
+                        ids: warden_jail::IdMap {
+                            inside_uid: 0,
+                            inside_gid: 0,
+                            host_uid: 0,
+                            host_gid: 0,
+                        },
                         helper_exe: PathBuf::new(),
                     });
                     warden_engine::Backend::check(&jail, &plan).map_err(|e| e.to_string())
@@ -72,7 +91,13 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         .sandbox
         .runtimes
         .iter()
-        .map(|(lang, rt)| (lang.clone(), rt.command[0].clone(), command_present(&settings, &rt.command[0])))
+        .map(|(lang, rt)| {
+            (
+                lang.clone(),
+                rt.command[0].clone(),
+                command_present(&settings, &rt.command[0]),
+            )
+        })
         .collect();
     if json {
         let value = serde_json::json!({

@@ -10,10 +10,23 @@ pub fn render_table(settings: &Settings) -> String {
     let _ = writeln!(
         out,
         "{:<14} {:>8} {:>8} {:>5} {:>5} {:>9} {:>10} {:>8} {:<8} {:<7} POLICIES",
-        "PROFILE", "TIMEOUT", "MEMORY", "PIDS", "CPUS", "OUTPUT", "WORKSPACE", "NETWORK", "BACKEND", "LANG"
+        "PROFILE",
+        "TIMEOUT",
+        "MEMORY",
+        "PIDS",
+        "CPUS",
+        "OUTPUT",
+        "WORKSPACE",
+        "NETWORK",
+        "BACKEND",
+        "LANG"
     );
     for (name, p) in &settings.sandbox.profiles {
-        let marker = if *name == settings.sandbox.default_profile { "*" } else { "" };
+        let marker = if *name == settings.sandbox.default_profile {
+            "*"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
             "{:<14} {:>8} {:>8} {:>5} {:>5} {:>9} {:>10} {:>8} {:<8} {:<7} {}",
@@ -27,7 +40,11 @@ pub fn render_table(settings: &Settings) -> String {
             if p.network_enabled { "on" } else { "off" },
             settings.backend_of(p).as_str(),
             p.runtime.language,
-            if p.enabled_policies.is_empty() { "-".to_owned() } else { p.enabled_policies.join(",") },
+            if p.enabled_policies.is_empty() {
+                "-".to_owned()
+            } else {
+                p.enabled_policies.join(",")
+            },
         );
     }
     let _ = writeln!(out, "* default profile");

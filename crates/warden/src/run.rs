@@ -68,12 +68,12 @@ fn language_from_extension(path: &Path) -> Option<&'static str> {
 }
 
 pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
-    let t0 = std::time::Instant::now();
     let trace = |what: &str| {
         if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
-            eprintln!("warden-trace: cli {what} at {:?}", t0.elapsed());
+            eprintln!("warden-trace: {:.3} cli {what}", warden_jail::monotonic_ms());
         }
     };
+    trace("started");
     let settings = load_settings(config)?;
     trace("settings loaded");
     let code = if args.file.as_os_str() == "-" {
@@ -183,7 +183,10 @@ fn report(result: &ExecResult) {
         eprintln!("warden: output truncated");
     }
     for a in &result.artifacts {
-        eprintln!("warden: artifact {} ({} bytes, {})", a.name, a.size, a.mime_type);
+        eprintln!(
+            "warden: artifact {} ({} bytes, {})",
+            a.name, a.size, a.mime_type
+        );
     }
     for s in &result.skipped_artifacts {
         eprintln!("warden: artifact {} skipped: {}", s.name, s.why);

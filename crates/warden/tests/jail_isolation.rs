@@ -17,27 +17,40 @@ fn output_exit_code_and_reason() {
 #[test]
 fn new_user_namespace_maps_to_an_unprivileged_host_user() {
     require_root!();
-    let v = py("import os\nprint(os.getuid(), os.getgid(), os.getgroups())\nprint(open('/proc/self/uid_map').read().split())");
+    let v = py(
+        "import os\nprint(os.getuid(), os.getgid(), os.getgroups())\nprint(open('/proc/self/uid_map').read().split())",
+    );
     assert_eq!(stdout_of(&v), "1000 1000 []\n['1000', '65534', '1']\n");
 }
 
 #[test]
 fn new_pid_namespace_with_its_own_init() {
     require_root!();
-    let v = py("import os\nprint(os.getpid(), os.getppid())\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
+    let v = py(
+        "import os\nprint(os.getpid(), os.getppid())\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
+    );
     assert_eq!(stdout_of(&v), "2 1\n[1, 2]\n");
 }
 
 #[test]
 fn uts_ipc_and_cgroup_namespaces() {
     require_root!();
-    let v = py("import socket, os\nprint(socket.gethostname())\nfor ns in ['ipc', 'uts', 'net', 'mnt', 'user', 'cgroup']: print(os.readlink('/proc/self/ns/' + ns))\nprint(open('/proc/self/cgroup').read().strip().splitlines()[0].split(':')[-1])");
+    let v = py(
+        "import socket, os\nprint(socket.gethostname())\nfor ns in ['ipc', 'uts', 'net', 'mnt', 'user', 'cgroup']: print(os.readlink('/proc/self/ns/' + ns))\nprint(open('/proc/self/cgroup').read().strip().splitlines()[0].split(':')[-1])",
+    );
     let out = stdout_of(&v);
     let lines: Vec<_> = out.lines().collect();
     assert_eq!(lines[0], "sandbox");
-    for (i, ns) in ["ipc", "uts", "net", "mnt", "user", "cgroup"].iter().enumerate() {
+    for (i, ns) in ["ipc", "uts", "net", "mnt", "user", "cgroup"]
+        .iter()
+        .enumerate()
+    {
         let host = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
-        assert_ne!(lines[i + 1], host.to_str().unwrap(), "{ns} namespace is the host's");
+        assert_ne!(
+            lines[i + 1],
+            host.to_str().unwrap(),
+            "{ns} namespace is the host's"
+        );
     }
     // Its cgroup is the root of its cgroup namespace.
     assert_eq!(lines[7], "/");
@@ -59,7 +72,10 @@ fn only_loopback_and_no_way_to_the_hosts_services() {
     assert!(out.starts_with("['lo']\n"), "{out}");
     assert!(!out.contains("CONNECTED"), "{out}");
     listener.set_nonblocking(true).unwrap();
-    assert!(listener.accept().is_err(), "the sandbox reached a host service");
+    assert!(
+        listener.accept().is_err(),
+        "the sandbox reached a host service"
+    );
 }
 
 #[test]
@@ -111,7 +127,10 @@ except OSError as e:
         lines[0],
         "['fd', 'full', 'null', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']"
     );
-    assert!(lines[1].starts_with("[0") && !lines[1].contains(|c: char| c.is_ascii_digit() && c != '0'), "unmasked /proc files: {out}");
+    assert!(
+        lines[1].starts_with("[0") && !lines[1].contains(|c: char| c.is_ascii_digit() && c != '0'),
+        "unmasked /proc files: {out}"
+    );
     assert_eq!(lines[2], "warden", "pid 1 is the sandbox's init");
     assert!(lines[3].starts_with("proc/sys"), "{out}");
     assert!(!out.contains("MKNOD") && !out.contains("WROTE"), "{out}");
@@ -153,8 +172,17 @@ for name, nr, args in [('ptrace', 101, (16, 1, 0, 0)), ('mount', 165, (0, 0, 0, 
 "#;
     let out = stdout_of(&py(code));
     for name in [
-        "ptrace", "mount", "unshare", "bpf", "keyctl", "perf_event_open", "setns",
-        "io_uring_setup", "userfaultfd", "clock_settime", "reboot",
+        "ptrace",
+        "mount",
+        "unshare",
+        "bpf",
+        "keyctl",
+        "perf_event_open",
+        "setns",
+        "io_uring_setup",
+        "userfaultfd",
+        "clock_settime",
+        "reboot",
     ] {
         assert!(
             out.contains(&format!("{name} -1 Operation not permitted")),
@@ -181,7 +209,10 @@ except OSError as e:
     let out = stdout_of(&py(code));
     assert!(out.starts_with("/workspace /workspace\n"), "{out}");
     // 4 MiB file-size limit or the 16 MiB workspace cap, whichever comes first.
-    assert!(out.contains("full File too large") || out.contains("full No space left on device"), "{out}");
+    assert!(
+        out.contains("full File too large") || out.contains("full No space left on device"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -257,32 +288,58 @@ fn artifact_count_and_size_are_capped() {
 fn code_is_not_written_to_the_host_disk() {
     require_root!();
     let marker = format!("warden-marker-{}", std::process::id());
-    let code = format!("import os\n# {marker}\nprint(open('/proc/self/mountinfo').read())\nprint(os.stat('/code/main.py').st_mode & 0o777)");
+    let code = format!(
+        "import os\n# {marker}\nprint(open('/proc/self/mountinfo').read())\nprint(os.stat('/code/main.py').st_mode & 0o777)"
+    );
     let out = stdout_of(&py(&code));
     let code_mount = out
         .lines()
         .find(|l| l.split(' ').nth(4) == Some("/"))
         .unwrap_or_default();
-    assert!(code_mount.contains(" - tmpfs "), "the code's root is not a tmpfs: {out}");
-    assert!(out.ends_with("292\n"), "code file is not read-only (0444): {out}");
+    assert!(
+        code_mount.contains(" - tmpfs "),
+        "the code's root is not a tmpfs: {out}"
+    );
+    assert!(
+        out.ends_with("292\n"),
+        "code file is not read-only (0444): {out}"
+    );
     let found = std::process::Command::new("grep")
         .args(["-rl", &marker, "/tmp", "/var/tmp"])
         .output()
         .unwrap();
-    assert!(found.stdout.is_empty(), "the code reached the host disk: {:?}", found);
+    assert!(
+        found.stdout.is_empty(),
+        "the code reached the host disk: {:?}",
+        found
+    );
 }
 
 #[test]
 fn javascript_and_bash_from_stdin() {
     require_root!();
     let out = warden_cmd(
-        &["--config", common::settings().to_str().unwrap(), "run", "-l", "javascript", "-"],
+        &[
+            "--config",
+            common::settings().to_str().unwrap(),
+            "run",
+            "-l",
+            "javascript",
+            "-",
+        ],
         "console.log([1,2,3].map(x => x * 2).join(','))",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2,4,6\n");
     assert!(out.status.success());
     let out = warden_cmd(
-        &["--config", common::settings().to_str().unwrap(), "run", "-l", "bash", "-"],
+        &[
+            "--config",
+            common::settings().to_str().unwrap(),
+            "run",
+            "-l",
+            "bash",
+            "-",
+        ],
         "echo $((6*7)) | tr 4 X; exit 4",
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "X2\n");
@@ -295,19 +352,31 @@ fn the_daemons_environment_does_not_reach_the_sandbox() {
     let out = std::process::Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc"])
         .arg(common::warden())
-        .args(["--config", common::settings().to_str().unwrap(), "run", "-l", "python", "-"])
+        .args([
+            "--config",
+            common::settings().to_str().unwrap(),
+            "run",
+            "-l",
+            "python",
+            "-",
+        ])
         .env("WARDEN_SECRET_TOKEN", "hunter2")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .and_then(|mut c| {
             use std::io::Write;
-            c.stdin.take().unwrap().write_all(b"import os\nprint(sorted(os.environ))\nprint(open('/proc/1/environ','rb').read())")?;
+            c.stdin.take().unwrap().write_all(
+                b"import os\nprint(sorted(os.environ))\nprint(open('/proc/1/environ','rb').read())",
+            )?;
             c.wait_with_output()
         })
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.contains("hunter2") && !out.contains("WARDEN_SECRET"), "{out}");
+    assert!(
+        !out.contains("hunter2") && !out.contains("WARDEN_SECRET"),
+        "{out}"
+    );
     assert!(out.contains("'PATH'"), "{out}");
 }
 
@@ -317,5 +386,10 @@ fn a_profile_asking_for_network_is_refused_not_run_without() {
     let (v, status) = run_json("networked", "python", "print(1)");
     assert_eq!(status, 125);
     assert_eq!(v["error"]["code"], "refused", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("network_enabled"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("network_enabled")
+    );
 }

@@ -6,10 +6,16 @@ use std::path::Path;
 
 fn count_cgroup_leaves() -> usize {
     let mut n = 0;
-    for root in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/cpu"] {
+    for root in [
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup/cpu",
+    ] {
         let mut stack = vec![Path::new(root).to_path_buf()];
         while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
             for e in entries.flatten() {
                 if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                     if e.file_name().to_string_lossy().starts_with("run-") {
@@ -24,7 +30,10 @@ fn count_cgroup_leaves() -> usize {
 }
 
 fn count_mounts() -> usize {
-    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().count()
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .count()
 }
 
 fn count_sandbox_processes() -> usize {
@@ -33,7 +42,11 @@ fn count_sandbox_processes() -> usize {
         .flatten()
         .filter(|e| {
             std::fs::read_to_string(e.path().join("status"))
-                .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("65534")))
+                .map(|s| {
+                    s.lines().any(|l| {
+                        l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("65534")
+                    })
+                })
                 .unwrap_or(false)
         })
         .count()
@@ -51,13 +64,25 @@ fn shmem_kb() -> u64 {
 #[test]
 fn two_hundred_runs_leave_nothing_behind() {
     require_root!();
-    let before = (count_cgroup_leaves(), count_mounts(), count_sandbox_processes(), shmem_kb());
+    let before = (
+        count_cgroup_leaves(),
+        count_mounts(),
+        count_sandbox_processes(),
+        shmem_kb(),
+    );
     let settings = common::settings();
     // Each run leaves a process, a file in the workspace and in /tmp, and output.
     let code = "import subprocess\nsubprocess.Popen(['sleep', '30'])\nopen('/tmp/x', 'wb').write(b'0' * (1 << 20))\nopen('output/o.txt', 'w').write('x')\nprint('ok')";
     for i in 0..200 {
         let out = std::process::Command::new(common::warden())
-            .args(["--config", settings.to_str().unwrap(), "run", "-l", "python", "-"])
+            .args([
+                "--config",
+                settings.to_str().unwrap(),
+                "run",
+                "-l",
+                "python",
+                "-",
+            ])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -68,12 +93,22 @@ fn two_hundred_runs_leave_nothing_behind() {
                 c.wait_with_output()
             })
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n", "run {i}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "ok\n",
+            "run {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // The helper finishes its clean-up after it has answered: give it a moment.
     let mut after = before;
     for _ in 0..50 {
-        after = (count_cgroup_leaves(), count_mounts(), count_sandbox_processes(), shmem_kb());
+        after = (
+            count_cgroup_leaves(),
+            count_mounts(),
+            count_sandbox_processes(),
+            shmem_kb(),
+        );
         if after.0 == before.0 && after.1 == before.1 && after.2 == before.2 {
             break;
         }
@@ -83,7 +118,12 @@ fn two_hundred_runs_leave_nothing_behind() {
     assert_eq!(after.1, before.1, "mounts left behind");
     assert_eq!(after.2, before.2, "processes left behind");
     // 200 runs × 1 MiB in tmpfs would be 200 MiB of shared memory if workspaces leaked.
-    assert!(after.3 < before.3 + 50 * 1024, "tmpfs memory grew from {} kB to {} kB", before.3, after.3);
+    assert!(
+        after.3 < before.3 + 50 * 1024,
+        "tmpfs memory grew from {} kB to {} kB",
+        before.3,
+        after.3
+    );
 }
 
 #[test]
@@ -94,7 +134,15 @@ fn without_cgroups_a_limited_profile_is_refused() {
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(common::warden())
-        .args(["--config", common::settings().to_str().unwrap(), "run", "--json", "-l", "python", "-"])
+        .args([
+            "--config",
+            common::settings().to_str().unwrap(),
+            "run",
+            "--json",
+            "-l",
+            "python",
+            "-",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -106,6 +154,9 @@ fn without_cgroups_a_limited_profile_is_refused() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["code"], "refused", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("cgroup"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("cgroup"),
+        "{v}"
+    );
     assert_eq!(out.status.code(), Some(125));
 }

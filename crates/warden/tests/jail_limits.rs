@@ -41,7 +41,17 @@ time.sleep(60)
     let settings = common::settings();
     let start = Instant::now();
     let out = warden_cmd(
-        &["--config", settings.to_str().unwrap(), "run", "--json", "--timeout", "1", "-l", "python", "-"],
+        &[
+            "--config",
+            settings.to_str().unwrap(),
+            "run",
+            "--json",
+            "--timeout",
+            "1",
+            "-l",
+            "python",
+            "-",
+        ],
         &code,
     );
     let elapsed = start.elapsed();
@@ -80,9 +90,14 @@ fn fork_bomb_is_stopped_by_the_pids_limit() {
     // reports the limit it hit even though the first shell exited 0.
     let (v, _) = run_json("test", "bash", "bomb() { bomb | bomb & }; bomb; sleep 1");
     assert_eq!(v["reason"], "pids", "{v:.300}");
-    let v = py("import os\nkids = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        kids += 1\nexcept OSError as e:\n    print('stopped after', kids, e.strerror)\n    raise SystemExit(1)");
+    let v = py(
+        "import os\nkids = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        kids += 1\nexcept OSError as e:\n    print('stopped after', kids, e.strerror)\n    raise SystemExit(1)",
+    );
     assert_eq!(v["reason"], "pids", "{v}");
-    assert!(stdout_of(&v).contains("Resource temporarily unavailable"), "{v}");
+    assert!(
+        stdout_of(&v).contains("Resource temporarily unavailable"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -94,10 +109,17 @@ fn output_flood_is_cut_with_a_marker_and_stops_the_run() {
     assert_eq!(v["stdout_truncated"], true);
     let out = stdout_of(&v);
     assert!(out.ends_with("\n[warden: output truncated at 65536 bytes]\n"));
-    assert_eq!(out.len(), 65536 + "\n[warden: output truncated at 65536 bytes]\n".len());
+    assert_eq!(
+        out.len(),
+        65536 + "\n[warden: output truncated at 65536 bytes]\n".len()
+    );
     assert!(start.elapsed() < Duration::from_secs(5));
     // One line of 100 MB without a newline, on stderr.
-    let (v, _) = run_json("roomy", "python", "import sys\nsys.stderr.write('y' * (100 << 20))");
+    let (v, _) = run_json(
+        "roomy",
+        "python",
+        "import sys\nsys.stderr.write('y' * (100 << 20))",
+    );
     assert_eq!(v["reason"], "output");
     assert_eq!(v["stderr_truncated"], true);
     assert_eq!(v["stdout_truncated"], false);
@@ -106,7 +128,9 @@ fn output_flood_is_cut_with_a_marker_and_stops_the_run() {
 #[test]
 fn file_size_limit() {
     require_root!();
-    let v = py("import os\ntry:\n    open('big', 'wb').write(b'0' * (5 << 20))\nexcept OSError as e:\n    print(e.strerror)");
+    let v = py(
+        "import os\ntry:\n    open('big', 'wb').write(b'0' * (5 << 20))\nexcept OSError as e:\n    print(e.strerror)",
+    );
     assert_eq!(stdout_of(&v), "File too large\n", "{v}");
 }
 
@@ -120,7 +144,10 @@ fn cpu_share_is_a_hard_quota() {
         "import os, time\npid = os.fork()\nend = time.time() + 2\nwhile time.time() < end: pass\nif pid:\n    os.waitpid(pid, 0)\n    t = os.times()\n    print(round(t.user + t.system + t.children_user + t.children_system, 2))",
     );
     let used: f64 = stdout_of(&v).trim().parse().unwrap();
-    assert!(used < 0.9, "used {used}s of CPU in 2 s under a 0.25-core quota");
+    assert!(
+        used < 0.9,
+        "used {used}s of CPU in 2 s under a 0.25-core quota"
+    );
     assert!(used > 0.2, "used {used}s: the program barely ran");
 }
 
@@ -132,8 +159,14 @@ fn stdin_is_given_to_the_program() {
     std::fs::write(&input, "3\n4\n").unwrap();
     let out = warden_cmd(
         &[
-            "--config", common::settings().to_str().unwrap(),
-            "run", "--stdin", input.to_str().unwrap(), "-l", "python", "-",
+            "--config",
+            common::settings().to_str().unwrap(),
+            "run",
+            "--stdin",
+            input.to_str().unwrap(),
+            "-l",
+            "python",
+            "-",
         ],
         "import sys\nprint(sum(int(l) for l in sys.stdin))",
     );

@@ -76,7 +76,14 @@ fn ctx_fd(fd: &OwnedFd) -> BorrowedFd<'_> {
 }
 
 fn make_mounts_private(_: &mut Ctx<'_>) -> Result<(), String> {
-    sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(os)
+    sys::mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+    .map_err(os)
 }
 
 fn build_root(ctx: &mut Ctx<'_>) -> Result<(), String> {
@@ -171,7 +178,14 @@ fn apply_landlock(ctx: &mut Ctx<'_>) -> Result<(), String> {
     }
     landlock::restrict(
         &["/workspace", "/tmp", "/dev/shm"],
-        &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"],
+        &[
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/random",
+            "/dev/urandom",
+            "/dev/tty",
+        ],
     )
     .map_err(|e| e.to_string())
 }

@@ -2,9 +2,9 @@
 //! (see its README for the format and how the list was derived).
 //!
 //! Invariants: the BPF is generated from the table at build time (`build.rs` uses [`table`]),
-//! so the filter that runs is exactly the table that was reviewed; every syscall not allowed
-//! returns ENOSYS; every `[[deny]]` entry returns its own errno (EPERM) from a filter installed
-//! after the allow-list, whose errno wins for equal actions.
+//! so the filter that runs is exactly the table that was reviewed; one program, a binary
+//! search over the syscall number; every syscall not allowed returns ENOSYS; every `[[deny]]`
+//! entry returns its own errno (EPERM).
 
 #[allow(dead_code)]
 pub mod table;
@@ -15,38 +15,32 @@ mod generated {
     include!(concat!(env!("OUT_DIR"), "/seccomp_filters.rs"));
 }
 
-/// One BPF instruction as generated: (code, jt, jf, k).
-type Insn = (u16, u8, u8, u32);
-
-fn program(insns: &[Insn]) -> Vec<libc::sock_filter> {
-    insns
-        .iter()
-        .map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
-        .collect()
-}
-
-/// The filters to install, in order: the allow-list, then one deny filter per errno.
+/// The program to install.
 #[derive(Debug, Clone)]
 pub struct Filters {
-    pub programs: Vec<Vec<libc::sock_filter>>,
+    pub program: Vec<libc::sock_filter>,
 }
 
 impl Filters {
     pub fn instructions(&self) -> usize {
-        self.programs.iter().map(Vec::len).sum()
+        self.program.len()
     }
 }
 
-/// The build-time filters.
+/// The build-time program.
 pub fn filters() -> Filters {
-    let mut programs = vec![program(generated::ALLOW)];
-    programs.extend(generated::DENY.iter().map(|p| program(p)));
-    Filters { programs }
+    Filters {
+        program: generated::PROGRAM
+            .iter()
+            .map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+            .collect(),
+    }
 }
 
-/// Installs the filters on the calling thread (no_new_privs must already be set).
+/// Installs the program on the calling thread (no_new_privs must already be set).
 pub fn install(filters: &Filters) -> Result<(), std::io::Error> {
-    for prog in &filters.programs {
+    {
+        let prog = &filters.program;
         let fprog = libc::sock_fprog {
             len: prog.len() as u16,
             filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -71,10 +65,12 @@ pub fn install(filters: &Filters) -> Result<(), std::io::Error> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_generated_filters_match_the_table() {
+    fn the_generated_program_is_the_tables() {
         let compiled = super::table::compile().unwrap();
         let generated = super::filters();
-        assert_eq!(generated.programs[0].len(), compiled.allow.len());
-        assert_eq!(generated.programs.len(), 1 + compiled.deny.len());
+        assert_eq!(generated.program.len(), compiled.len());
+        for (g, c) in generated.program.iter().zip(&compiled) {
+            assert_eq!((g.code, g.jt, g.jf, g.k), (c.code, c.jt, c.jf, c.k));
+        }
     }
 }

@@ -162,7 +162,9 @@ pub(crate) struct TooComplex {
 /// [`MAX_PARSE_STACK`] is refused instead — CPython refuses code nested that deeply too ("too
 /// complex to parse"). Unlike `parse_module`, the tree of code that does not parse is returned
 /// with its errors rather than dropped on the caller's stack.
-pub(crate) fn parse(source: &str) -> Result<ruff_python_parser::Parsed<ast::ModModule>, TooComplex> {
+pub(crate) fn parse(
+    source: &str,
+) -> Result<ruff_python_parser::Parsed<ast::ModModule>, TooComplex> {
     let lambdas = source.matches("lambda").count();
     let needed = source
         .len()

@@ -31,7 +31,7 @@ pub fn not_root() -> bool {
 #[macro_export]
 macro_rules! require_root {
     () => {
-        if crate::common::not_root() {
+        if $crate::common::not_root() {
             eprintln!("skipped: this test builds real sandboxes and needs root");
             return;
         }

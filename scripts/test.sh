@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the tests need (idempotent), then checks formatting and
+# lints, then runs every test. Tests that build real sandboxes need root (CI runs as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
+bash scripts/setup.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked

@@ -1,6 +1,6 @@
 //! The registry: policy names to constructors, and the ordered set a profile enables.
 //!
-//! Invariants: the registry is one table ([`REGISTRY`]) of name → constructor; adding a policy
+//! Invariants: the registry is one table (`REGISTRY`) of name → constructor; adding a policy
 //! means adding a row, nothing else. [`build_policies`] fails closed: an unknown or repeated name,
 //! or settings a policy cannot use, is an error, never a set that checks less than it was asked
 //! to. A [`PolicySet`] runs its policies in the order of `enabled_policies` and stops at the

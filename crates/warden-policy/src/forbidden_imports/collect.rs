@@ -24,10 +24,12 @@
 //! both a recursive walk and the trees' drop glue use native stack per level, so deep enough code
 //! would overflow the stack and abort the whole process. The walk therefore grows its stack on
 //! demand (`stacker`), measures the tree's depth as it goes, and every tree is dropped through
-//! [`drop_tree`] on a stack sized for that depth. Any input is checked without crashing.
+//! [`drop_tree`] on a stack sized for that depth; [`parse`] bounds what the parser itself may
+//! need. Any input is checked without crashing the process.
 
 use std::collections::{HashMap, HashSet};
 
+use ruff_python_ast::token::TokenKind;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, Number, Stmt};
 use ruff_text_size::Ranged;
@@ -136,6 +138,12 @@ pub(crate) fn drop_tree<T>(tree: T, depth: usize) {
     stacker::maybe_grow(needed, needed, move || drop(tree));
 }
 
+/// CPython's tokenizer refuses more brackets open at once than this ("too many nested
+/// parentheses", `MAXLEVEL`).
+const MAX_NESTED_BRACKETS: usize = 200;
+/// CPython refuses more f-strings (and t-strings) nested in each other than this ("too many
+/// nested f-strings", `MAXFSTRINGLEVEL`).
+const MAX_NESTED_FSTRINGS: usize = 150;
 /// Code whose parse could need more stack than this is not parsed at all ([`parse`]).
 const MAX_PARSE_STACK: usize = 1024 * 1024 * 1024;
 /// Stack the parser needs whatever the code.
@@ -147,32 +155,39 @@ const PARSE_BYTES_PER_SOURCE_BYTE: usize = 128;
 /// (`lambda a=lambda a=…`; measured: 4.5 KiB per level, debug build).
 const PARSE_BYTES_PER_LAMBDA: usize = 16 * 1024;
 
-/// The code is too large or nests too deeply to be parsed safely.
+/// Code that is not parsed, because Python would not run it and parsing it could cost too much.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TooComplex {
-    pub(crate) bytes: usize,
-    pub(crate) lambdas: usize,
+pub(crate) enum Unparseable {
+    /// More than [`MAX_NESTED_BRACKETS`] brackets open at once (a syntax error in CPython).
+    NestedBrackets,
+    /// More than [`MAX_NESTED_FSTRINGS`] f-strings nested (a syntax error in CPython).
+    NestedFStrings,
+    /// The parse could need more than [`MAX_PARSE_STACK`] of stack.
+    StackNeeded { bytes: usize, lambdas: usize },
 }
 
 /// Parses `source` as a module, whatever it contains, on a stack large enough for it.
 ///
-/// The parser grows its own stack for most nesting, but not all: nested lambda defaults and some
-/// error recovery recurse unguarded, so the stack is sized from the code's length and its number
-/// of `lambda`s (an over-count is harmless). Code that would need more than
-/// [`MAX_PARSE_STACK`] is refused instead — CPython refuses code nested that deeply too ("too
-/// complex to parse"). Unlike `parse_module`, the tree of code that does not parse is returned
-/// with its errors rather than dropped on the caller's stack.
+/// First a lexer pass (linear, no recursion) refuses what CPython's tokenizer refuses too: more
+/// than 200 nested brackets or 150 nested f-strings. Without that limit the parser takes
+/// quadratic time on nested f-strings (80 KB of them: one second). Then the stack is sized from
+/// the code's length and its number of `lambda`s: the parser grows its own stack for most
+/// nesting, but nested lambda parameter defaults and some error recovery recurse unguarded.
+/// Code that would need more than [`MAX_PARSE_STACK`] is refused instead.
+///
+/// Unlike `parse_module`, the tree of code that does not parse is returned with its errors
+/// rather than dropped on the caller's stack.
 pub(crate) fn parse(
     source: &str,
-) -> Result<ruff_python_parser::Parsed<ast::ModModule>, TooComplex> {
-    let lambdas = source.matches("lambda").count();
+) -> Result<ruff_python_parser::Parsed<ast::ModModule>, Unparseable> {
+    let lambdas = prescan(source)?;
     let needed = source
         .len()
         .saturating_mul(PARSE_BYTES_PER_SOURCE_BYTE)
         .saturating_add(lambdas.saturating_mul(PARSE_BYTES_PER_LAMBDA))
         .saturating_add(PARSE_BASE);
     if needed > MAX_PARSE_STACK {
-        return Err(TooComplex {
+        return Err(Unparseable::StackNeeded {
             bytes: source.len(),
             lambdas,
         });
@@ -180,6 +195,37 @@ pub(crate) fn parse(
     Ok(stacker::maybe_grow(needed, needed, || {
         ruff_python_parser::parse_unchecked_source(source, ast::PySourceType::Python)
     }))
+}
+
+/// Checks the nesting limits on the token stream; returns the number of `lambda`s.
+fn prescan(source: &str) -> Result<usize, Unparseable> {
+    let mut lexer = ruff_python_parser::lexer::lex(source, ruff_python_parser::Mode::Module);
+    let (mut brackets, mut fstrings, mut lambdas) = (0usize, 0usize, 0usize);
+    loop {
+        match lexer.next_token() {
+            TokenKind::EndOfFile => return Ok(lambdas),
+            TokenKind::Lpar | TokenKind::Lsqb | TokenKind::Lbrace => {
+                brackets += 1;
+                if brackets > MAX_NESTED_BRACKETS {
+                    return Err(Unparseable::NestedBrackets);
+                }
+            }
+            TokenKind::Rpar | TokenKind::Rsqb | TokenKind::Rbrace => {
+                brackets = brackets.saturating_sub(1);
+            }
+            TokenKind::FStringStart | TokenKind::TStringStart => {
+                fstrings += 1;
+                if fstrings > MAX_NESTED_FSTRINGS {
+                    return Err(Unparseable::NestedFStrings);
+                }
+            }
+            TokenKind::FStringEnd | TokenKind::TStringEnd => {
+                fstrings = fstrings.saturating_sub(1);
+            }
+            TokenKind::Lambda => lambdas += 1,
+            _ => {}
+        }
+    }
 }
 
 /// A literal value of an argument, as far as the walk needs one.
@@ -404,7 +450,7 @@ impl Collector {
         if self.exec_depth >= MAX_EXEC_DEPTH {
             return;
         }
-        // Too complex to parse: Python cannot run it either.
+        // Not parsed: Python would not run it either.
         let Ok(parsed) = parse(literal.value.to_str()) else {
             return;
         };

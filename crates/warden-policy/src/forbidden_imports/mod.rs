@@ -1,17 +1,23 @@
 //! The `forbidden_imports` policy: Python code may import only the modules of the profile's
 //! allow-list.
 //!
-//! The code is parsed with `ruff_python_parser` and the whole tree is walked (see
-//! [`collect`](self) for exactly what counts as an import). For each import, the module must be
-//! allowed by `allowed_modules`: an entry `a` allows `a` and every `a.*`, an entry `a.b` allows
-//! `a.b` and its children only. The first import in source order that is not allowed is the
+//! The code is parsed with `ruff_python_parser` and the whole tree is walked (the private
+//! `collect` module lists exactly what counts as an import: `import` and `from … import`
+//! statements, calls of `__import__` and `importlib.import_module` by any recognisable name, and
+//! the same inside string literals passed to `exec`, `eval` or `compile`). For each import, the
+//! module must be allowed by `allowed_modules`: an entry `a` allows `a` and every `a.*`, an entry
+//! `a.b` allows `a.b` and its children only. The first import in source order that is not allowed is the
 //! violation, with its 1-based line and column (in characters).
 //!
 //! Invariants and scope:
 //! - Only Python is checked (the language `python`, or `python` followed by a version such as
 //!   `python3` or `python3.12`); code in any other language passes, unparsed.
 //! - Code that does not parse is refused with a `syntax_error` violation carrying the parser's
-//!   message and position: it could not run anyway, and it cannot be checked.
+//!   message and position: it could not run anyway, and it cannot be checked. So is code that
+//!   CPython refuses before parsing (more than 200 nested brackets or 150 nested f-strings) and
+//!   code too large or too deeply nested to parse safely (without a position).
+//! - Any input is checked without crashing the process: deep nesting is parsed, walked and dropped
+//!   on stacks grown to fit (see the private `collect` module).
 //! - Relative imports (`from . import x`, `from .m import y`) are allowed: they name the user's
 //!   own files in the sandbox's workspace, never an installed package.
 //! - `importlib`, `builtins` and `ctypes` are modules like any other: importing them is refused
@@ -34,7 +40,7 @@ use crate::{Policy, PolicyInput, Violation, ViolationKind};
 
 use allow_list::{AllowList, is_valid_module_name};
 pub use allow_list::{AllowListError, AllowedModule, default_allowed_modules, parse_allow_list};
-use collect::{Dynamic, Finding, TooComplex, What};
+use collect::{Dynamic, Finding, Unparseable, What};
 
 /// The policy's name in `enabled_policies`.
 pub const NAME: &str = "forbidden_imports";
@@ -156,10 +162,18 @@ impl Policy for ForbiddenImports {
         let index = LineIndex::new(input.code);
         let parsed = match collect::parse(input.code) {
             Ok(parsed) => parsed,
-            Err(TooComplex { bytes, lambdas }) => {
-                let message = format!(
-                    "code too large or too deeply nested to check ({bytes} bytes, {lambdas} lambdas)"
-                );
+            Err(unparseable) => {
+                let message = match unparseable {
+                    Unparseable::NestedBrackets => {
+                        "syntax error: too many nested parentheses (python allows 200)".to_owned()
+                    }
+                    Unparseable::NestedFStrings => {
+                        "syntax error: too many nested f-strings (python allows 150)".to_owned()
+                    }
+                    Unparseable::StackNeeded { bytes, lambdas } => format!(
+                        "code too large or too deeply nested to check ({bytes} bytes, {lambdas} lambdas)"
+                    ),
+                };
                 return Err(Violation {
                     policy: NAME,
                     kind: ViolationKind::SyntaxError,
@@ -173,7 +187,8 @@ impl Policy for ForbiddenImports {
         let collected = collect::collect(&parsed.syntax().body);
         let syntax_error = parsed
             .errors()
-            .first()
+            .iter()
+            .min_by_key(|error| error.location.start())
             .map(|error| (error.location.start().to_usize(), error.error.to_string()));
         collect::drop_tree(parsed, collected.depth);
         if let Some((offset, error)) = syntax_error {
@@ -351,6 +366,92 @@ mod tests {
             violation.message
         );
         assert_eq!(violation.line, Some(3));
+    }
+
+    /// Runs `check` on a thread with a small stack, as a worst case for the caller's stack.
+    fn check_on_small_stack(code: String) -> Result<(), Violation> {
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || check(&policy(&[], true), &code))
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn deep_code_does_not_overflow_the_stack() {
+        // Each would overflow a 256 KiB stack many times over in a plain recursive walk or drop.
+        let n = 20_000;
+        let deep = [
+            format!("x = 1{}\n", "+1".repeat(n)),
+            format!("x = {}1\n", "-".repeat(n)),
+            format!("x = a{}\n", ".b".repeat(n)),
+            format!("x = f{}\n", "()".repeat(n)),
+            format!("x = {}1{}\n", "lambda a=".repeat(1000), ":1".repeat(1000)),
+            format!("exec('x = {}1')\n", "-".repeat(n)),
+        ];
+        for code in deep {
+            let prefix: String = code.chars().take(12).collect();
+            let violation = check_on_small_stack(format!("{code}import os\n")).unwrap_err();
+            assert_eq!(
+                violation.kind,
+                ViolationKind::ForbiddenImport {
+                    module: "os".into()
+                },
+                "{prefix}"
+            );
+            let violation = check_on_small_stack(format!("{code}import os\n(\n")).unwrap_err();
+            assert_eq!(violation.kind, ViolationKind::SyntaxError, "{prefix}");
+        }
+        // A string passed to exec that is deep and does not parse.
+        let code = format!("exec('x = {}1(')\nimport os\n", "-".repeat(n));
+        let violation = check_on_small_stack(code).unwrap_err();
+        assert_eq!(
+            violation.kind,
+            ViolationKind::ForbiddenImport {
+                module: "os".into()
+            }
+        );
+    }
+
+    #[test]
+    fn nesting_limits_are_cpythons() {
+        let policy = policy(&[], true);
+        let parens = |n: usize| format!("x = {}1{}\n", "(".repeat(n), ")".repeat(n));
+        assert_eq!(check(&policy, &parens(200)), Ok(()));
+        let violation = check(&policy, &parens(201)).unwrap_err();
+        assert_eq!(violation.kind, ViolationKind::SyntaxError);
+        assert_eq!(
+            violation.message,
+            "syntax error: too many nested parentheses (python allows 200)"
+        );
+        assert_eq!((violation.line, violation.column), (None, None));
+
+        let fstrings = |n: usize| format!("x = {}1{}\n", "f'{".repeat(n), "}'".repeat(n));
+        assert_eq!(check(&policy, &fstrings(150)), Ok(()));
+        let violation = check(&policy, &fstrings(151)).unwrap_err();
+        assert_eq!(
+            violation.message,
+            "syntax error: too many nested f-strings (python allows 150)"
+        );
+        // Brackets inside strings and comments are not brackets.
+        let code = format!("s = '{}'  # {}\n", "(".repeat(500), "[".repeat(500));
+        assert_eq!(check(&policy, &code), Ok(()));
+    }
+
+    #[test]
+    fn code_too_complex_to_parse_safely_is_refused() {
+        let code = format!(
+            "x = {}1{}\n",
+            "lambda a=".repeat(70_000),
+            ":1".repeat(70_000)
+        );
+        let violation = check(&policy(&[], true), &code).unwrap_err();
+        assert_eq!(violation.kind, ViolationKind::SyntaxError);
+        assert_eq!(
+            violation.message,
+            "code too large or too deeply nested to check (770006 bytes, 70000 lambdas)"
+        );
     }
 
     #[test]

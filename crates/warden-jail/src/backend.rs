@@ -1,9 +1,10 @@
 //! The jail as an engine [`Backend`]: builds the [`JailPlan`], starts the helper process with
 //! it, turns the helper's frames into events and the final result.
 //!
-//! Invariants: the helper gets an empty environment (the daemon's variables never reach a
-//! sandbox); the helper is killed if the caller goes away (`kill_on_drop`) or if it outlives
-//! the plan's timeout by a safety margin — a stuck helper becomes an error, never a hang.
+//! Invariants: the helper is single-threaded — exec'd with an empty environment (the daemon's
+//! variables never reach a sandbox), or forked only when the caller has exactly one thread;
+//! the helper is killed if the caller goes away before the result, or if it outlives the
+//! plan's timeout by a safety margin — a stuck helper becomes an error, never a hang.
 
 use crate::cgroup::Hierarchy;
 use crate::helper::HELPER_ENV;
@@ -25,12 +26,28 @@ pub struct JailSettings {
     pub ids: IdMap,
     /// The binary to re-execute as the helper (normally the running `warden`).
     pub helper_exe: PathBuf,
+    /// Fork the helper instead of exec'ing it when this process has a single thread (the
+    /// one-shot CLI). A multi-threaded process always execs.
+    pub fork_when_single_threaded: bool,
 }
 
 #[derive(Debug)]
 pub struct JailBackend {
     settings: JailSettings,
     hierarchy: Result<Hierarchy, String>,
+    /// Forked helpers not yet reaped (reaped without blocking at the next run).
+    forked: std::sync::Mutex<Vec<libc::pid_t>>,
+}
+
+/// Whether this process has exactly one thread, so that fork is safe.
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:").map(|n| n.trim() == "1"))
+        })
+        .unwrap_or(false)
 }
 
 impl JailBackend {
@@ -38,6 +55,7 @@ impl JailBackend {
         JailBackend {
             settings,
             hierarchy: Hierarchy::detect().map_err(|e| format!("cannot read cgroup layout: {e}")),
+            forked: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -118,6 +136,31 @@ impl Backend for JailBackend {
         let mut jail_plan = self.plan(&plan)?;
         jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
+        self.reap_forked();
+        let margin = timeout + Duration::from_secs(10);
+        if self.settings.fork_when_single_threaded
+            && single_threaded()
+            && let Ok(hierarchy) = &self.hierarchy
+        {
+            let (pid, frames) = fork_helper(&jail_plan, hierarchy)?;
+            let guard = KillHelperOnDrop(Some(pid as u32));
+            let result = match tokio::time::timeout(margin, read_frames(frames, events)).await {
+                Ok(result) => result,
+                Err(_) => Err(stuck(margin)),
+            };
+            std::mem::forget(guard);
+            if result.is_err() {
+                // SAFETY: kill and waitpid on our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+            } else {
+                self.forked.lock().expect("not poisoned").push(pid);
+                self.reap_forked();
+            }
+            return result;
+        }
         let payload = serde_json::to_vec(&jail_plan)
             .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
         let mut child = tokio::process::Command::new(&self.settings.helper_exe)
@@ -138,64 +181,13 @@ impl Backend for JailBackend {
         // its own and is reaped in the background.
         let guard = KillHelperOnDrop(child.id());
         let mut stdin = child.stdin.take().expect("piped stdin");
-        let mut stdout = child.stdout.take().expect("piped stdout");
+        let stdout = child.stdout.take().expect("piped stdout");
         let write = async move {
             stdin.write_all(&payload).await?;
             stdin.shutdown().await
         };
-        let read = async {
-            let mut out = Utf8Carry::default();
-            let mut err = Utf8Carry::default();
-            loop {
-                let mut header = [0u8; 5];
-                if stdout.read_exact(&mut header).await.is_err() {
-                    return Err(BackendError::Internal(
-                        "the sandbox helper ended without a result".into(),
-                    ));
-                }
-                let (tag, len) = protocol::parse_header(header)
-                    .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
-                let mut body = vec![0u8; len];
-                stdout
-                    .read_exact(&mut body)
-                    .await
-                    .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
-                match tag {
-                    Tag::Stdout | Tag::Stderr => {
-                        if let Some(tx) = &events {
-                            let event = if tag == Tag::Stdout {
-                                ExecEvent::Stdout {
-                                    text: out.push(&body),
-                                }
-                            } else {
-                                ExecEvent::Stderr {
-                                    text: err.push(&body),
-                                }
-                            };
-                            // A receiver that went away only loses the live view.
-                            let _ = tx.send(event).await;
-                        }
-                    }
-                    Tag::Result => {
-                        return serde_json::from_slice::<ExecResult>(&body)
-                            .map_err(|e| BackendError::Internal(format!("helper result: {e}")));
-                    }
-                    Tag::Error => {
-                        let e: HelperError = serde_json::from_slice(&body)
-                            .map_err(|e| BackendError::Internal(format!("helper error: {e}")))?;
-                        return Err(match e.kind.as_str() {
-                            "refused" => BackendError::Refused(e.message),
-                            "setup" => BackendError::Setup(e.message),
-                            "command" => BackendError::Command(e.message),
-                            _ => BackendError::Internal(e.message),
-                        });
-                    }
-                }
-            }
-        };
-        let margin = timeout + Duration::from_secs(10);
         let run = async {
-            let (written, result) = tokio::join!(write, read);
+            let (written, result) = tokio::join!(write, read_frames(stdout, events));
             if let Err(e) = written
                 && result.is_err()
             {
@@ -205,13 +197,7 @@ impl Backend for JailBackend {
         };
         let result = match tokio::time::timeout(margin, run).await {
             Ok(result) => result,
-            Err(_) => {
-                let _ = child.start_kill();
-                Err(BackendError::Internal(format!(
-                    "the sandbox helper did not finish within {}s of the timeout",
-                    margin.as_secs()
-                )))
-            }
+            Err(_) => Err(stuck(margin)),
         };
         std::mem::forget(guard);
         if result.is_ok() {
@@ -223,6 +209,112 @@ impl Backend for JailBackend {
             let _ = child.wait().await;
         }
         result
+    }
+}
+
+fn stuck(margin: Duration) -> BackendError {
+    BackendError::Internal(format!(
+        "the sandbox helper did not finish within {}s of the timeout",
+        margin.as_secs()
+    ))
+}
+
+impl JailBackend {
+    /// Reaps forked helpers that have finished their clean-up, without waiting.
+    fn reap_forked(&self) {
+        let mut forked = self.forked.lock().expect("not poisoned");
+        // SAFETY: waitpid with WNOHANG on our own children.
+        forked.retain(|&pid| unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0);
+    }
+}
+
+/// Forks the helper from this single-threaded process: the child serves the plan and exits
+/// without returning here; the parent gets the child's pid and the read end of its frames.
+fn fork_helper(
+    plan: &JailPlan,
+    hierarchy: &Hierarchy,
+) -> Result<(libc::pid_t, tokio::net::unix::pipe::Receiver), BackendError> {
+    let internal = |what: &str, e: std::io::Error| BackendError::Internal(format!("{what}: {e}"));
+    let (frames_r, frames_w) = crate::sys::pipe().map_err(|e| internal("pipe", e))?;
+    // SAFETY: the caller checked this process has one thread, so the child gets a consistent
+    // copy of it; the child only runs `helper::serve` and then `_exit`s, never returning into
+    // the async runtime it was forked from.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(internal("fork helper", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(frames_r);
+        // The helper must not hold the caller's stdin or stdout open: point them at /dev/null.
+        if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+            use std::os::fd::AsRawFd;
+            let _ = crate::sys::dup2(null.as_raw_fd(), 0);
+            let _ = crate::sys::dup2(null.as_raw_fd(), 1);
+        }
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::from(frames_w));
+        let code = crate::helper::serve(plan, hierarchy, &mut out);
+        drop(out);
+        // SAFETY: leave without running the parent's destructors or atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    drop(frames_w);
+    let frames = tokio::net::unix::pipe::Receiver::from_owned_fd(frames_r)
+        .map_err(|e| internal("watch helper output", e))?;
+    Ok((pid, frames))
+}
+
+/// Reads the helper's frames: output chunks become events, the final frame the result.
+async fn read_frames(
+    mut stdout: impl tokio::io::AsyncRead + Unpin,
+    events: Option<EventSender>,
+) -> Result<ExecResult, BackendError> {
+    let mut out = Utf8Carry::default();
+    let mut err = Utf8Carry::default();
+    loop {
+        let mut header = [0u8; 5];
+        if stdout.read_exact(&mut header).await.is_err() {
+            return Err(BackendError::Internal(
+                "the sandbox helper ended without a result".into(),
+            ));
+        }
+        let (tag, len) = protocol::parse_header(header)
+            .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+        let mut body = vec![0u8; len];
+        stdout
+            .read_exact(&mut body)
+            .await
+            .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+        match tag {
+            Tag::Stdout | Tag::Stderr => {
+                if let Some(tx) = &events {
+                    let event = if tag == Tag::Stdout {
+                        ExecEvent::Stdout {
+                            text: out.push(&body),
+                        }
+                    } else {
+                        ExecEvent::Stderr {
+                            text: err.push(&body),
+                        }
+                    };
+                    // A receiver that went away only loses the live view.
+                    let _ = tx.send(event).await;
+                }
+            }
+            Tag::Result => {
+                return serde_json::from_slice::<ExecResult>(&body)
+                    .map_err(|e| BackendError::Internal(format!("helper result: {e}")));
+            }
+            Tag::Error => {
+                let e: HelperError = serde_json::from_slice(&body)
+                    .map_err(|e| BackendError::Internal(format!("helper error: {e}")))?;
+                return Err(match e.kind.as_str() {
+                    "refused" => BackendError::Refused(e.message),
+                    "setup" => BackendError::Setup(e.message),
+                    "command" => BackendError::Command(e.message),
+                    _ => BackendError::Internal(e.message),
+                });
+            }
+        }
     }
 }
 

@@ -1,12 +1,13 @@
 //! Builds the sandbox's root from the plan's `MountOp`s, through the `MountSys` trait so the
 //! order and flags are unit-tested with a recording fake, without root.
 //!
-//! Invariants: every bind of a host path is recursive and then made read-only, nosuid and nodev
-//! (recursively, with `mount_setattr`); device binds are nosuid and noexec; procfs is mounted
-//! before the old root goes away (the kernel only allows a new procfs while a fully visible one
-//! is in the namespace); the root tmpfs is made read-only by the caller after the pivot.
+//! Invariants: every bind of a host path is recursive and made read-only, nosuid and nodev
+//! (recursively, with `mount_setattr`, together with the root itself) before anything writable
+//! is mounted; procfs is mounted before the old root goes away (the kernel only allows a new
+//! procfs while a fully visible one is in the namespace).
 
-use crate::plan::{JailPlan, MountOp, OUTPUT_DIR_NAME, WORKSPACE_DIR};
+use crate::plan::{JailPlan, MountOp, OUTPUT_DIR_NAME, SCRATCH_WORK};
+use std::collections::HashSet;
 use crate::sys;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,11 +23,11 @@ pub trait MountSys {
         data: Option<&str>,
     ) -> io::Result<()>;
     fn mount_setattr(&mut self, target: &Path, set: u64, recursive: bool) -> io::Result<()>;
-    fn create_dir_all(&mut self, path: &Path, mode: u32) -> io::Result<()>;
+    /// One folder; its parent exists.
+    fn create_dir(&mut self, path: &Path, mode: u32) -> io::Result<()>;
     fn write_file(&mut self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()>;
     fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()>;
     fn is_dir(&self, path: &Path) -> bool;
-    fn exists(&self, path: &Path) -> bool;
 }
 
 /// The real system calls.
@@ -49,12 +50,9 @@ impl MountSys for RealMountSys {
         sys::mount_setattr(target, set, recursive)
     }
 
-    fn create_dir_all(&mut self, path: &Path, mode: u32) -> io::Result<()> {
+    fn create_dir(&mut self, path: &Path, mode: u32) -> io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(path)
+        std::fs::DirBuilder::new().mode(mode).create(path)
     }
 
     fn write_file(&mut self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
@@ -74,10 +72,6 @@ impl MountSys for RealMountSys {
 
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
-    }
-
-    fn exists(&self, path: &Path) -> bool {
-        path.symlink_metadata().is_ok()
     }
 }
 
@@ -117,217 +111,239 @@ pub fn scratch_dir(staging: &Path) -> PathBuf {
 }
 
 /// Mounts a small staging tmpfs at `staging` holding the root tmpfs and the workspace tmpfs
-/// side by side, applies every op of the plan under the root, then writes the code file. The
-/// caller pivots into [`root_dir`] afterwards; the staging tmpfs and the workspace's own mount
-/// point go away with the old root in one unmount, while the workspace stays alive through
-/// its binds.
-pub fn build_root(
-    sys: &mut dyn MountSys,
-    staging: &Path,
-    plan: &JailPlan,
-) -> Result<(), MountError> {
+/// side by side and builds the root in four phases, each with as few system calls as it can
+/// (this is on every sandbox's start-up path):
+/// 1. everything written into the root tmpfs: folders, mount points, symlinks, small files and
+///    the code;
+/// 2. the host paths, bound recursively;
+/// 3. one recursive `mount_setattr`: the root and every host bind read-only, nosuid, nodev;
+/// 4. what goes on top: devices, /dev/shm, procfs and its masks, the workspace binds.
+///
+/// The caller pivots into [`root_dir`] afterwards; the staging tmpfs and the workspace's own
+/// mount point go away with the old root in one unmount, while the workspace stays alive
+/// through its binds.
+pub fn build_root(sys: &mut dyn MountSys, staging: &Path, plan: &JailPlan) -> Result<(), MountError> {
     let tmpfs = Some(Path::new("tmpfs"));
-    sys.mount(
-        tmpfs,
-        staging,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("size=65536,mode=0755"),
-    )
-    .map_err(at("mount staging tmpfs", staging))?;
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    sys.mount(tmpfs, staging, Some("tmpfs"), flags, Some("size=65536,mode=0755"))
+        .map_err(at("mount staging tmpfs", staging))?;
     let root = root_dir(staging);
     let scratch = scratch_dir(staging);
     for dir in [&root, &scratch] {
-        sys.create_dir_all(dir, 0o755)
-            .map_err(at("create folder", dir))?;
+        sys.create_dir(dir, 0o755).map_err(at("create folder", dir))?;
     }
     // The root tmpfs holds only mount points, a few small files and the code.
     let root_size = plan.code.len() as u64 + 1024 * 1024;
-    sys.mount(
-        tmpfs,
-        &root,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&format!("size={root_size},mode=0755")),
-    )
-    .map_err(at("mount root tmpfs", &root))?;
+    sys.mount(tmpfs, &root, Some("tmpfs"), flags, Some(&format!("size={root_size},mode=0755")))
+        .map_err(at("mount root tmpfs", &root))?;
     let scratch_data = format!(
         "size={},mode=0700,uid={},gid={}",
         plan.limits.workspace_mb * 1024 * 1024,
         plan.ids.inside_uid,
         plan.ids.inside_gid
     );
-    sys.mount(
-        tmpfs,
-        &scratch,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&scratch_data),
-    )
-    .map_err(at("mount workspace tmpfs", &scratch))?;
+    sys.mount(tmpfs, &scratch, Some("tmpfs"), flags, Some(&scratch_data))
+        .map_err(at("mount workspace tmpfs", &scratch))?;
+
+    let mut dirs = Dirs {
+        made: HashSet::from([root.clone()]),
+    };
     for op in &plan.mounts {
-        apply(sys, &root, &scratch, plan, op)?;
+        prepare(sys, &mut dirs, &root, &scratch, op)?;
     }
-    let output = under(&root, Path::new(WORKSPACE_DIR)).join(OUTPUT_DIR_NAME);
-    sys.create_dir_all(&output, 0o755)
-        .map_err(at("create output folder", &output))?;
     let code = under(&root, &plan.code_path);
+    dirs.parent_of(sys, &code)?;
     sys.write_file(&code, plan.code.as_bytes(), 0o444)
         .map_err(at("write code", &plan.code_path))?;
+
+    for op in &plan.mounts {
+        if let MountOp::BindReadOnly { source, dest } = op {
+            sys.mount(Some(source), &under(&root, dest), None, BIND_FLAGS, None)
+                .map_err(at("bind", source))?;
+        }
+    }
+    sys.mount_setattr(&root, RO_ATTRS, true)
+        .map_err(at("make the root read-only", &root))?;
+
+    for op in &plan.mounts {
+        mount_on_top(sys, &root, &scratch, plan, op)?;
+    }
+    let output = scratch.join(SCRATCH_WORK).join(OUTPUT_DIR_NAME);
+    sys.create_dir(&output, 0o755)
+        .map_err(at("create output folder", &output))?;
     Ok(())
 }
 
-fn mount_point(sys: &mut dyn MountSys, source: &Path, dest: &Path) -> Result<(), MountError> {
-    if sys.exists(dest) {
-        return Ok(());
-    }
-    if sys.is_dir(source) {
-        sys.create_dir_all(dest, 0o755)
-            .map_err(at("create mount point", dest))
-    } else {
-        if let Some(parent) = dest.parent() {
-            sys.create_dir_all(parent, 0o755)
-                .map_err(at("create mount point", parent))?;
+/// Folders known to exist, so each is created once and nothing is stat'ed twice.
+struct Dirs {
+    made: HashSet<PathBuf>,
+}
+
+impl Dirs {
+    fn dir(&mut self, sys: &mut dyn MountSys, path: &Path, mode: u32) -> Result<(), MountError> {
+        if self.made.contains(path) {
+            return Ok(());
         }
-        sys.write_file(dest, b"", 0o444)
-            .map_err(at("create mount point", dest))
+        if let Some(parent) = path.parent() {
+            self.dir(sys, parent, 0o755)?;
+        }
+        sys.create_dir(path, mode).map_err(at("create folder", path))?;
+        self.made.insert(path.to_owned());
+        Ok(())
+    }
+
+    fn parent_of(&mut self, sys: &mut dyn MountSys, path: &Path) -> Result<(), MountError> {
+        match path.parent() {
+            Some(parent) => self.dir(sys, parent, 0o755),
+            None => Ok(()),
+        }
+    }
+
+    /// An empty file or folder to mount `source` on.
+    fn mount_point(
+        &mut self,
+        sys: &mut dyn MountSys,
+        source_is_dir: bool,
+        dest: &Path,
+    ) -> Result<(), MountError> {
+        if source_is_dir {
+            self.dir(sys, dest, 0o755)
+        } else {
+            self.parent_of(sys, dest)?;
+            sys.write_file(dest, b"", 0o444)
+                .map_err(at("create mount point", dest))
+        }
     }
 }
 
-fn apply(
+/// Phase 1: what each op needs written into the root before it turns read-only.
+fn prepare(
     sys: &mut dyn MountSys,
+    dirs: &mut Dirs,
     root: &Path,
     scratch: &Path,
-    plan: &JailPlan,
     op: &MountOp,
 ) -> Result<(), MountError> {
     match op {
         MountOp::BindReadOnly { source, dest } => {
-            let target = under(root, dest);
-            mount_point(sys, source, &target)?;
-            sys.mount(Some(source), &target, None, BIND_FLAGS, None)
-                .map_err(at("bind", source))?;
-            sys.mount_setattr(&target, RO_ATTRS, true)
-                .map_err(at("make read-only", dest))
+            let is_dir = sys.is_dir(source);
+            dirs.mount_point(sys, is_dir, &under(root, dest))
         }
-        MountOp::BindDevice { source, dest } => {
-            let target = under(root, dest);
-            mount_point(sys, source, &target)?;
-            sys.mount(Some(source), &target, None, libc::MS_BIND, None)
-                .map_err(at("bind device", source))?;
-            sys.mount_setattr(
-                &target,
-                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
-                false,
-            )
-            .map_err(at("restrict device", dest))
-        }
+        MountOp::BindDevice { dest, .. } => dirs.mount_point(sys, false, &under(root, dest)),
         MountOp::Symlink { target, dest } => {
             let link = under(root, dest);
-            if let Some(parent) = link.parent() {
-                sys.create_dir_all(parent, 0o755)
-                    .map_err(at("create folder", parent))?;
-            }
+            dirs.parent_of(sys, &link)?;
             sys.symlink(target, &link).map_err(at("symlink", dest))
         }
-        MountOp::Dir { dest, mode } => sys
-            .create_dir_all(&under(root, dest), *mode)
-            .map_err(at("create folder", dest)),
+        MountOp::Dir { dest, mode } => dirs.dir(sys, &under(root, dest), *mode),
         MountOp::File {
             dest,
             contents,
             mode,
         } => {
             let path = under(root, dest);
-            if let Some(parent) = path.parent() {
-                sys.create_dir_all(parent, 0o755)
-                    .map_err(at("create folder", parent))?;
-            }
+            dirs.parent_of(sys, &path)?;
             sys.write_file(&path, contents.as_bytes(), *mode)
                 .map_err(at("write file", dest))
         }
-        MountOp::Proc { dest } => {
-            let target = under(root, dest);
-            sys.create_dir_all(&target, 0o555)
-                .map_err(at("create folder", dest))?;
-            sys.mount(
+        MountOp::Proc { dest } | MountOp::Tmpfs { dest, .. } => {
+            dirs.dir(sys, &under(root, dest), 0o755)
+        }
+        MountOp::BindScratch { subdir, dest } => {
+            let source = scratch.join(subdir);
+            sys.create_dir(&source, 0o700)
+                .map_err(at("create folder", &source))?;
+            dirs.dir(sys, &under(root, dest), 0o755)
+        }
+        // Inside procfs, which is mounted in phase 4.
+        MountOp::MaskFile { .. } | MountOp::MaskDir { .. } | MountOp::ReadOnly { .. } => Ok(()),
+    }
+}
+
+/// Phase 4: the mounts that go on top of the read-only root.
+fn mount_on_top(
+    sys: &mut dyn MountSys,
+    root: &Path,
+    scratch: &Path,
+    plan: &JailPlan,
+    op: &MountOp,
+) -> Result<(), MountError> {
+    // Entries of procfs that this kernel lacks are simply not there to hide.
+    let missing_ok = |r: io::Result<()>| match r {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    };
+    match op {
+        // Device binds keep the host's nosuid and need no noexec: execve only runs regular
+        // files, and a device node is never one.
+        MountOp::BindDevice { source, dest } => sys
+            .mount(Some(source), &under(root, dest), None, libc::MS_BIND, None)
+            .map_err(at("bind device", source)),
+        MountOp::Proc { dest } => sys
+            .mount(
                 Some(Path::new("proc")),
-                &target,
+                &under(root, dest),
                 Some("proc"),
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 None,
             )
-            .map_err(at("mount proc", dest))
-        }
+            .map_err(at("mount proc", dest)),
         MountOp::Tmpfs {
             dest,
             size_bytes,
             mode,
         } => {
-            let target = under(root, dest);
-            sys.create_dir_all(&target, 0o755)
-                .map_err(at("create folder", dest))?;
             let data = format!(
                 "size={size_bytes},mode={mode:o},uid={},gid={}",
                 plan.ids.inside_uid, plan.ids.inside_gid
             );
             sys.mount(
                 Some(Path::new("tmpfs")),
-                &target,
+                &under(root, dest),
                 Some("tmpfs"),
                 libc::MS_NOSUID | libc::MS_NODEV,
                 Some(&data),
             )
             .map_err(at("mount tmpfs", dest))
         }
-        MountOp::BindScratch { subdir, dest } => {
-            let source = scratch.join(subdir);
-            sys.create_dir_all(&source, 0o700)
-                .map_err(at("create folder", &source))?;
-            let target = under(root, dest);
-            sys.create_dir_all(&target, 0o755)
-                .map_err(at("create folder", dest))?;
-            sys.mount(Some(&source), &target, None, libc::MS_BIND, None)
-                .map_err(at("bind workspace", dest))
-        }
-        MountOp::MaskFile { dest } => {
-            let target = under(root, dest);
-            if !sys.exists(&target) {
-                return Ok(());
-            }
-            sys.mount(
-                Some(&under(root, Path::new("/dev/null"))),
-                &target,
+        MountOp::BindScratch { subdir, dest } => sys
+            .mount(
+                Some(&scratch.join(subdir)),
+                &under(root, dest),
                 None,
                 libc::MS_BIND,
                 None,
             )
-            .map_err(at("mask", dest))
-        }
-        MountOp::MaskDir { dest } => {
-            let target = under(root, dest);
-            if !sys.is_dir(&target) {
-                return Ok(());
-            }
-            sys.mount(
-                Some(Path::new("tmpfs")),
-                &target,
-                Some("tmpfs"),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some("size=0,mode=0555"),
-            )
-            .map_err(at("mask", dest))
-        }
+            .map_err(at("bind workspace", dest)),
+        MountOp::MaskFile { dest } => missing_ok(sys.mount(
+            Some(&under(root, Path::new("/dev/null"))),
+            &under(root, dest),
+            None,
+            libc::MS_BIND,
+            None,
+        ))
+        .map_err(at("mask", dest)),
+        MountOp::MaskDir { dest } => missing_ok(sys.mount(
+            Some(Path::new("tmpfs")),
+            &under(root, dest),
+            Some("tmpfs"),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some("size=0,mode=0555"),
+        ))
+        .map_err(at("mask", dest)),
         MountOp::ReadOnly { dest } => {
             let target = under(root, dest);
-            if !sys.exists(&target) {
-                return Ok(());
+            match sys.mount(Some(&target), &target, None, BIND_FLAGS, None) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                other => other.map_err(at("bind", dest))?,
             }
-            sys.mount(Some(&target), &target, None, BIND_FLAGS, None)
-                .map_err(at("bind", dest))?;
             sys.mount_setattr(&target, RO_ATTRS | sys::MOUNT_ATTR_NOEXEC, true)
                 .map_err(at("make read-only", dest))
         }
+        MountOp::BindReadOnly { .. }
+        | MountOp::Symlink { .. }
+        | MountOp::Dir { .. }
+        | MountOp::File { .. } => Ok(()),
     }
 }
 
@@ -371,7 +387,7 @@ pub(crate) mod fake {
             ));
             Ok(())
         }
-        fn create_dir_all(&mut self, path: &Path, mode: u32) -> io::Result<()> {
+        fn create_dir(&mut self, path: &Path, mode: u32) -> io::Result<()> {
             self.calls
                 .push(format!("mkdir {} {mode:o}", path.display()));
             self.made.insert(path.to_owned());
@@ -396,9 +412,6 @@ pub(crate) mod fake {
         }
         fn is_dir(&self, path: &Path) -> bool {
             path.extension().is_none() && !path.starts_with("/dev")
-        }
-        fn exists(&self, path: &Path) -> bool {
-            self.made.contains(path) || path.starts_with("/st/root/proc")
         }
     }
 }
@@ -443,42 +456,45 @@ mod tests {
     }
 
     #[test]
-    fn host_binds_are_read_only_nosuid_nodev_recursively() {
+    fn host_binds_are_made_read_only_with_the_root_before_anything_writable() {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
-        let calls = sys.calls.join("\n");
+        let calls = &sys.calls;
+        let pos = |needle: &str| {
+            calls
+                .iter()
+                .position(|c| c.starts_with(needle))
+                .unwrap_or_else(|| panic!("no {needle:?} in {calls:#?}"))
+        };
+        let ro = pos("setattr /st/root set=0x7 recursive=true");
+        assert!(pos("mount /usr -> /st/root/usr type=- flags=0x5000") < ro);
+        assert!(pos("mount /etc/ld.so.cache -> /st/root/etc/ld.so.cache") < ro);
+        for writable in [
+            "mount tmpfs -> /st/root/dev/shm",
+            "mount proc -> /st/root/proc",
+            "mount /st/scratch/work -> /st/root/workspace",
+            "mount /st/scratch/tmp -> /st/root/tmp",
+            "mount /dev/null -> /st/root/dev/null",
+        ] {
+            assert!(pos(writable) > ro, "{writable} mounted before the root is read-only");
+        }
+        // Nothing is written into the root once it is read-only.
         assert!(
-            calls.contains("mount /usr -> /st/root/usr type=- flags=0x5000"),
-            "{calls}"
-        );
-        assert!(
-            calls.contains("setattr /st/root/usr set=0x7 recursive=true"),
-            "{calls}"
-        );
-        assert!(
-            calls.contains("setattr /st/root/etc/ld.so.cache set=0x7 recursive=true"),
-            "{calls}"
+            calls[ro..]
+                .iter()
+                .all(|c| !(c.starts_with("write /st/root") || c.starts_with("mkdir /st/root"))),
+            "{calls:#?}"
         );
     }
 
     #[test]
-    fn root_is_a_tmpfs_and_the_code_is_written_last() {
+    fn root_is_a_tmpfs_and_holds_the_read_only_code() {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
-        assert!(
-            sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"),
-            "{}",
-            sys.calls[0]
-        );
-        assert!(
-            sys.calls
-                .iter()
-                .any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs"))
-        );
-        assert_eq!(
-            sys.calls.last().unwrap(),
-            "write /st/root/code/main.py 444 (9 bytes)"
-        );
+        assert!(sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"), "{}", sys.calls[0]);
+        assert!(sys.calls.iter().any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs")));
+        assert!(sys.calls.contains(&"write /st/root/code/main.py 444 (9 bytes)".to_owned()));
+        assert_eq!(sys.calls.last().unwrap(), "mkdir /st/scratch/work/output 755");
     }
 
     #[test]

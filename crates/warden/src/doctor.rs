@@ -80,6 +80,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                             host_gid: 0,
                         },
                         helper_exe: PathBuf::new(),
+                        fork_when_single_threaded: false,
                     });
                     warden_engine::Backend::check(&jail, &plan).map_err(|e| e.to_string())
                 }

@@ -49,6 +49,8 @@ pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
             host_gid: jail.host_gid,
         },
         helper_exe: std::env::current_exe()?,
+        // The CLI is single-threaded (a current-thread runtime): fork, don't re-exec.
+        fork_when_single_threaded: true,
     });
     Ok(Engine::new(settings)
         .with_backend(BackendKind::Jail, Arc::new(backend))

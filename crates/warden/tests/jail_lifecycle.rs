@@ -36,20 +36,24 @@ fn count_mounts() -> usize {
         .count()
 }
 
-fn count_sandbox_processes() -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("status"))
-                .map(|s| {
-                    s.lines().any(|l| {
-                        l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("65534")
-                    })
-                })
-                .unwrap_or(false)
-        })
-        .count()
+/// Processes running as the sandbox's host user whose command line has `marker` (other tests
+/// of this file run at the same time, as the same user).
+fn sandbox_processes(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let sandbox_user = std::fs::read_to_string(e.path().join("status"))
+            .map(|s| {
+                s.lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("65534"))
+            })
+            .unwrap_or(false);
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if sandbox_user && cmd.contains(marker) {
+            found.push(cmd);
+        }
+    }
+    found
 }
 
 fn shmem_kb() -> u64 {
@@ -64,15 +68,18 @@ fn shmem_kb() -> u64 {
 #[test]
 fn two_hundred_runs_leave_nothing_behind() {
     require_root!();
+    let marker = format!("3{}7", std::process::id());
     let before = (
         count_cgroup_leaves(),
         count_mounts(),
-        count_sandbox_processes(),
+        sandbox_processes(&marker).len(),
         shmem_kb(),
     );
     let settings = common::settings();
     // Each run leaves a process, a file in the workspace and in /tmp, and output.
-    let code = "import subprocess\nsubprocess.Popen(['sleep', '30'])\nopen('/tmp/x', 'wb').write(b'0' * (1 << 20))\nopen('output/o.txt', 'w').write('x')\nprint('ok')";
+    let code = format!(
+        "import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\nopen('/tmp/x', 'wb').write(b'0' * (1 << 20))\nopen('output/o.txt', 'w').write('x')\nprint('ok')"
+    );
     for i in 0..200 {
         let out = std::process::Command::new(common::warden())
             .args([
@@ -106,7 +113,7 @@ fn two_hundred_runs_leave_nothing_behind() {
         after = (
             count_cgroup_leaves(),
             count_mounts(),
-            count_sandbox_processes(),
+            sandbox_processes(&marker).len(),
             shmem_kb(),
         );
         if after.0 == before.0 && after.1 == before.1 && after.2 == before.2 {
@@ -116,7 +123,7 @@ fn two_hundred_runs_leave_nothing_behind() {
     }
     assert_eq!(after.0, before.0, "cgroups left behind");
     assert_eq!(after.1, before.1, "mounts left behind");
-    assert_eq!(after.2, before.2, "processes left behind");
+    assert_eq!(after.2, before.2, "processes left behind: {:?}", sandbox_processes(&marker));
     // 200 runs × 1 MiB in tmpfs would be 200 MiB of shared memory if workspaces leaked.
     assert!(
         after.3 < before.3 + 50 * 1024,

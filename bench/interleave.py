@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Times whole commands side by side, interleaved: each round runs every command once, in a
+shuffled order, so that drift in the machine's speed (a shared VM's neighbours, frequency
+changes) hits every command alike instead of whichever block hyperfine happened to run in.
+
+usage: interleave.py [--rounds N] [--warmup N] [--json FILE] NAME=COMMAND ...
+Prints a markdown table: median, p10, p90, mean (ms) and each median's ratio to the first
+command's; with --json, the raw samples too.
+"""
+import argparse, json, random, shlex, statistics, subprocess, sys, time
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--json")
+    ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
+    a = ap.parse_args()
+    cmds = []
+    for spec in a.commands:
+        name, _, cmd = spec.partition("=")
+        cmds.append((name, shlex.split(cmd)))
+    samples = {name: [] for name, _ in cmds}
+    def once(argv):
+        t = time.perf_counter()
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dt = time.perf_counter() - t
+        if r.returncode != 0:
+            sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
+        return dt * 1000
+    for _ in range(a.warmup):
+        for _, argv in cmds:
+            once(argv)
+    for _ in range(a.rounds):
+        order = list(cmds)
+        random.shuffle(order)
+        for name, argv in order:
+            samples[name].append(once(argv))
+    base = statistics.median(samples[cmds[0][0]])
+    print("| command | median ms | p10 | p90 | mean | median / first |")
+    print("|---|---:|---:|---:|---:|---:|")
+    summary = {}
+    for name, _ in cmds:
+        s = sorted(samples[name])
+        med = statistics.median(s)
+        q = statistics.quantiles(s, n=10)
+        summary[name] = {"median": med, "p10": q[0], "p90": q[-1], "mean": statistics.fmean(s)}
+        print(f"| {name} | {med:.1f} | {q[0]:.1f} | {q[-1]:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |")
+    if a.json:
+        json.dump({"rounds": a.rounds, "summary": summary, "samples": samples}, open(a.json, "w"))
+
+if __name__ == "__main__":
+    main()

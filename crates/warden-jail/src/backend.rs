@@ -37,6 +37,60 @@ pub struct JailBackend {
     hierarchy: Result<Hierarchy, String>,
     /// Forked helpers not yet reaped (reaped without blocking at the next run).
     forked: std::sync::Mutex<Vec<libc::pid_t>>,
+    /// A helper forked early by the caller, already creating its sandbox.
+    prestarted: std::sync::Mutex<Option<Prestarted>>,
+}
+
+/// A helper forked early from a single-threaded process: it is already creating its sandbox's
+/// namespaces and waits for the plan. Dropping it unused closes the plan pipe, and the helper
+/// then removes its sandbox and exits.
+#[derive(Debug)]
+pub struct Prestarted {
+    pid: libc::pid_t,
+    plan_w: std::os::fd::OwnedFd,
+    frames_r: std::os::fd::OwnedFd,
+}
+
+impl Prestarted {
+    /// Forks a helper if this process has exactly one thread; `None` otherwise or on failure.
+    pub fn fork_if_single_threaded() -> Option<Prestarted> {
+        if !single_threaded() {
+            return None;
+        }
+        let (plan_r, plan_w) = crate::sys::pipe().ok()?;
+        let (frames_r, frames_w) = crate::sys::pipe().ok()?;
+        // SAFETY: this process has one thread, so the child gets a consistent copy of it; the
+        // child only runs `helper::serve` and then `_exit`s, never returning to the caller.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return None;
+        }
+        if pid == 0 {
+            drop((plan_w, frames_r));
+            // The helper must not hold the caller's stdin or stdout open.
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                use std::os::fd::AsRawFd;
+                let _ = crate::sys::dup2(null.as_raw_fd(), 0);
+                let _ = crate::sys::dup2(null.as_raw_fd(), 1);
+            }
+            let mut input = std::fs::File::from(plan_r);
+            let mut out =
+                std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::from(frames_w));
+            let code = crate::helper::serve(&mut input, &mut out);
+            drop(out);
+            // SAFETY: leave without running the parent's destructors or atexit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        Some(Prestarted {
+            pid,
+            plan_w,
+            frames_r,
+        })
+    }
 }
 
 /// Whether this process has exactly one thread, so that fork is safe.
@@ -56,7 +110,14 @@ impl JailBackend {
             settings,
             hierarchy: Hierarchy::detect().map_err(|e| format!("cannot read cgroup layout: {e}")),
             forked: std::sync::Mutex::new(Vec::new()),
+            prestarted: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Hands over a helper forked early; the next run uses it.
+    pub fn adopt(self, prestarted: Option<Prestarted>) -> JailBackend {
+        *self.prestarted.lock().expect("not poisoned") = prestarted;
+        self
     }
 
     /// Builds the helper's plan for an engine plan.
@@ -138,13 +199,41 @@ impl Backend for JailBackend {
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         self.reap_forked();
         let margin = timeout + Duration::from_secs(10);
-        if self.settings.fork_when_single_threaded
-            && single_threaded()
-            && let Ok(hierarchy) = &self.hierarchy
+        let prestarted = self.prestarted.lock().expect("not poisoned").take();
+        let prestarted = prestarted.or_else(|| {
+            self.settings
+                .fork_when_single_threaded
+                .then(Prestarted::fork_if_single_threaded)
+                .flatten()
+        });
+        if let Some(Prestarted {
+            pid,
+            plan_w,
+            frames_r,
+        }) = prestarted
         {
-            let (pid, frames) = fork_helper(&jail_plan, hierarchy)?;
             let guard = KillHelperOnDrop(Some(pid as u32));
-            let result = match tokio::time::timeout(margin, read_frames(frames, events)).await {
+            let payload = serde_json::to_vec(&jail_plan)
+                .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
+            let internal = |e: std::io::Error| BackendError::Internal(format!("helper pipe: {e}"));
+            let mut plan_w =
+                tokio::net::unix::pipe::Sender::from_owned_fd(plan_w).map_err(internal)?;
+            let frames =
+                tokio::net::unix::pipe::Receiver::from_owned_fd(frames_r).map_err(internal)?;
+            let write = async move {
+                plan_w.write_all(&payload).await?;
+                plan_w.shutdown().await
+            };
+            let run = async {
+                let (written, result) = tokio::join!(write, read_frames(frames, events));
+                if let Err(e) = written
+                    && result.is_err()
+                {
+                    return Err(BackendError::Internal(format!("send plan to helper: {e}")));
+                }
+                result
+            };
+            let result = match tokio::time::timeout(margin, run).await {
                 Ok(result) => result,
                 Err(_) => Err(stuck(margin)),
             };
@@ -226,41 +315,6 @@ impl JailBackend {
         // SAFETY: waitpid with WNOHANG on our own children.
         forked.retain(|&pid| unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0);
     }
-}
-
-/// Forks the helper from this single-threaded process: the child serves the plan and exits
-/// without returning here; the parent gets the child's pid and the read end of its frames.
-fn fork_helper(
-    plan: &JailPlan,
-    hierarchy: &Hierarchy,
-) -> Result<(libc::pid_t, tokio::net::unix::pipe::Receiver), BackendError> {
-    let internal = |what: &str, e: std::io::Error| BackendError::Internal(format!("{what}: {e}"));
-    let (frames_r, frames_w) = crate::sys::pipe().map_err(|e| internal("pipe", e))?;
-    // SAFETY: the caller checked this process has one thread, so the child gets a consistent
-    // copy of it; the child only runs `helper::serve` and then `_exit`s, never returning into
-    // the async runtime it was forked from.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(internal("fork helper", std::io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        drop(frames_r);
-        // The helper must not hold the caller's stdin or stdout open: point them at /dev/null.
-        if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
-            use std::os::fd::AsRawFd;
-            let _ = crate::sys::dup2(null.as_raw_fd(), 0);
-            let _ = crate::sys::dup2(null.as_raw_fd(), 1);
-        }
-        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::from(frames_w));
-        let code = crate::helper::serve(plan, hierarchy, &mut out);
-        drop(out);
-        // SAFETY: leave without running the parent's destructors or atexit handlers.
-        unsafe { libc::_exit(code) };
-    }
-    drop(frames_w);
-    let frames = tokio::net::unix::pipe::Receiver::from_owned_fd(frames_r)
-        .map_err(|e| internal("watch helper output", e))?;
-    Ok((pid, frames))
 }
 
 /// Reads the helper's frames: output chunks become events, the final frame the result.

@@ -5,8 +5,10 @@
 //! - fork: a single-threaded caller (the one-shot CLI) forks itself and the child serves the
 //!   plan it already has in memory, saving an exec and the plan's encoding.
 //!
-//! Protocol: (exec only) the plan as JSON on stdin; frames (see [`crate::protocol`]) on the
-//! output; the exit status is 0 whenever a final frame was written.
+//! Protocol: the plan as JSON on the input (stdin when exec'd, a pipe when forked), read to its
+//! end; frames (see [`crate::protocol`]) on the output; the exit status is 0 whenever a final
+//! frame was written. The helper creates the sandbox's namespaces before it reads the plan, so
+//! a caller that starts it early overlaps that work with its own.
 
 use crate::cgroup::Hierarchy;
 use crate::plan::JailPlan;
@@ -24,27 +26,35 @@ pub const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
 pub fn main() -> i32 {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let plan = read_plan();
-    let hierarchy = Hierarchy::detect().map_err(HelperFailure::Cgroups);
-    match (plan, hierarchy) {
-        (Ok(plan), Ok(hierarchy)) => serve(&plan, &hierarchy, &mut out),
-        (Err(e), _) | (_, Err(e)) => finish(&mut out, Err(e)),
-    }
+    serve(&mut std::io::stdin().lock(), &mut out)
 }
 
-fn read_plan() -> Result<JailPlan, HelperFailure> {
+fn read_plan(input: &mut impl Read) -> Result<JailPlan, HelperFailure> {
     let mut raw = Vec::new();
-    std::io::stdin()
-        .lock()
+    input
         .take(MAX_PLAN_BYTES)
         .read_to_end(&mut raw)
         .map_err(HelperFailure::ReadPlan)?;
+    if raw.is_empty() {
+        return Err(HelperFailure::NoPlan);
+    }
     serde_json::from_slice(&raw).map_err(HelperFailure::DecodePlan)
 }
 
-/// Runs one plan, writing output frames and the final frame to `out`; then tears the sandbox
-/// down. Returns the exit status for the helper.
-pub fn serve(plan: &JailPlan, hierarchy: &Hierarchy, out: &mut impl Write) -> i32 {
+/// Starts a sandbox at once (the namespaces cost the most and need no plan), then reads the
+/// plan from `input`, runs it writing output frames and the final frame to `out`, and tears
+/// the sandbox down. Returns the exit status for the helper.
+pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
+    let started = supervisor::start();
+    let plan = read_plan(input);
+    let hierarchy = Hierarchy::detect().map_err(HelperFailure::Cgroups);
+    let (started, plan, hierarchy) = match (started, plan, hierarchy) {
+        (Ok(s), Ok(p), Ok(h)) => (s, p, h),
+        // A caller that went away without a plan (it refused the request itself) gets no frame.
+        (_, Err(HelperFailure::NoPlan), _) => return 0,
+        (Err(e), _, _) => return finish(out, Err(HelperFailure::Jail(e))),
+        (_, Err(e), _) | (_, _, Err(e)) => return finish(out, Err(e)),
+    };
     if plan.trace_timing {
         eprintln!("warden-trace: {:.3} helper has the plan", crate::monotonic_ms());
     }
@@ -56,7 +66,8 @@ pub fn serve(plan: &JailPlan, hierarchy: &Hierarchy, out: &mut impl Write) -> i3
         // A reader that went away is noticed at the final frame.
         let _ = write_frame(out, tag, chunk);
     };
-    let result = supervisor::run(plan, hierarchy, &mut relay).map_err(HelperFailure::Jail);
+    let result =
+        supervisor::run(started, &plan, &hierarchy, &mut relay).map_err(HelperFailure::Jail);
     finish(out, result)
 }
 
@@ -94,6 +105,8 @@ fn to_helper_error(e: &HelperFailure) -> HelperError {
 enum HelperFailure {
     #[error("read plan: {0}")]
     ReadPlan(std::io::Error),
+    #[error("no plan")]
+    NoPlan,
     #[error("decode plan: {0}")]
     DecodePlan(serde_json::Error),
     #[error("cannot read the cgroup layout: {0}")]

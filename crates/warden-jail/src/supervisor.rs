@@ -11,7 +11,7 @@ use crate::artifacts;
 use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::contain::{self, Ctx};
 use crate::plan::JailPlan;
-use crate::seccomp::{self, Filters};
+use crate::seccomp;
 use crate::sys;
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -78,6 +78,20 @@ fn send_msg(fd: RawFd, tag: u8, payload: &[u8]) {
     let _ = sys::write_all(fd, &msg);
 }
 
+/// Reads the plan to the end of the pipe; `None` if the supervisor went away without one.
+fn read_plan(fd: BorrowedFd<'_>) -> Option<JailPlan> {
+    let mut raw = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match sys::read(fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => return None,
+        }
+    }
+    serde_json::from_slice(&raw).ok()
+}
+
 /// What is left to do after the result is known: reap the sandbox's init (whose namespaces
 /// the kernel is still tearing down) and remove the cgroup. Dropping it does both; the helper
 /// sends the result first, so callers don't wait for the teardown.
@@ -119,35 +133,38 @@ fn next_message(fd: BorrowedFd<'_>) -> Option<(u8, Vec<u8>)> {
     Some((header[0], payload))
 }
 
-/// Runs the plan and relays output to `on_output` as it arrives. Returns the result as soon
-/// as every process of the sandbox but its init is gone, with the rest of the clean-up.
-pub fn run(
-    plan: &JailPlan,
-    hierarchy: &Hierarchy,
-    on_output: &mut dyn FnMut(Stream, &[u8]),
-) -> Result<(ExecResult, Teardown), JailError> {
-    let trace = |what: &str| {
-        if plan.trace_timing {
-            eprintln!("warden-trace: {:.3} supervisor {what}", crate::monotonic_ms());
-        }
-    };
-    let filters = plan.seccomp.then(seccomp::filters);
-    if plan.fast_cgroup_attach {
-        crate::cgroup::ensure_fast_attach();
-    }
-    let cgroup = CgroupGuard(hierarchy.create(&plan.cgroup)?);
-    trace("cgroup created");
+/// A sandbox whose namespaces exist and whose init waits for its plan: the expensive part of
+/// a start (the kernel creating namespaces) done before the plan is known, so a caller can
+/// overlap it with its own work (the CLI loads settings and runs policies meanwhile).
+pub struct Started {
+    pid: libc::pid_t,
+    kill_guard: KillOnDrop,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+    in_w: OwnedFd,
+    plan_w: OwnedFd,
+    status_r: OwnedFd,
+    ws_parent: OwnedFd,
+}
 
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started").field("pid", &self.pid).finish()
+    }
+}
+
+/// Clones the sandbox's init into fresh user, pid, mount, network, ipc and uts namespaces. It
+/// waits for its plan; dropping the result kills it.
+pub fn start() -> Result<Started, JailError> {
     let (out_r, out_w) = sys::pipe().map_err(os("pipe"))?;
     let (err_r, err_w) = sys::pipe().map_err(os("pipe"))?;
     let (in_r, in_w) = sys::pipe().map_err(os("pipe"))?;
-    let (go_r, go_w) = sys::pipe().map_err(os("pipe"))?;
+    let (plan_r, plan_w) = sys::pipe().map_err(os("pipe"))?;
     let (status_r, status_w) = sys::pipe().map_err(os("pipe"))?;
     let (ws_parent, ws_child) = sys::socketpair().map_err(os("socketpair"))?;
 
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if root {
+    if unsafe { libc::geteuid() } == 0 {
         // Supplementary groups would follow the sandbox as host group memberships.
         // SAFETY: setgroups with an empty list.
         if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
@@ -183,29 +200,67 @@ pub fn run(
         )));
     }
     if pid == 0 {
-        drop((out_r, err_r, in_w, go_w, status_r, ws_parent));
-        sandbox_init(
-            plan,
-            filters.as_ref(),
-            go_r,
-            ws_child,
-            [in_r, out_w, err_w],
-            status_w,
-        );
+        drop((out_r, err_r, in_w, plan_w, status_r, ws_parent));
+        sandbox_init(plan_r, ws_child, [in_r, out_w, err_w], status_w);
     }
     let pid = pid as libc::pid_t;
-    drop((out_w, err_w, in_r, go_r, status_w, ws_child));
-    // Kill the sandbox if anything below fails before the normal end; reap it in any case.
-    let kill_guard = KillOnDrop(pid);
+    drop((out_w, err_w, in_r, plan_r, status_w, ws_child));
+    Ok(Started {
+        pid,
+        // Kill the sandbox if anything fails before the normal end; reap it in any case.
+        kill_guard: KillOnDrop(pid),
+        out_r,
+        err_r,
+        in_w,
+        plan_w,
+        status_r,
+        ws_parent,
+    })
+}
 
-    trace("cloned");
-    map_ids(pid, plan, root)?;
+/// Runs the plan in a started sandbox and relays output to `on_output` as it arrives. Returns
+/// the result as soon as every process of the sandbox but its init is gone, with the rest of
+/// the clean-up.
+pub fn run(
+    started: Started,
+    plan: &JailPlan,
+    hierarchy: &Hierarchy,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<(ExecResult, Teardown), JailError> {
+    let trace = |what: &str| {
+        if plan.trace_timing {
+            eprintln!("warden-trace: {:.3} supervisor {what}", crate::monotonic_ms());
+        }
+    };
+    let Started {
+        pid,
+        kill_guard,
+        out_r,
+        err_r,
+        in_w,
+        plan_w,
+        status_r,
+        ws_parent,
+    } = started;
+    if plan.fast_cgroup_attach {
+        crate::cgroup::ensure_fast_attach();
+    }
+    let cgroup = CgroupGuard(hierarchy.create(&plan.cgroup)?);
+    trace("cgroup created");
+    // SAFETY: geteuid has no preconditions.
+    map_ids(pid, plan, unsafe { libc::geteuid() } == 0)?;
     trace("ids mapped");
     cgroup.0.attach(pid)?;
     trace("cgroup attached");
     let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
-    sys::write_all(go_w.as_fd(), b"g").map_err(os("start sandbox"))?;
-    drop(go_w);
+    // The plan is the go signal: init reads it to the end once ids are mapped and it is in its
+    // cgroup, and only then builds the sandbox.
+    let encoded = serde_json::to_vec(plan).map_err(|e| JailError::Os {
+        op: "encode plan",
+        source: io::Error::other(e),
+    })?;
+    sys::write_all(plan_w.as_fd(), &encoded).map_err(os("send plan to sandbox"))?;
+    drop(plan_w);
     let start = Instant::now();
 
     let relay = relay_output(plan, out_r, err_r, in_w, &pidfd, pid, start, on_output)?;
@@ -529,16 +584,14 @@ fn relay_output(
 /// The sandbox's init: runs the containment steps, starts the program, reaps, reports the
 /// program's status, exits. Never returns.
 fn sandbox_init(
-    plan: &JailPlan,
-    filters: Option<&Filters>,
-    go: OwnedFd,
+    plan_r: OwnedFd,
     workspace_socket: OwnedFd,
     stdio: [OwnedFd; 3],
     status: OwnedFd,
 ) -> ! {
     let status_fd = status.as_raw_fd();
     // Die with the supervisor: a sandbox must not outlive the process that enforces its
-    // limits. The go pipe catches a supervisor that died before this line.
+    // limits. A supervisor that died before this line leaves the plan pipe empty.
     // SAFETY: prctl with integer arguments.
     unsafe {
         libc::prctl(
@@ -549,10 +602,16 @@ fn sandbox_init(
             0,
         )
     };
+    let Some(plan) = read_plan(plan_r.as_fd()) else {
+        // SAFETY: _exit ends the process without running destructors of the copied state.
+        unsafe { libc::_exit(126) };
+    };
+    drop(plan_r);
+    let plan = &plan;
+    let filters = plan.seccomp.then(seccomp::filters);
     let mut ctx = Ctx {
         plan,
-        filters,
-        go,
+        filters: filters.as_ref(),
         workspace_socket,
     };
     for (name, step) in contain::STEPS {

@@ -38,6 +38,13 @@ pub struct RunArgs {
 
 /// The engine with the backends this process can offer.
 pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
+    engine_with(settings, None)
+}
+
+fn engine_with(
+    settings: Arc<Settings>,
+    prestarted: Option<warden_jail::Prestarted>,
+) -> anyhow::Result<Engine> {
     let jail = &settings.sandbox.jail;
     let backend = JailBackend::new(JailSettings {
         host_paths: jail.host_paths.clone(),
@@ -51,7 +58,8 @@ pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
         helper_exe: std::env::current_exe()?,
         // The CLI is single-threaded (a current-thread runtime): fork, don't re-exec.
         fork_when_single_threaded: true,
-    });
+    })
+    .adopt(prestarted);
     Ok(Engine::new(settings)
         .with_backend(BackendKind::Jail, Arc::new(backend))
         .with_unavailable_backend(
@@ -76,6 +84,9 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         }
     };
     trace("started");
+    // Fork the jail's helper first: it creates the sandbox's namespaces (the slowest part of a
+    // start) while this process loads settings, runs the policies and builds the plan.
+    let prestarted = warden_jail::Prestarted::fork_if_single_threaded();
     let settings = load_settings(config)?;
     trace("settings loaded");
     let code = if args.file.as_os_str() == "-" {
@@ -108,7 +119,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         memory_mb: args.memory,
         stdin,
     };
-    let engine = engine(settings)?;
+    let engine = engine_with(settings, prestarted)?;
     trace("engine built");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

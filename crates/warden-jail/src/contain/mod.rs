@@ -28,18 +28,15 @@ pub const STAGING: &str = "/tmp";
 pub struct Ctx<'a> {
     pub plan: &'a JailPlan,
     pub filters: Option<&'a Filters>,
-    /// Read end of the supervisor's "go" pipe: one byte once ids are mapped and the cgroup
-    /// is attached; EOF if the supervisor died.
-    pub go: OwnedFd,
     /// Socket on which the workspace tmpfs is handed to the supervisor.
     pub workspace_socket: OwnedFd,
 }
 
 pub type Step = fn(&mut Ctx<'_>) -> Result<(), String>;
 
-/// The containment steps, in order.
+/// The containment steps, in order. Before the first, init has received its plan, which the
+/// supervisor sends once the ids are mapped and init is in its cgroup.
 pub const STEPS: &[(&str, Step)] = &[
-    ("wait for supervisor", wait_for_supervisor),
     ("switch user", switch_user),
     ("make mounts private", make_mounts_private),
     ("build root", build_root),
@@ -59,15 +56,6 @@ pub const STEPS: &[(&str, Step)] = &[
 
 fn os(e: std::io::Error) -> String {
     e.to_string()
-}
-
-fn wait_for_supervisor(ctx: &mut Ctx<'_>) -> Result<(), String> {
-    let mut byte = [0u8; 1];
-    match sys::read(ctx_fd(&ctx.go), &mut byte) {
-        Ok(1) => Ok(()),
-        Ok(_) => Err("supervisor went away".into()),
-        Err(e) => Err(os(e)),
-    }
 }
 
 fn ctx_fd(fd: &OwnedFd) -> BorrowedFd<'_> {

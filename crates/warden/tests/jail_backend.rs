@@ -1,0 +1,106 @@
+//! The jail backend as a multi-threaded caller (the daemon) uses it: the helper is exec'd, not
+//! forked; output streams as events; several sandboxes run at once.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+use warden_engine::{Backend, ExecPlan};
+use warden_jail::{IdMap, JailBackend, JailSettings};
+use warden_types::{ExecEvent, Language, Limits, Reason};
+
+fn backend() -> Arc<JailBackend> {
+    Arc::new(JailBackend::new(JailSettings {
+        host_paths: warden_config::JailOptions::default().host_paths,
+        fast_cgroup_attach: true,
+        ids: IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        helper_exe: common::warden(),
+        fork_when_single_threaded: false,
+    }))
+}
+
+fn plan(code: &str) -> ExecPlan {
+    ExecPlan {
+        language: Language::new("python").unwrap(),
+        command: vec!["python3".into()],
+        file_name: "main.py".into(),
+        code: code.into(),
+        stdin: vec![],
+        limits: Limits {
+            timeout: Duration::from_secs(10),
+            memory_mb: 128,
+            max_pids: 32,
+            cpus: 1.0,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 1 << 20,
+            workspace_mb: 16,
+            max_artifacts: 4,
+            max_artifact_bytes: 1 << 20,
+        },
+        network_enabled: false,
+        image: None,
+    }
+}
+
+#[test]
+fn exec_mode_streams_output_while_the_program_runs() {
+    require_root!();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = backend();
+        b.check(&plan("")).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let code = "import time\nprint('first', flush=True)\ntime.sleep(1)\nprint('second')";
+        let run = tokio::spawn({
+            let b = b.clone();
+            async move { b.exec(plan(code), Some(tx)).await }
+        });
+        // The first line arrives while the program is still sleeping.
+        let first = tokio::time::timeout(Duration::from_millis(900), rx.recv())
+            .await
+            .expect("no output while the program ran")
+            .unwrap();
+        assert_eq!(first, ExecEvent::Stdout { text: "first\n".into() });
+        assert!(!run.is_finished());
+        let result = run.await.unwrap().unwrap();
+        assert_eq!(result.stdout, "first\nsecond\n");
+        assert_eq!(result.reason, Reason::Exited);
+    });
+}
+
+#[test]
+fn exec_mode_runs_sandboxes_concurrently() {
+    require_root!();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = backend();
+        let start = std::time::Instant::now();
+        let runs: Vec<_> = (0..6)
+            .map(|i| {
+                let b = b.clone();
+                tokio::spawn(async move {
+                    b.exec(plan(&format!("import time\ntime.sleep(1)\nprint({i})")), None)
+                        .await
+                })
+            })
+            .collect();
+        for (i, run) in runs.into_iter().enumerate() {
+            let r = run.await.unwrap().unwrap();
+            assert_eq!(r.stdout, format!("{i}\n"));
+        }
+        assert!(start.elapsed() < Duration::from_secs(4), "{:?}", start.elapsed());
+    });
+}

@@ -29,6 +29,10 @@ pub struct JailSettings {
     /// Fork the helper instead of exec'ing it when this process has a single thread (the
     /// one-shot CLI). A multi-threaded process always execs.
     pub fork_when_single_threaded: bool,
+    /// Block until a forked helper has removed its sandbox, after the result is in. A process
+    /// about to exit must: as pid 1 of a pid namespace (a container's entry point), its exit
+    /// would kill the helper before its clean-up.
+    pub wait_for_teardown: bool,
 }
 
 #[derive(Debug)]
@@ -46,9 +50,27 @@ pub struct JailBackend {
 /// then removes its sandbox and exits.
 #[derive(Debug)]
 pub struct Prestarted {
+    parts: Option<HelperParts>,
+}
+
+#[derive(Debug)]
+struct HelperParts {
     pid: libc::pid_t,
     plan_w: std::os::fd::OwnedFd,
     frames_r: std::os::fd::OwnedFd,
+}
+
+impl Drop for Prestarted {
+    /// An unused helper: closing the plan pipe tells it to remove its sandbox; wait for that,
+    /// so a caller that exits next (as pid 1 of a pid namespace, its exit kills the helper)
+    /// leaves nothing behind.
+    fn drop(&mut self) {
+        if let Some(HelperParts { pid, plan_w, .. }) = self.parts.take() {
+            drop(plan_w);
+            // SAFETY: waitpid on our own child.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        }
+    }
 }
 
 impl Prestarted {
@@ -86,9 +108,11 @@ impl Prestarted {
             unsafe { libc::_exit(code) };
         }
         Some(Prestarted {
-            pid,
-            plan_w,
-            frames_r,
+            parts: Some(HelperParts {
+                pid,
+                plan_w,
+                frames_r,
+            }),
         })
     }
 }
@@ -133,7 +157,6 @@ impl JailBackend {
             limits: plan.limits.clone(),
             host_paths: &self.settings.host_paths,
             ids: self.settings.ids,
-            cgroup_name: format!("run-{}", uuid::Uuid::now_v7().simple()),
             extra_env: vec![],
         })
         .map_err(|e| BackendError::Refused(e.to_string()))
@@ -206,11 +229,11 @@ impl Backend for JailBackend {
                 .then(Prestarted::fork_if_single_threaded)
                 .flatten()
         });
-        if let Some(Prestarted {
+        if let Some(HelperParts {
             pid,
             plan_w,
             frames_r,
-        }) = prestarted
+        }) = prestarted.and_then(|mut p| p.parts.take())
         {
             let guard = KillHelperOnDrop(Some(pid as u32));
             let payload = serde_json::to_vec(&jail_plan)
@@ -244,6 +267,9 @@ impl Backend for JailBackend {
                     libc::kill(pid, libc::SIGKILL);
                     libc::waitpid(pid, std::ptr::null_mut(), 0);
                 }
+            } else if self.settings.wait_for_teardown {
+                // SAFETY: waitpid on our own child, which exits after its clean-up.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
             } else {
                 self.forked.lock().expect("not poisoned").push(pid);
                 self.reap_forked();

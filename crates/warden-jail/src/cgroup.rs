@@ -38,6 +38,8 @@ pub enum CgroupError {
 
 /// One sandbox's cgroup, created with its limits written.
 pub trait Cgroup: std::fmt::Debug {
+    /// Writes the limits; every one must be written or the run is refused.
+    fn set_limits(&self, plan: &CgroupPlan) -> Result<(), CgroupError>;
     /// Moves a process into the cgroup (all controllers).
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError>;
     /// Whether the kernel's OOM killer ended a process of this cgroup.
@@ -183,13 +185,14 @@ impl Hierarchy {
         }
     }
 
-    /// Creates the sandbox's cgroup with the plan's limits. Nothing is left behind on error.
-    pub fn create(&self, plan: &CgroupPlan) -> Result<Box<dyn Cgroup>, CgroupError> {
+    /// Creates a sandbox's cgroup, without limits yet ([`Cgroup::set_limits`]); nothing is left
+    /// behind on error.
+    pub fn create(&self, name: &str) -> Result<Box<dyn Cgroup>, CgroupError> {
         match self {
             Hierarchy::V1 { memory, pids, cpu } => {
                 let need = |p: &Option<PathBuf>, controller, limit| {
                     p.clone()
-                        .map(|p| p.join(PARENT).join(&plan.name))
+                        .map(|p| p.join(PARENT).join(name))
                         .ok_or(CgroupError::ControllerMissing { controller, limit })
                 };
                 let cg = V1Cgroup {
@@ -197,31 +200,60 @@ impl Hierarchy {
                     pids: need(pids, "pids", "process")?,
                     cpu: need(cpu, "cpu", "cpu")?,
                 };
-                if let Err(e) = cg.setup(plan) {
-                    let _ = cg.remove();
-                    return Err(e);
+                for dir in [&cg.memory, &cg.pids, &cg.cpu] {
+                    if let Err(e) = mkdir(dir) {
+                        let _ = cg.remove();
+                        return Err(e);
+                    }
                 }
                 Ok(Box::new(cg))
             }
             Hierarchy::V2 { base, controllers } => {
-                for (controller, limit) in
-                    [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")]
-                {
+                for (controller, limit) in [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")] {
                     if !controllers.iter().any(|c| c == controller) {
                         return Err(CgroupError::ControllerMissing { controller, limit });
                     }
                 }
+                let parent = base.join(PARENT);
                 let cg = V2Cgroup {
-                    parent: base.join(PARENT),
-                    path: base.join(PARENT).join(&plan.name),
+                    path: parent.join(name),
                 };
-                if let Err(e) = cg.setup(plan) {
-                    let _ = cg.remove();
-                    return Err(e);
-                }
+                mkdir(&parent)?;
+                write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu")?;
+                mkdir(&cg.path)?;
                 Ok(Box::new(cg))
             }
         }
+    }
+
+    /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
+    /// with the pid namespace they ran in, or by `kill -9`): a leaf is named
+    /// `run-<helper pid>-<time>`, and one whose helper is gone and that holds no process is
+    /// stale. Returns how many were removed.
+    pub fn remove_stale(&self) -> usize {
+        let mut removed = 0;
+        for parent in self.parents() {
+            let Ok(entries) = fs::read_dir(&parent) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("run-"))
+                    .and_then(|n| n.split('-').next())
+                    .and_then(|p| p.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                let helper_alive = Path::new(&format!("/proc/{pid}")).exists();
+                let path = entry.path();
+                if !helper_alive && procs(&path).is_empty() && fs::remove_dir(&path).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        removed
     }
 
     /// The folders of Warden's parent cgroup, to find leftovers.
@@ -360,11 +392,8 @@ struct V1Cgroup {
     cpu: PathBuf,
 }
 
-impl V1Cgroup {
-    fn setup(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
-        for dir in [&self.memory, &self.pids, &self.cpu] {
-            mkdir(dir)?;
-        }
+impl Cgroup for V1Cgroup {
+    fn set_limits(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
         let bytes = plan.memory_bytes.to_string();
         write(&self.memory.join("memory.limit_in_bytes"), &bytes)?;
         // With swap accounting, swap must be capped too, or the limit only moves pages to swap.
@@ -383,9 +412,7 @@ impl V1Cgroup {
         )?;
         Ok(())
     }
-}
 
-impl Cgroup for V1Cgroup {
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
         for dir in [&self.memory, &self.pids, &self.cpu] {
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
@@ -418,18 +445,11 @@ impl Cgroup for V1Cgroup {
 
 #[derive(Debug)]
 struct V2Cgroup {
-    parent: PathBuf,
     path: PathBuf,
 }
 
-impl V2Cgroup {
-    fn setup(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
-        mkdir(&self.parent)?;
-        write(
-            &self.parent.join("cgroup.subtree_control"),
-            "+memory +pids +cpu",
-        )?;
-        mkdir(&self.path)?;
+impl Cgroup for V2Cgroup {
+    fn set_limits(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
         write(
             &self.path.join("memory.max"),
             &plan.memory_bytes.to_string(),
@@ -445,9 +465,7 @@ impl V2Cgroup {
         )?;
         Ok(())
     }
-}
 
-impl Cgroup for V2Cgroup {
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
         write(&self.path.join("cgroup.procs"), &pid.to_string())
     }
@@ -501,6 +519,23 @@ mod tests {
     }
 
     #[test]
+    fn stale_leaves_of_dead_helpers_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+        };
+        let own = format!("run-{}-1", std::process::id());
+        h.create(&own).unwrap();
+        // pid 0x7fffffff never exists.
+        h.create("run-2147483647-1").unwrap();
+        assert_eq!(h.remove_stale(), 3);
+        assert!(tmp.path().join("memory/warden").join(&own).exists());
+        assert!(!tmp.path().join("memory/warden/run-2147483647-1").exists());
+    }
+
+    #[test]
     fn favordynmods_is_seen_on_any_cgroup_mount() {
         assert!(!favordynmods_active(MOUNTINFO_V1));
         let with = "50 30 0:40 / /run/warden/cgroup-dynmods rw - cgroup cgroup rw,favordynmods,name=warden\n";
@@ -523,13 +558,7 @@ mod tests {
             base: "/nonexistent".into(),
             controllers: vec!["hugetlb".into()],
         };
-        let plan = CgroupPlan {
-            name: "x".into(),
-            memory_bytes: 1,
-            max_pids: 1,
-            cpus: 1.0,
-        };
-        let err = h.create(&plan).unwrap_err();
+        let err = h.create("x").unwrap_err();
         assert!(
             matches!(
                 err,
@@ -551,12 +580,12 @@ mod tests {
             cpu: Some(tmp.path().join("cpu")),
         };
         let plan = CgroupPlan {
-            name: "sb1".into(),
             memory_bytes: 64 << 20,
             max_pids: 32,
             cpus: 0.5,
         };
-        let cg = h.create(&plan).unwrap();
+        let cg = h.create("sb1").unwrap();
+        cg.set_limits(&plan).unwrap();
         let read = |p: &str| fs::read_to_string(tmp.path().join(p)).unwrap();
         assert_eq!(read("memory/warden/sb1/memory.limit_in_bytes"), "67108864");
         assert_eq!(read("pids/warden/sb1/pids.max"), "32");

@@ -45,15 +45,15 @@ fn read_plan(input: &mut impl Read) -> Result<JailPlan, HelperFailure> {
 /// plan from `input`, runs it writing output frames and the final frame to `out`, and tears
 /// the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
-    let started = supervisor::start();
+    let hierarchy = Hierarchy::detect().map_err(|e| format!("cannot read the cgroup layout: {e}"));
+    let started = supervisor::start(hierarchy.as_ref().map_err(Clone::clone));
     let plan = read_plan(input);
-    let hierarchy = Hierarchy::detect().map_err(HelperFailure::Cgroups);
-    let (started, plan, hierarchy) = match (started, plan, hierarchy) {
-        (Ok(s), Ok(p), Ok(h)) => (s, p, h),
+    let (started, plan) = match (started, plan) {
+        (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
-        (_, Err(HelperFailure::NoPlan), _) => return 0,
-        (Err(e), _, _) => return finish(out, Err(HelperFailure::Jail(e))),
-        (_, Err(e), _) | (_, _, Err(e)) => return finish(out, Err(e)),
+        (_, Err(HelperFailure::NoPlan)) => return 0,
+        (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e))),
+        (_, Err(e)) => return finish(out, Err(e)),
     };
     if plan.trace_timing {
         eprintln!("warden-trace: {:.3} helper has the plan", crate::monotonic_ms());
@@ -66,8 +66,7 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
         // A reader that went away is noticed at the final frame.
         let _ = write_frame(out, tag, chunk);
     };
-    let result =
-        supervisor::run(started, &plan, &hierarchy, &mut relay).map_err(HelperFailure::Jail);
+    let result = supervisor::run(started, &plan, &mut relay).map_err(HelperFailure::Jail);
     finish(out, result)
 }
 
@@ -90,7 +89,7 @@ fn finish(
 
 fn to_helper_error(e: &HelperFailure) -> HelperError {
     let kind = match e {
-        HelperFailure::Jail(JailError::Refused(_)) | HelperFailure::Cgroups(_) => "refused",
+        HelperFailure::Jail(JailError::Refused(_)) => "refused",
         HelperFailure::Jail(JailError::Setup { .. }) => "setup",
         HelperFailure::Jail(JailError::Command { .. }) => "command",
         _ => "internal",
@@ -109,8 +108,6 @@ enum HelperFailure {
     NoPlan,
     #[error("decode plan: {0}")]
     DecodePlan(serde_json::Error),
-    #[error("cannot read the cgroup layout: {0}")]
-    Cgroups(std::io::Error),
     #[error(transparent)]
     Jail(#[from] JailError),
 }

@@ -449,7 +449,6 @@ mod tests {
                 host_uid: 65534,
                 host_gid: 65534,
             },
-            cgroup_name: "t".into(),
             extra_env: vec![],
         })
         .unwrap()

@@ -93,8 +93,6 @@ pub enum MountOp {
 /// The cgroup limits to apply; every field present must be applied or the run is refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CgroupPlan {
-    /// The sandbox's cgroup name, unique per run (a leaf under Warden's parent cgroup).
-    pub name: String,
     pub memory_bytes: u64,
     pub max_pids: u64,
     pub cpus: f64,
@@ -212,7 +210,6 @@ pub struct PlanInput<'a> {
     pub limits: Limits,
     pub host_paths: &'a [PathBuf],
     pub ids: IdMap,
-    pub cgroup_name: String,
     pub extra_env: Vec<(String, String)>,
 }
 
@@ -368,7 +365,6 @@ impl JailPlan {
             code: input.code,
             stdin: input.stdin,
             cgroup: CgroupPlan {
-                name: input.cgroup_name,
                 memory_bytes: l.memory_mb * 1024 * 1024,
                 max_pids: l.max_pids,
                 cpus: l.cpus,
@@ -446,7 +442,6 @@ mod tests {
                 host_uid: 65534,
                 host_gid: 65534,
             },
-            cgroup_name: "t".into(),
             extra_env: vec![],
         }
     }

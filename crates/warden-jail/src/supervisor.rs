@@ -139,10 +139,14 @@ fn next_message(fd: BorrowedFd<'_>) -> Option<(u8, Vec<u8>)> {
 pub struct Started {
     pid: libc::pid_t,
     kill_guard: KillOnDrop,
+    /// The sandbox's cgroup, created without limits, or why it could not be (reported as a
+    /// refusal once the plan says which limits it needs).
+    cgroup: Result<CgroupGuard, CgroupError>,
     out_r: OwnedFd,
     err_r: OwnedFd,
     in_w: OwnedFd,
     plan_w: OwnedFd,
+    go_w: OwnedFd,
     status_r: OwnedFd,
     ws_parent: OwnedFd,
 }
@@ -153,13 +157,30 @@ impl std::fmt::Debug for Started {
     }
 }
 
-/// Clones the sandbox's init into fresh user, pid, mount, network, ipc and uts namespaces. It
-/// waits for its plan; dropping the result kills it.
-pub fn start() -> Result<Started, JailError> {
+/// Creates the sandbox's cgroup (no limits yet) and clones its init into fresh user, pid,
+/// mount, network, ipc and uts namespaces. Init waits for its plan; dropping the result kills
+/// it and removes the cgroup.
+pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError> {
+    let name = format!(
+        "run-{}-{:x}",
+        std::process::id(),
+        (crate::monotonic_ms() * 1e6) as u64
+    );
+    let cgroup = match hierarchy {
+        Ok(h) => {
+            h.remove_stale();
+            h.create(&name).map(CgroupGuard)
+        }
+        Err(why) => Err(CgroupError::Read {
+            path: "/proc/self/mountinfo".into(),
+            source: io::Error::other(why),
+        }),
+    };
     let (out_r, out_w) = sys::pipe().map_err(os("pipe"))?;
     let (err_r, err_w) = sys::pipe().map_err(os("pipe"))?;
     let (in_r, in_w) = sys::pipe().map_err(os("pipe"))?;
     let (plan_r, plan_w) = sys::pipe().map_err(os("pipe"))?;
+    let (go_r, go_w) = sys::pipe().map_err(os("pipe"))?;
     let (status_r, status_w) = sys::pipe().map_err(os("pipe"))?;
     let (ws_parent, ws_child) = sys::socketpair().map_err(os("socketpair"))?;
 
@@ -200,19 +221,21 @@ pub fn start() -> Result<Started, JailError> {
         )));
     }
     if pid == 0 {
-        drop((out_r, err_r, in_w, plan_w, status_r, ws_parent));
-        sandbox_init(plan_r, ws_child, [in_r, out_w, err_w], status_w);
+        drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent));
+        sandbox_init(plan_r, go_r, ws_child, [in_r, out_w, err_w], status_w);
     }
     let pid = pid as libc::pid_t;
-    drop((out_w, err_w, in_r, plan_r, status_w, ws_child));
+    drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child));
     Ok(Started {
         pid,
         // Kill the sandbox if anything fails before the normal end; reap it in any case.
         kill_guard: KillOnDrop(pid),
+        cgroup,
         out_r,
         err_r,
         in_w,
         plan_w,
+        go_w,
         status_r,
         ws_parent,
     })
@@ -224,7 +247,6 @@ pub fn start() -> Result<Started, JailError> {
 pub fn run(
     started: Started,
     plan: &JailPlan,
-    hierarchy: &Hierarchy,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<(ExecResult, Teardown), JailError> {
     let trace = |what: &str| {
@@ -235,32 +257,37 @@ pub fn run(
     let Started {
         pid,
         kill_guard,
+        cgroup,
         out_r,
         err_r,
         in_w,
         plan_w,
+        go_w,
         status_r,
         ws_parent,
     } = started;
-    if plan.fast_cgroup_attach {
-        crate::cgroup::ensure_fast_attach();
-    }
-    let cgroup = CgroupGuard(hierarchy.create(&plan.cgroup)?);
-    trace("cgroup created");
+    let cgroup = cgroup?;
     // SAFETY: geteuid has no preconditions.
     map_ids(pid, plan, unsafe { libc::geteuid() } == 0)?;
     trace("ids mapped");
-    cgroup.0.attach(pid)?;
-    trace("cgroup attached");
-    let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
-    // The plan is the go signal: init reads it to the end once ids are mapped and it is in its
-    // cgroup, and only then builds the sandbox.
+    // Init builds its sandbox from the plan while the cgroup gets its limits and init is moved
+    // into it; init starts the program only after the go byte, which follows both.
     let encoded = serde_json::to_vec(plan).map_err(|e| JailError::Os {
         op: "encode plan",
         source: io::Error::other(e),
     })?;
     sys::write_all(plan_w.as_fd(), &encoded).map_err(os("send plan to sandbox"))?;
     drop(plan_w);
+    if plan.fast_cgroup_attach {
+        crate::cgroup::ensure_fast_attach();
+    }
+    cgroup.0.set_limits(&plan.cgroup)?;
+    cgroup.0.attach(pid)?;
+    trace("cgroup limits set and attached");
+    let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
+    // A failed write means init is gone; its status message says why.
+    let _ = sys::write_all(go_w.as_fd(), b"g");
+    drop(go_w);
     let start = Instant::now();
 
     let relay = relay_output(plan, out_r, err_r, in_w, &pidfd, pid, start, on_output)?;
@@ -585,6 +612,7 @@ fn relay_output(
 /// program's status, exits. Never returns.
 fn sandbox_init(
     plan_r: OwnedFd,
+    go: OwnedFd,
     workspace_socket: OwnedFd,
     stdio: [OwnedFd; 3],
     status: OwnedFd,
@@ -613,6 +641,7 @@ fn sandbox_init(
         plan,
         filters: filters.as_ref(),
         workspace_socket,
+        go,
     };
     for (name, step) in contain::STEPS {
         let result = step(&mut ctx);

@@ -81,6 +81,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                         },
                         helper_exe: PathBuf::new(),
                         fork_when_single_threaded: false,
+                        wait_for_teardown: false,
                     });
                     warden_engine::Backend::check(&jail, &plan).map_err(|e| e.to_string())
                 }

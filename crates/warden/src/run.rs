@@ -58,6 +58,7 @@ fn engine_with(
         helper_exe: std::env::current_exe()?,
         // The CLI is single-threaded (a current-thread runtime): fork, don't re-exec.
         fork_when_single_threaded: true,
+        wait_for_teardown: true,
     })
     .adopt(prestarted);
     Ok(Engine::new(settings)

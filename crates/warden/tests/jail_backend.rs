@@ -21,6 +21,7 @@ fn backend() -> Arc<JailBackend> {
         },
         helper_exe: common::warden(),
         fork_when_single_threaded: false,
+        wait_for_teardown: false,
     }))
 }
 
@@ -64,12 +65,16 @@ fn exec_mode_streams_output_while_the_program_runs() {
             let b = b.clone();
             async move { b.exec(plan(code), Some(tx)).await }
         });
-        // The first line arrives while the program is still sleeping.
-        let first = tokio::time::timeout(Duration::from_millis(900), rx.recv())
-            .await
-            .expect("no output while the program ran")
-            .unwrap();
-        assert_eq!(first, ExecEvent::Stdout { text: "first\n".into() });
+        // The first line arrives while the program is still sleeping (in one or more chunks).
+        let mut seen = String::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(900);
+        while !seen.ends_with('\n') {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(ExecEvent::Stdout { text })) => seen.push_str(&text),
+                other => panic!("no output while the program ran: {other:?} after {seen:?}"),
+            }
+        }
+        assert_eq!(seen, "first\n");
         assert!(!run.is_finished());
         let result = run.await.unwrap().unwrap();
         assert_eq!(result.stdout, "first\nsecond\n");

@@ -107,6 +107,15 @@ fn two_hundred_runs_leave_nothing_behind() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // Refused runs (a policy violation after the CLI already forked its helper, which created
+    // a cgroup and namespaces) leave nothing either.
+    for _ in 0..20 {
+        let out = common::warden_cmd(
+            &["--config", settings.to_str().unwrap(), "run", "--profile", "strict", "-l", "python", "-"],
+            "import os",
+        );
+        assert_eq!(out.status.code(), Some(125));
+    }
     // The helper finishes its clean-up after it has answered: give it a moment.
     let mut after = before;
     for _ in 0..50 {

@@ -30,12 +30,16 @@ pub struct Ctx<'a> {
     pub filters: Option<&'a Filters>,
     /// Socket on which the workspace tmpfs is handed to the supervisor.
     pub workspace_socket: OwnedFd,
+    /// Read end of the supervisor's "go" pipe: one byte once init is in its cgroup with the
+    /// limits written; end of file if the supervisor died or refused.
+    pub go: OwnedFd,
 }
 
 pub type Step = fn(&mut Ctx<'_>) -> Result<(), String>;
 
 /// The containment steps, in order. Before the first, init has received its plan, which the
-/// supervisor sends once the ids are mapped and init is in its cgroup.
+/// supervisor sends once the ids are mapped; it writes the cgroup's limits and moves init into
+/// it meanwhile, and the last step waits for that.
 pub const STEPS: &[(&str, Step)] = &[
     ("switch user", switch_user),
     ("make mounts private", make_mounts_private),
@@ -52,10 +56,20 @@ pub const STEPS: &[(&str, Step)] = &[
     ("make init undumpable", make_undumpable),
     ("apply landlock", apply_landlock),
     ("apply seccomp", apply_seccomp),
+    ("wait until in the cgroup", wait_for_cgroup),
 ];
 
 fn os(e: std::io::Error) -> String {
     e.to_string()
+}
+
+fn wait_for_cgroup(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let mut byte = [0u8; 1];
+    match sys::read(ctx_fd(&ctx.go), &mut byte) {
+        Ok(1) => Ok(()),
+        Ok(_) => Err("the supervisor did not confirm the cgroup".into()),
+        Err(e) => Err(os(e)),
+    }
 }
 
 fn ctx_fd(fd: &OwnedFd) -> BorrowedFd<'_> {

@@ -1,42 +1,35 @@
 #!/usr/bin/env bash
-# Start-up benchmark of the native jail, side by side in one hyperfine run:
-#   warden run of a one-line Python program  vs  bare python3 -c  vs  bubblewrap.
-# Also the sandbox's own overhead: `warden run` of an empty bash script vs `bwrap … true`.
-# Usage: scripts/bench.sh [RUNS]   (default 100). Needs root; prints markdown tables and writes
-# them to $CARGO_TARGET_DIR/bench/.
+# Start-up benchmark of the native jail, side by side in one run:
+#   `warden run` of a one-line Python program  vs  bare `python3 -c` of the same line
+#   vs  `bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev python3 -c …`;
+# and the sandbox's own overhead: `warden run` of a script that runs `true` vs `bwrap … true`.
+# The commands are interleaved round by round (bench/interleave.py), so drift in a shared
+# machine's speed hits them alike. Usage: scripts/bench.sh [ROUNDS] (default 200). Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs="${1:-100}"
+rounds="${1:-200}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
 bash scripts/setup.sh >&2
 cargo build --release --quiet -p warden
 warden="$CARGO_TARGET_DIR/release/warden"
-out="$CARGO_TARGET_DIR/bench"
-mkdir -p "$out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo 'print(1)' > "$work/one.py"
-echo 'true' > "$work/empty.sh"
+echo 'true' > "$work/true.sh"
 py=/usr/bin/python3
-bwrap_args="--unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
-
-# Warm the page cache and the one-time cgroup set-up before timing.
-"$warden" run "$work/one.py" >/dev/null
-
-hyperfine -N --warmup 10 --runs "$runs" --export-markdown "$out/python.md" --export-json "$out/python.json" \
-  -n "warden run (jail)" "$warden run $work/one.py" \
-  -n "python3 -c (bare)" "$py -c 'print(1)'" \
-  -n "bwrap python3 -c" "bwrap $bwrap_args $py -c 'print(1)'"
-
-hyperfine -N --warmup 10 --runs "$runs" --export-markdown "$out/overhead.md" --export-json "$out/overhead.json" \
-  -n "warden run (jail) of true" "$warden run $work/empty.sh" \
-  -n "bwrap true" "bwrap $bwrap_args /usr/bin/true"
-
-python3 - "$out/python.json" <<'PY'
+bwrap="bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
+"$warden" run "$work/one.py" >/dev/null   # the one-time cgroup set-up happens outside the timing
+echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"
+python3 bench/interleave.py --rounds "$rounds" --json "$work/startup.json" \
+  "python3 -c (bare)=$py -c 'print(1)'" \
+  "warden run one.py=$warden run $work/one.py" \
+  "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
+  "warden run true.sh=$warden run $work/true.sh" \
+  "bwrap true=$bwrap /usr/bin/true"
+python3 - "$work/startup.json" <<'PY'
 import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-w, p, b = (r[k]["median"] * 1000 for k in ("warden run (jail)", "python3 -c (bare)", "bwrap python3 -c"))
-print(f"\nmedians: warden {w:.1f} ms, bare python3 {p:.1f} ms, bwrap {b:.1f} ms")
-print(f"warden / bare python3 = {w / p:.2f} (target <= 1.5)")
+s = json.load(open(sys.argv[1]))["summary"]
+w, p, b = (s[k]["median"] for k in ("warden run one.py", "python3 -c (bare)", "bwrap python3 -c"))
+print(f"\nwarden / bare python3 = {w / p:.2f} (target <= 1.5)")
 print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
 PY

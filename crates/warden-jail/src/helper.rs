@@ -83,7 +83,11 @@ fn finish(
     let _ = out.flush();
     // The result is out; now wait for the kernel to tear the namespaces down and remove the
     // cgroup. The caller need not wait for this.
+    let traced = teardown.as_ref().is_some_and(|t| t.trace);
     drop(teardown);
+    if traced {
+        eprintln!("warden-trace: {:.3} helper removed the sandbox", crate::monotonic_ms());
+    }
     if written { 0 } else { 1 }
 }
 

@@ -98,6 +98,8 @@ fn read_plan(fd: BorrowedFd<'_>) -> Option<JailPlan> {
 pub struct Teardown {
     _init: KillOnDrop,
     _cgroup: CgroupGuard,
+    /// Whether the plan asked for timing traces.
+    pub trace: bool,
 }
 
 impl std::fmt::Debug for Teardown {
@@ -364,6 +366,7 @@ pub fn run(
         Teardown {
             _init: kill_guard,
             _cgroup: cgroup,
+            trace: plan.trace_timing,
         },
     ))
 }

@@ -58,7 +58,10 @@ fn engine_with(
         helper_exe: std::env::current_exe()?,
         // The CLI is single-threaded (a current-thread runtime): fork, don't re-exec.
         fork_when_single_threaded: true,
-        wait_for_teardown: true,
+        // Only pid 1 of a pid namespace (a container's entry point) must wait: its exit would
+        // kill the helper before the clean-up, which otherwise finishes on its own within a
+        // millisecond or two of the answer.
+        wait_for_teardown: std::process::id() == 1,
     })
     .adopt(prestarted);
     Ok(Engine::new(settings)
@@ -153,6 +156,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
             } else {
                 report(&result);
             }
+            trace("done");
             Ok(result.shell_status())
         }
         Err(e) if json => {

@@ -179,7 +179,7 @@ def load_policy(path: Path, table: dict[str, int]) -> tuple[Policy, list[str]]:
 
 
 # ───────────────────────── BPF compiler (for --enforce) ─────────────────────────
-# Mirrors what the jail builds with seccompiler: arch check (kill), then one block per
+# A reference filter with the same meaning as the jail's (src/seccomp/table.rs): arch check (kill), then one block per
 # syscall; conditions compare 64-bit arguments as two 32-bit words unless width = 32.
 
 LD_ABS, JEQ, JGE, JA, AND, RET = 0x20, 0x15, 0x35, 0x05, 0x54, 0x06

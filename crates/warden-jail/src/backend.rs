@@ -339,7 +339,8 @@ impl JailBackend {
     fn reap_forked(&self) {
         let mut forked = self.forked.lock().expect("not poisoned");
         // SAFETY: waitpid with WNOHANG on our own children.
-        forked.retain(|&pid| unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0);
+        forked
+            .retain(|&pid| unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0);
     }
 }
 

@@ -209,7 +209,9 @@ impl Hierarchy {
                 Ok(Box::new(cg))
             }
             Hierarchy::V2 { base, controllers } => {
-                for (controller, limit) in [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")] {
+                for (controller, limit) in
+                    [("memory", "memory"), ("pids", "process"), ("cpu", "cpu")]
+                {
                     if !controllers.iter().any(|c| c == controller) {
                         return Err(CgroupError::ControllerMissing { controller, limit });
                     }

@@ -56,7 +56,10 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
         (_, Err(e)) => return finish(out, Err(e)),
     };
     if plan.trace_timing {
-        eprintln!("warden-trace: {:.3} helper has the plan", crate::monotonic_ms());
+        eprintln!(
+            "warden-trace: {:.3} helper has the plan",
+            crate::monotonic_ms()
+        );
     }
     let mut relay = |stream: Stream, chunk: &[u8]| {
         let tag = match stream {
@@ -86,7 +89,10 @@ fn finish(
     let traced = teardown.as_ref().is_some_and(|t| t.trace);
     drop(teardown);
     if traced {
-        eprintln!("warden-trace: {:.3} helper removed the sandbox", crate::monotonic_ms());
+        eprintln!(
+            "warden-trace: {:.3} helper removed the sandbox",
+            crate::monotonic_ms()
+        );
     }
     if written { 0 } else { 1 }
 }

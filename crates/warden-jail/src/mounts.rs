@@ -7,8 +7,8 @@
 //! procfs while a fully visible one is in the namespace).
 
 use crate::plan::{JailPlan, MountOp, OUTPUT_DIR_NAME, SCRATCH_WORK};
-use std::collections::HashSet;
 use crate::sys;
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -122,20 +122,37 @@ pub fn scratch_dir(staging: &Path) -> PathBuf {
 /// The caller pivots into [`root_dir`] afterwards; the staging tmpfs and the workspace's own
 /// mount point go away with the old root in one unmount, while the workspace stays alive
 /// through its binds.
-pub fn build_root(sys: &mut dyn MountSys, staging: &Path, plan: &JailPlan) -> Result<(), MountError> {
+pub fn build_root(
+    sys: &mut dyn MountSys,
+    staging: &Path,
+    plan: &JailPlan,
+) -> Result<(), MountError> {
     let tmpfs = Some(Path::new("tmpfs"));
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
-    sys.mount(tmpfs, staging, Some("tmpfs"), flags, Some("size=65536,mode=0755"))
-        .map_err(at("mount staging tmpfs", staging))?;
+    sys.mount(
+        tmpfs,
+        staging,
+        Some("tmpfs"),
+        flags,
+        Some("size=65536,mode=0755"),
+    )
+    .map_err(at("mount staging tmpfs", staging))?;
     let root = root_dir(staging);
     let scratch = scratch_dir(staging);
     for dir in [&root, &scratch] {
-        sys.create_dir(dir, 0o755).map_err(at("create folder", dir))?;
+        sys.create_dir(dir, 0o755)
+            .map_err(at("create folder", dir))?;
     }
     // The root tmpfs holds only mount points, a few small files and the code.
     let root_size = plan.code.len() as u64 + 1024 * 1024;
-    sys.mount(tmpfs, &root, Some("tmpfs"), flags, Some(&format!("size={root_size},mode=0755")))
-        .map_err(at("mount root tmpfs", &root))?;
+    sys.mount(
+        tmpfs,
+        &root,
+        Some("tmpfs"),
+        flags,
+        Some(&format!("size={root_size},mode=0755")),
+    )
+    .map_err(at("mount root tmpfs", &root))?;
     let scratch_data = format!(
         "size={},mode=0700,uid={},gid={}",
         plan.limits.workspace_mb * 1024 * 1024,
@@ -187,7 +204,8 @@ impl Dirs {
         if let Some(parent) = path.parent() {
             self.dir(sys, parent, 0o755)?;
         }
-        sys.create_dir(path, mode).map_err(at("create folder", path))?;
+        sys.create_dir(path, mode)
+            .map_err(at("create folder", path))?;
         self.made.insert(path.to_owned());
         Ok(())
     }
@@ -475,7 +493,10 @@ mod tests {
             "mount /st/scratch/tmp -> /st/root/tmp",
             "mount /dev/null -> /st/root/dev/null",
         ] {
-            assert!(pos(writable) > ro, "{writable} mounted before the root is read-only");
+            assert!(
+                pos(writable) > ro,
+                "{writable} mounted before the root is read-only"
+            );
         }
         // Nothing is written into the root once it is read-only.
         assert!(
@@ -490,10 +511,24 @@ mod tests {
     fn root_is_a_tmpfs_and_holds_the_read_only_code() {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
-        assert!(sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"), "{}", sys.calls[0]);
-        assert!(sys.calls.iter().any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs")));
-        assert!(sys.calls.contains(&"write /st/root/code/main.py 444 (9 bytes)".to_owned()));
-        assert_eq!(sys.calls.last().unwrap(), "mkdir /st/scratch/work/output 755");
+        assert!(
+            sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"),
+            "{}",
+            sys.calls[0]
+        );
+        assert!(
+            sys.calls
+                .iter()
+                .any(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs"))
+        );
+        assert!(
+            sys.calls
+                .contains(&"write /st/root/code/main.py 444 (9 bytes)".to_owned())
+        );
+        assert_eq!(
+            sys.calls.last().unwrap(),
+            "mkdir /st/scratch/work/output 755"
+        );
     }
 
     #[test]

@@ -253,7 +253,10 @@ pub fn run(
 ) -> Result<(ExecResult, Teardown), JailError> {
     let trace = |what: &str| {
         if plan.trace_timing {
-            eprintln!("warden-trace: {:.3} supervisor {what}", crate::monotonic_ms());
+            eprintln!(
+                "warden-trace: {:.3} supervisor {what}",
+                crate::monotonic_ms()
+            );
         }
     };
     let Started {
@@ -649,7 +652,10 @@ fn sandbox_init(
     for (name, step) in contain::STEPS {
         let result = step(&mut ctx);
         if plan.trace_timing {
-            eprintln!("warden-trace: {:.3} init step {name:?} done", crate::monotonic_ms());
+            eprintln!(
+                "warden-trace: {:.3} init step {name:?} done",
+                crate::monotonic_ms()
+            );
         }
         if let Err(message) = result {
             send_msg(
@@ -671,7 +677,10 @@ fn sandbox_init(
         }
     };
     if plan.trace_timing {
-        eprintln!("warden-trace: {:.3} init forks the program", crate::monotonic_ms());
+        eprintln!(
+            "warden-trace: {:.3} init forks the program",
+            crate::monotonic_ms()
+        );
     }
     // SAFETY: a plain fork from the single-threaded init.
     let child = unsafe { libc::fork() };
@@ -708,7 +717,10 @@ fn sandbox_init(
         let reaped = unsafe { libc::waitpid(-1, &mut st, 0) };
         if reaped == child {
             if plan.trace_timing {
-                eprintln!("warden-trace: {:.3} init reaped the program", crate::monotonic_ms());
+                eprintln!(
+                    "warden-trace: {:.3} init reaped the program",
+                    crate::monotonic_ms()
+                );
             }
             // Whatever the program left running goes now, before the status is reported, so
             // that the supervisor reads artifacts from a workspace nobody can still change.

@@ -84,7 +84,10 @@ fn language_from_extension(path: &Path) -> Option<&'static str> {
 pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
     let trace = |what: &str| {
         if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
-            eprintln!("warden-trace: {:.3} cli {what}", warden_jail::monotonic_ms());
+            eprintln!(
+                "warden-trace: {:.3} cli {what}",
+                warden_jail::monotonic_ms()
+            );
         }
     };
     trace("started");

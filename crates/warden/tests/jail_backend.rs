@@ -97,8 +97,11 @@ fn exec_mode_runs_sandboxes_concurrently() {
             .map(|i| {
                 let b = b.clone();
                 tokio::spawn(async move {
-                    b.exec(plan(&format!("import time\ntime.sleep(1)\nprint({i})")), None)
-                        .await
+                    b.exec(
+                        plan(&format!("import time\ntime.sleep(1)\nprint({i})")),
+                        None,
+                    )
+                    .await
                 })
             })
             .collect();
@@ -106,6 +109,10 @@ fn exec_mode_runs_sandboxes_concurrently() {
             let r = run.await.unwrap().unwrap();
             assert_eq!(r.stdout, format!("{i}\n"));
         }
-        assert!(start.elapsed() < Duration::from_secs(4), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            start.elapsed()
+        );
     });
 }

@@ -111,7 +111,16 @@ fn two_hundred_runs_leave_nothing_behind() {
     // a cgroup and namespaces) leave nothing either.
     for _ in 0..20 {
         let out = common::warden_cmd(
-            &["--config", settings.to_str().unwrap(), "run", "--profile", "strict", "-l", "python", "-"],
+            &[
+                "--config",
+                settings.to_str().unwrap(),
+                "run",
+                "--profile",
+                "strict",
+                "-l",
+                "python",
+                "-",
+            ],
             "import os",
         );
         assert_eq!(out.status.code(), Some(125));
@@ -132,7 +141,12 @@ fn two_hundred_runs_leave_nothing_behind() {
     }
     assert_eq!(after.0, before.0, "cgroups left behind");
     assert_eq!(after.1, before.1, "mounts left behind");
-    assert_eq!(after.2, before.2, "processes left behind: {:?}", sandbox_processes(&marker));
+    assert_eq!(
+        after.2,
+        before.2,
+        "processes left behind: {:?}",
+        sandbox_processes(&marker)
+    );
     // 200 runs × 1 MiB in tmpfs would be 200 MiB of shared memory if workspaces leaked.
     assert!(
         after.3 < before.3 + 50 * 1024,

@@ -325,11 +325,19 @@ fn check_code(check: &ArgCheck, fail: usize) -> Result<Vec<Insn>, SeccompError> 
     };
     for (i, jt) in to_fail {
         let off = offset(i, len + fail)?;
-        if jt { code[i].jt = off } else { code[i].jf = off }
+        if jt {
+            code[i].jt = off
+        } else {
+            code[i].jf = off
+        }
     }
     for (i, jt) in to_pass {
         let off = offset(i, len)?;
-        if jt { code[i].jt = off } else { code[i].jf = off }
+        if jt {
+            code[i].jt = off
+        } else {
+            code[i].jf = off
+        }
     }
     Ok(code)
 }
@@ -473,9 +481,13 @@ pub fn evaluate(prog: &[Insn], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
         match off {
             OFF_NR => nr,
             OFF_ARCH => arch,
-            o if o >= OFF_ARGS && o < OFF_ARGS + 48 => {
+            o if (OFF_ARGS..OFF_ARGS + 48).contains(&o) => {
                 let i = ((o - OFF_ARGS) / 8) as usize;
-                if (o - OFF_ARGS) % 8 == 0 { args[i] as u32 } else { (args[i] >> 32) as u32 }
+                if (o - OFF_ARGS).is_multiple_of(8) {
+                    args[i] as u32
+                } else {
+                    (args[i] >> 32) as u32
+                }
             }
             _ => panic!("load at {off}"),
         }
@@ -586,7 +598,13 @@ mod tests {
                     pc += 1;
                     steps += 1;
                     match i.code {
-                        LD_W_ABS => a = if i.k == OFF_ARCH { AUDIT_ARCH_X86_64 } else { *nr },
+                        LD_W_ABS => {
+                            a = if i.k == OFF_ARCH {
+                                AUDIT_ARCH_X86_64
+                            } else {
+                                *nr
+                            }
+                        }
                         JA => pc += i.k as usize,
                         JEQ_K => pc += if a == i.k { i.jt } else { i.jf } as usize,
                         JGE_K => pc += if a >= i.k { i.jt } else { i.jf } as usize,
@@ -624,7 +642,10 @@ mod tests {
             "open_by_handle_at",
         ] {
             assert!(!allowed.iter().any(|a| a == name), "{name} is allowed");
-            assert!(denied.iter().any(|d| d == name), "{name} is not explicitly denied");
+            assert!(
+                denied.iter().any(|d| d == name),
+                "{name} is not explicitly denied"
+            );
         }
     }
 
@@ -641,10 +662,26 @@ mod tests {
         let prog = compile().unwrap();
         let clone = numbers()["clone"];
         let fork_like = 0x0100_0000 | 0x0020_0000 | 17; // CLONE_CHILD_SETTID|CLEARTID|SIGCHLD
-        assert_eq!(evaluate(&prog, clone, AUDIT_ARCH_X86_64, [fork_like, 0, 0, 0, 0, 0]), RET_ALLOW);
-        for ns in [0x1000_0000u64, 0x4000_0000, 0x2000_0000, 0x0002_0000, 0x0800_0000, 0x0400_0000, 0x0200_0000] {
+        assert_eq!(
+            evaluate(&prog, clone, AUDIT_ARCH_X86_64, [fork_like, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        for ns in [
+            0x1000_0000u64,
+            0x4000_0000,
+            0x2000_0000,
+            0x0002_0000,
+            0x0800_0000,
+            0x0400_0000,
+            0x0200_0000,
+        ] {
             assert_ne!(
-                evaluate(&prog, clone, AUDIT_ARCH_X86_64, [fork_like | ns, 0, 0, 0, 0, 0]),
+                evaluate(
+                    &prog,
+                    clone,
+                    AUDIT_ARCH_X86_64,
+                    [fork_like | ns, 0, 0, 0, 0, 0]
+                ),
                 RET_ALLOW,
                 "clone with {ns:#x}"
             );

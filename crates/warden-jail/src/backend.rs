@@ -217,8 +217,15 @@ impl Backend for JailBackend {
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
         let timeout = plan.limits.timeout;
+        let trace = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        if trace {
+            eprintln!("warden-trace: {:.3} backend exec", crate::monotonic_ms());
+        }
         let mut jail_plan = self.plan(&plan)?;
-        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        jail_plan.trace_timing = trace;
+        if trace {
+            eprintln!("warden-trace: {:.3} backend plan built", crate::monotonic_ms());
+        }
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         self.reap_forked();
         let margin = timeout + Duration::from_secs(10);

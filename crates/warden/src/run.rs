@@ -131,11 +131,13 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    trace("runtime built");
     let json = args.json;
     let outcome = runtime.block_on(async move {
         if json {
             return engine.execute(request, None).await;
         }
+        trace("execute");
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let printer = async {
             let mut out = std::io::stdout();

@@ -224,7 +224,10 @@ impl Backend for JailBackend {
         let mut jail_plan = self.plan(&plan)?;
         jail_plan.trace_timing = trace;
         if trace {
-            eprintln!("warden-trace: {:.3} backend plan built", crate::monotonic_ms());
+            eprintln!(
+                "warden-trace: {:.3} backend plan built",
+                crate::monotonic_ms()
+            );
         }
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         self.reap_forked();
@@ -243,30 +246,11 @@ impl Backend for JailBackend {
         }) = prestarted.and_then(|mut p| p.parts.take())
         {
             let guard = KillHelperOnDrop(Some(pid as u32));
-            let payload = serde_json::to_vec(&jail_plan)
-                .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
             let internal = |e: std::io::Error| BackendError::Internal(format!("helper pipe: {e}"));
-            let mut plan_w =
-                tokio::net::unix::pipe::Sender::from_owned_fd(plan_w).map_err(internal)?;
+            let plan_w = tokio::net::unix::pipe::Sender::from_owned_fd(plan_w).map_err(internal)?;
             let frames =
                 tokio::net::unix::pipe::Receiver::from_owned_fd(frames_r).map_err(internal)?;
-            let write = async move {
-                plan_w.write_all(&payload).await?;
-                plan_w.shutdown().await
-            };
-            let run = async {
-                let (written, result) = tokio::join!(write, read_frames(frames, events));
-                if let Err(e) = written
-                    && result.is_err()
-                {
-                    return Err(BackendError::Internal(format!("send plan to helper: {e}")));
-                }
-                result
-            };
-            let result = match tokio::time::timeout(margin, run).await {
-                Ok(result) => result,
-                Err(_) => Err(stuck(margin)),
-            };
+            let result = converse(&jail_plan, plan_w, frames, events, margin).await;
             std::mem::forget(guard);
             if result.is_err() {
                 // SAFETY: kill and waitpid on our own child.
@@ -283,8 +267,6 @@ impl Backend for JailBackend {
             }
             return result;
         }
-        let payload = serde_json::to_vec(&jail_plan)
-            .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
         let mut child = tokio::process::Command::new(&self.settings.helper_exe)
             .env_clear()
             .env(HELPER_ENV, "1")
@@ -302,25 +284,9 @@ impl Backend for JailBackend {
         // helper, whose death kills the sandbox; after it, the helper finishes its clean-up on
         // its own and is reaped in the background.
         let guard = KillHelperOnDrop(child.id());
-        let mut stdin = child.stdin.take().expect("piped stdin");
+        let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let write = async move {
-            stdin.write_all(&payload).await?;
-            stdin.shutdown().await
-        };
-        let run = async {
-            let (written, result) = tokio::join!(write, read_frames(stdout, events));
-            if let Err(e) = written
-                && result.is_err()
-            {
-                return Err(BackendError::Internal(format!("send plan to helper: {e}")));
-            }
-            result
-        };
-        let result = match tokio::time::timeout(margin, run).await {
-            Ok(result) => result,
-            Err(_) => Err(stuck(margin)),
-        };
+        let result = converse(&jail_plan, stdin, stdout, events, margin).await;
         std::mem::forget(guard);
         if result.is_ok() {
             tokio::spawn(async move {
@@ -334,11 +300,36 @@ impl Backend for JailBackend {
     }
 }
 
-fn stuck(margin: Duration) -> BackendError {
-    BackendError::Internal(format!(
-        "the sandbox helper did not finish within {}s of the timeout",
-        margin.as_secs()
-    ))
+/// Sends the plan to a helper and reads its frames until the result, within `margin`.
+async fn converse(
+    plan: &JailPlan,
+    mut to_helper: impl tokio::io::AsyncWrite + Unpin,
+    from_helper: impl tokio::io::AsyncRead + Unpin,
+    events: Option<EventSender>,
+    margin: Duration,
+) -> Result<ExecResult, BackendError> {
+    let payload = serde_json::to_vec(plan)
+        .map_err(|e| BackendError::Internal(format!("encode plan: {e}")))?;
+    let write = async move {
+        to_helper.write_all(&payload).await?;
+        to_helper.shutdown().await
+    };
+    let run = async {
+        let (written, result) = tokio::join!(write, read_frames(from_helper, events));
+        if let Err(e) = written
+            && result.is_err()
+        {
+            return Err(BackendError::Internal(format!("send plan to helper: {e}")));
+        }
+        result
+    };
+    match tokio::time::timeout(margin, run).await {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Internal(format!(
+            "the sandbox helper did not finish within {}s of the timeout",
+            margin.as_secs()
+        ))),
+    }
 }
 
 impl JailBackend {

@@ -14,39 +14,24 @@ pub struct Probe {
 
 /// Tries to create every namespace the jail uses, in a child that exits at once.
 fn namespaces() -> Probe {
-    let flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWNET
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWCGROUP;
-    // SAFETY: a fork-like clone whose child only calls _exit.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
+    // SAFETY: `warden doctor` is single-threaded here; the child only calls _exit.
+    let pid = match unsafe {
+        sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES | libc::CLONE_NEWCGROUP)
+    } {
+        Ok(0) => {
+            // SAFETY: _exit in the child.
+            unsafe { libc::_exit(0) }
+        }
+        Ok(pid) => pid,
+        Err(e) => {
+            return Probe {
+                name: "namespaces",
+                ok: false,
+                detail: format!("user+pid+mount+net+ipc+uts+cgroup: {e}"),
+            };
+        }
     };
-    if pid == 0 {
-        // SAFETY: _exit in the child.
-        unsafe { libc::_exit(0) };
-    }
-    if pid < 0 {
-        return Probe {
-            name: "namespaces",
-            ok: false,
-            detail: format!(
-                "user+pid+mount+net+ipc+uts+cgroup: {}",
-                std::io::Error::last_os_error()
-            ),
-        };
-    }
-    let status = sys::waitpid(pid as libc::pid_t).unwrap_or(-1);
+    let status = sys::waitpid(pid).unwrap_or(-1);
     Probe {
         name: "namespaces",
         ok: status == 0,
@@ -121,10 +106,26 @@ fn cgroups() -> Vec<Probe> {
     }
 }
 
+/// Whether joining a cgroup is cheap here (informational: runs work either way).
+fn cgroup_attach() -> Probe {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let active = crate::cgroup::favordynmods_active(&mountinfo);
+    Probe {
+        name: "cgroup attach",
+        ok: true,
+        detail: if active {
+            "fast: a hierarchy has favordynmods".into()
+        } else {
+            "slow: no hierarchy has favordynmods, each run waits an RCU grace period (~10 ms); the first run as root with fast_cgroup_attach = true mounts one".into()
+        },
+    }
+}
+
 /// Every probe of the jail backend.
 pub fn run_all() -> Vec<Probe> {
     let mut probes = vec![namespaces()];
     probes.extend(cgroups());
+    probes.push(cgroup_attach());
     probes.push(seccomp());
     probes.push(landlock());
     probes

@@ -17,7 +17,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use warden_types::{ExecResult, Reason};
 
 #[derive(Debug, thiserror::Error)]
@@ -198,30 +198,10 @@ pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError
         }
     }
 
-    let flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWNET
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
-    // SAFETY: a fork-like clone (no new stack) from a single-threaded process: the child gets a
-    // copy of this address space and only runs `sandbox_init`, which never returns.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            (flags | libc::SIGCHLD) as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        )
-    };
-    if pid < 0 {
-        return Err(JailError::Refused(format!(
-            "cannot create namespaces: {}",
-            io::Error::last_os_error()
-        )));
-    }
+    // SAFETY: called from a single-threaded process; the child only runs `sandbox_init`, which
+    // never returns.
+    let pid = unsafe { sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES) }
+        .map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?;
     if pid == 0 {
         drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent));
         sandbox_init(plan_r, go_r, ws_child, [in_r, out_w, err_w], status_w);
@@ -797,9 +777,4 @@ fn is_executable(path: &Path) -> bool {
     };
     // SAFETY: `c` is a valid C string.
     unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 && !path.is_dir() }
-}
-
-/// Reads the remaining timeout, for callers that add a safety margin.
-pub fn safety_margin(timeout: Duration) -> Duration {
-    timeout + Duration::from_secs(5)
 }

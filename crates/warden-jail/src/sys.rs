@@ -31,6 +31,40 @@ fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// The namespaces of every sandbox: user, pid, mount, network, ipc, uts (the cgroup namespace is
+/// entered later, once the process is in its cgroup).
+pub const SANDBOX_NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS;
+
+/// A fork-like `clone(2)` (no new stack) into new namespaces: returns 0 in the child and the
+/// child's pid in the parent.
+///
+/// # Safety
+/// The caller must be single-threaded (the child gets a copy of this address space with only
+/// the calling thread) and the child must not return into code that assumes otherwise.
+pub unsafe fn clone_into_namespaces(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    // SAFETY: the caller upholds the single-threaded contract; without a new stack, clone
+    // behaves like fork.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(pid as libc::pid_t)
+}
+
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];

@@ -199,7 +199,23 @@ impl Engine {
         events: Option<EventSender>,
     ) -> Result<ExecResult, EngineError> {
         let (profile, plan) = self.prepare(&req)?;
-        let backend = self.backend_for(&profile)?;
+        self.run_prepared(&profile, plan, events).await
+    }
+
+    /// Checks that a prepared plan's backend can run it here, without running it.
+    pub fn check_prepared(&self, profile: &str, plan: &ExecPlan) -> Result<(), EngineError> {
+        Ok(self.backend_for(profile)?.check(plan)?)
+    }
+
+    /// Runs a plan from [`Engine::prepare`] (a front-end that must answer errors before it
+    /// starts streaming prepares first, off the async threads: parsing is CPU-bound).
+    pub async fn run_prepared(
+        &self,
+        profile: &str,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, EngineError> {
+        let backend = self.backend_for(profile)?;
         backend.check(&plan)?;
         Ok(backend.exec(plan, events).await?)
     }

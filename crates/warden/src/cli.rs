@@ -27,6 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Run one program in a fresh sandbox and print its output.
     Run(crate::run::RunArgs),
+    /// Serve the HTTP API (one-shot execution, health) on a loopback address.
+    Serve(crate::serve::ServeArgs),
     /// List the profiles and their effective limits.
     Profiles {
         /// Print JSON instead of a table.
@@ -53,6 +55,7 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(args) => crate::run::run(cli.config.as_ref(), args),
+        Command::Serve(args) => crate::serve::run(cli.config.as_ref(), args),
         Command::Profiles { json } => crate::profiles::run(cli.config.as_ref(), *json),
         Command::Doctor { json } => crate::doctor::run(cli.config.as_ref(), *json),
     };

@@ -7,6 +7,7 @@ mod cli;
 mod doctor;
 mod profiles;
 mod run;
+mod serve;
 
 fn main() {
     if std::env::var_os(warden_jail::helper::HELPER_ENV).is_some() {

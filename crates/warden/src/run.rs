@@ -36,14 +36,24 @@ pub struct RunArgs {
     pub stdin: Option<PathBuf>,
 }
 
-/// The engine with the backends this process can offer.
+/// The engine with the backends this process can offer, for a one-shot CLI process.
 pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
-    engine_with(settings, None)
+    engine_with(settings, None, HelperMode::ForkWhenSingleThreaded)
 }
 
-fn engine_with(
+/// How the jail's helper is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperMode {
+    /// The one-shot CLI: fork its single thread (faster), wait for clean-up as pid 1.
+    ForkWhenSingleThreaded,
+    /// A multi-threaded daemon: always exec the helper.
+    Exec,
+}
+
+pub fn engine_with(
     settings: Arc<Settings>,
     prestarted: Option<warden_jail::Prestarted>,
+    mode: HelperMode,
 ) -> anyhow::Result<Engine> {
     let jail = &settings.sandbox.jail;
     let backend = JailBackend::new(JailSettings {
@@ -56,12 +66,11 @@ fn engine_with(
             host_gid: jail.host_gid,
         },
         helper_exe: std::env::current_exe()?,
-        // The CLI is single-threaded (a current-thread runtime): fork, don't re-exec.
-        fork_when_single_threaded: true,
+        fork_when_single_threaded: mode == HelperMode::ForkWhenSingleThreaded,
         // Only pid 1 of a pid namespace (a container's entry point) must wait: its exit would
         // kill the helper before the clean-up, which otherwise finishes on its own within a
         // millisecond or two of the answer.
-        wait_for_teardown: std::process::id() == 1,
+        wait_for_teardown: mode == HelperMode::ForkWhenSingleThreaded && std::process::id() == 1,
     })
     .adopt(prestarted);
     Ok(Engine::new(settings)
@@ -126,7 +135,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         memory_mb: args.memory,
         stdin,
     };
-    let engine = engine_with(settings, prestarted)?;
+    let engine = engine_with(settings, prestarted, HelperMode::ForkWhenSingleThreaded)?;
     trace("engine built");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

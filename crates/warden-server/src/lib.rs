@@ -1,0 +1,279 @@
+//! Warden's HTTP API (the start of `warden serve`): one-shot execution with a JSON result or an
+//! NDJSON event stream, health, JSON errors, a request body limit and bounded concurrency.
+//!
+//! Invariants: handlers are thin — decode, one engine call, encode; every error is
+//! `{"error": {"code", "message"}}` with a fitting status and no 500 for bad input; more
+//! requests than execution slots wait in a bounded queue, past which the answer is 429 with
+//! Retry-After — never an unbounded pile-up; policy checks (CPU-bound parsing) run off the
+//! async threads.
+
+mod error;
+
+pub use error::ApiError;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use warden_engine::{Engine, ExecRequest};
+use warden_types::ExecEvent;
+
+/// Limits of the server itself.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// Executions running at once.
+    pub max_concurrent: usize,
+    /// Requests waiting for a slot; past this, 429.
+    pub max_queued: usize,
+    /// Largest request body, bytes; past this, 413.
+    pub max_body_bytes: usize,
+    /// The Retry-After a 429 carries, seconds.
+    pub retry_after_secs: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_concurrent: 8,
+            max_queued: 64,
+            max_body_bytes: 16 * 1024 * 1024,
+            retry_after_secs: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    engine: Engine,
+    limits: ServerLimits,
+    /// Execution slots.
+    slots: Arc<Semaphore>,
+    /// Admission: slots plus queue places.
+    admission: Arc<Semaphore>,
+}
+
+impl AppState {
+    pub fn new(engine: Engine, limits: ServerLimits) -> AppState {
+        AppState {
+            engine,
+            slots: Arc::new(Semaphore::new(limits.max_concurrent)),
+            admission: Arc::new(Semaphore::new(limits.max_concurrent + limits.max_queued)),
+            limits,
+        }
+    }
+}
+
+/// The API's routes.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/v1/execute", post(execute))
+        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "status": "ready",
+        "free_slots": state.slots.available_permits(),
+    }))
+}
+
+/// `Json` whose rejections are API errors naming what is wrong.
+#[derive(Debug)]
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rejection) => {
+                let (status, code) = match rejection.status() {
+                    StatusCode::PAYLOAD_TOO_LARGE => {
+                        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+                    }
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+                        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+                    }
+                    // Syntax errors and wrong types alike are the caller's malformed input;
+                    // axum's message names the field and position.
+                    _ => (StatusCode::BAD_REQUEST, "invalid_json"),
+                };
+                Err(ApiError::new(status, code, rejection.body_text()))
+            }
+        }
+    }
+}
+
+/// `POST /v1/execute`: one-shot execution in a fresh sandbox.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteBody {
+    pub code: String,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Seconds; within the profile's quota.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    /// Text given to the program on stdin.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Answer with NDJSON events as they happen instead of one JSON result.
+    #[serde(default)]
+    pub stream: bool,
+}
+
+impl ExecuteBody {
+    fn into_request(self) -> Result<ExecRequest, ApiError> {
+        let timeout = match self.timeout_seconds {
+            Some(t) if !(t.is_finite() && t > 0.0 && t <= 86_400.0) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "timeout_seconds: must be a number of seconds in (0, 86400]",
+                ));
+            }
+            Some(t) => Some(Duration::from_secs_f64(t)),
+            None => None,
+        };
+        Ok(ExecRequest {
+            code: self.code,
+            language: self.language,
+            profile: self.profile,
+            timeout,
+            memory_mb: self.memory_mb,
+            stdin: self.stdin.map(String::into_bytes).unwrap_or_default(),
+        })
+    }
+}
+
+/// Waits for an execution slot, or refuses at once when the queue is full. Both permits are
+/// held until the execution ends, so running plus waiting never exceeds slots plus queue.
+async fn admit(state: &AppState) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ApiError> {
+    let Ok(place) = state.admission.clone().try_acquire_owned() else {
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_requests",
+            format!(
+                "{} executions are running and {} waiting; try again later",
+                state.limits.max_concurrent, state.limits.max_queued
+            ),
+        );
+        e.retry_after_secs = Some(state.limits.retry_after_secs);
+        return Err(e);
+    };
+    let slot = state.slots.clone().acquire_owned().await.map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is stopping",
+        )
+    })?;
+    Ok((place, slot))
+}
+
+async fn execute(State(state): State<AppState>, ApiJson(body): ApiJson<ExecuteBody>) -> Response {
+    match execute_inner(state, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, ApiError> {
+    let stream = body.stream;
+    let request = body.into_request()?;
+    let slot = admit(&state).await?;
+    // Policies parse the code: CPU-bound, so off the async threads.
+    let engine = state.engine.clone();
+    let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+        })??;
+    state.engine.check_prepared(&profile, &plan)?;
+    if !stream {
+        let result = state.engine.run_prepared(&profile, plan, None).await?;
+        drop(slot);
+        return Ok(Json(result).into_response());
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
+    let (lines_tx, lines_rx) =
+        tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(64);
+    tokio::spawn(async move {
+        let _slot = slot;
+        let forward = {
+            let lines_tx = lines_tx.clone();
+            async move {
+                let mut rx = rx;
+                while let Some(event) = rx.recv().await {
+                    if lines_tx.send(Ok(ndjson(&event))).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        };
+        let (result, ()) =
+            tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), forward);
+        let last = match result {
+            Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
+            Err(e) => {
+                let e = ApiError::from(e);
+                let mut line = serde_json::to_vec(&serde_json::json!({
+                    "type": "error", "name": e.code, "value": e.message,
+                }))
+                .unwrap_or_default();
+                line.push(b'\n');
+                line.into()
+            }
+        };
+        let _ = lines_tx.send(Ok(last)).await;
+    });
+    let body =
+        axum::body::Body::from_stream(futures_util::stream::unfold(lines_rx, |mut rx| async {
+            rx.recv().await.map(|item| (item, rx))
+        }));
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        body,
+    )
+        .into_response())
+}
+
+fn ndjson(event: &ExecEvent) -> bytes::Bytes {
+    let mut line = serde_json::to_vec(event).unwrap_or_default();
+    line.push(b'\n');
+    line.into()
+}
+
+#[cfg(test)]
+mod tests;

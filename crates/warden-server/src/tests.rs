@@ -1,0 +1,218 @@
+use super::*;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+use warden_config::{BackendKind, Settings};
+use warden_engine::{Backend, BackendError, EventSender, ExecPlan};
+use warden_types::{ExecResult, Reason};
+
+/// Answers with the code as stdout, after taking a permit from an optional gate.
+#[derive(Debug, Default)]
+struct EchoBackend {
+    gate: Option<Arc<Semaphore>>,
+}
+
+#[async_trait::async_trait]
+impl Backend for EchoBackend {
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+    fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.unwrap().forget();
+        }
+        if let Some(tx) = events {
+            let _ = tx
+                .send(ExecEvent::Stdout {
+                    text: plan.code.clone(),
+                })
+                .await;
+        }
+        Ok(ExecResult {
+            stdout: plan.code,
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+        })
+    }
+}
+
+fn app_with(backend: EchoBackend, limits: ServerLimits) -> Router {
+    let engine = Engine::new(Arc::new(Settings::builtin()))
+        .with_backend(BackendKind::Jail, Arc::new(backend));
+    router(AppState::new(engine, limits))
+}
+
+fn app() -> Router {
+    app_with(EchoBackend::default(), ServerLimits::default())
+}
+
+fn post(body: &str) -> Request<Body> {
+    Request::post("/v1/execute")
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap()
+}
+
+async fn send(app: Router, req: Request<Body>) -> (StatusCode, serde_json::Value, Option<String>) {
+    let resp = app.oneshot(req).await.unwrap();
+    let status = resp.status();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+    (status, value, retry)
+}
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let (s, v, _) = send(app(), Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (s, v, _) = send(app(), Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!((s, v["free_slots"].as_u64()), (StatusCode::OK, Some(8)));
+}
+
+#[tokio::test]
+async fn execute_returns_the_result() {
+    let (s, v, _) = send(app(), post(r#"{"code": "print(1)"}"#)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["stdout"], "print(1)");
+    assert_eq!(v["reason"], "exited");
+}
+
+#[tokio::test]
+async fn malformed_json_and_wrong_types_name_the_field() {
+    let (s, v, _) = send(app(), post(r#"{"code": 5}"#)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["code"], "invalid_json");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("code"),
+        "{v}"
+    );
+    let (s, v, _) = send(app(), post(r#"{"code": "x", "profil": "a"}"#)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("profil"),
+        "{v}"
+    );
+    let (s, _, _) = send(app(), post("{not json")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, v, _) = send(app(), post(r#"{"code": "x", "timeout_seconds": -1}"#)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("timeout_seconds"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_profile_and_language_are_400() {
+    let (s, v, _) = send(app(), post(r#"{"code": "x", "profile": "gpu"}"#)).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unknown_profile"))
+    );
+    let (s, v, _) = send(app(), post(r#"{"code": "x", "language": "cobol"}"#)).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("unknown_language"))
+    );
+}
+
+#[tokio::test]
+async fn policy_violations_are_422_with_module_and_line() {
+    let (s, v, _) = send(app(), post(r#"{"code": "import math\nimport socket"}"#)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["error"]["violation"]["module"], "socket");
+    assert_eq!(v["error"]["violation"]["line"], 2);
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_are_413() {
+    let limits = ServerLimits {
+        max_body_bytes: 1024,
+        ..Default::default()
+    };
+    let big = format!(r#"{{"code": "{}"}}"#, "x".repeat(4096));
+    let (s, v, _) = send(app_with(EchoBackend::default(), limits), post(&big)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(v["error"]["code"], "body_too_large");
+}
+
+#[tokio::test]
+async fn a_full_queue_answers_429_with_retry_after() {
+    let gate = Arc::new(Semaphore::new(0));
+    let limits = ServerLimits {
+        max_concurrent: 1,
+        max_queued: 1,
+        ..Default::default()
+    };
+    let app = app_with(
+        EchoBackend {
+            gate: Some(gate.clone()),
+        },
+        limits,
+    );
+    // One runs (blocked at the gate), one waits; the third is refused at once.
+    let running = tokio::spawn(send(app.clone(), post(r#"{"code": "a"}"#)));
+    let waiting = tokio::spawn(send(app.clone(), post(r#"{"code": "b"}"#)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (s, v, retry) = send(app.clone(), post(r#"{"code": "c"}"#)).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(retry.as_deref(), Some("1"));
+    gate.add_permits(2);
+    assert_eq!(running.await.unwrap().0, StatusCode::OK);
+    assert_eq!(waiting.await.unwrap().0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn streaming_answers_ndjson_events_then_end() {
+    let resp = app()
+        .oneshot(post(r#"{"code": "print(2)", "stream": true}"#))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let lines: Vec<serde_json::Value> = std::str::from_utf8(&bytes)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "stdout");
+    assert_eq!(lines[0]["text"], "print(2)");
+    let end = lines.last().unwrap();
+    assert_eq!(end["type"], "end");
+    assert_eq!(end["exit_code"], 0);
+    assert_eq!(end["reason"], "exited");
+}
+
+#[tokio::test]
+async fn unknown_routes_are_json_404() {
+    let (s, v, _) = send(app(), Request::get("/nope").body(Body::empty()).unwrap()).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+}

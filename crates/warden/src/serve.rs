@@ -1,0 +1,54 @@
+//! `warden serve`: the HTTP API on a loopback address (API keys, and so other addresses, come
+//! with the daemon's next steps).
+
+use crate::cli::load_settings;
+use crate::run::{HelperMode, engine_with};
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use warden_server::{AppState, ServerLimits, router};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; loopback only until API keys exist.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Executions running at once.
+    #[arg(long, default_value_t = ServerLimits::default().max_concurrent)]
+    pub max_concurrent: usize,
+    /// Requests waiting for a slot before the answer is 429.
+    #[arg(long, default_value_t = ServerLimits::default().max_queued)]
+    pub max_queued: usize,
+}
+
+pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
+    if !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--listen {}: a non-loopback address needs API keys, which this build does not have yet; listen on 127.0.0.1 or [::1]",
+            args.listen
+        );
+    }
+    if args.max_concurrent == 0 {
+        anyhow::bail!("--max-concurrent must be at least 1");
+    }
+    let settings = load_settings(config)?;
+    let engine = engine_with(settings, None, HelperMode::Exec)?;
+    let limits = ServerLimits {
+        max_concurrent: args.max_concurrent,
+        max_queued: args.max_queued,
+        ..ServerLimits::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen).await?;
+        eprintln!("warden: listening on http://{}", listener.local_addr()?);
+        axum::serve(listener, router(AppState::new(engine, limits)))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        anyhow::Ok(0)
+    })
+}

@@ -14,6 +14,8 @@ pub struct ExecPlan {
     /// The code file's name inside the sandbox, e.g. `main.py`.
     pub file_name: String,
     pub code: String,
+    /// Arguments after the code file's path.
+    pub args: Vec<String>,
     pub stdin: Vec<u8>,
     pub limits: Limits,
     pub network_enabled: bool,

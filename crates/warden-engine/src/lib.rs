@@ -30,6 +30,8 @@ pub struct ExecRequest {
     pub timeout: Option<Duration>,
     pub memory_mb: Option<u64>,
     pub stdin: Vec<u8>,
+    /// Arguments for the program (after the code file).
+    pub args: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -165,6 +167,7 @@ impl Engine {
                 command,
                 file_name: runtime.file_name.clone(),
                 code: req.code.clone(),
+                args: req.args.clone(),
                 stdin: req.stdin.clone(),
                 limits,
                 network_enabled: profile.network_enabled,

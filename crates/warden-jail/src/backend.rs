@@ -149,6 +149,7 @@ impl JailBackend {
         let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
         let mut argv = plan.command.clone();
         argv.push(code_file.display().to_string());
+        argv.extend(plan.args.iter().cloned());
         JailPlan::build(PlanInput {
             argv,
             code: plan.code.clone(),

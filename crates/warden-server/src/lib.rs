@@ -8,8 +8,11 @@
 //! async threads.
 
 mod error;
+mod piston;
+mod versions;
 
 pub use error::ApiError;
+use versions::Versions;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
@@ -56,14 +59,17 @@ pub struct AppState {
     slots: Arc<Semaphore>,
     /// Admission: slots plus queue places.
     admission: Arc<Semaphore>,
+    /// Interpreter versions, asked once.
+    versions: Versions,
 }
 
 impl AppState {
     pub fn new(engine: Engine, limits: ServerLimits) -> AppState {
         AppState {
-            engine,
             slots: Arc::new(Semaphore::new(limits.max_concurrent)),
             admission: Arc::new(Semaphore::new(limits.max_concurrent + limits.max_queued)),
+            versions: Versions::new(engine.settings()),
+            engine,
             limits,
         }
     }
@@ -75,6 +81,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/execute", post(execute))
+        .route("/api/v2/execute", post(piston::execute))
+        .route("/api/v2/runtimes", get(piston::runtimes))
         .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
         .fallback(not_found)
         .with_state(state)
@@ -169,6 +177,7 @@ impl ExecuteBody {
             timeout,
             memory_mb: self.memory_mb,
             stdin: self.stdin.map(String::into_bytes).unwrap_or_default(),
+            args: Vec::new(),
         })
     }
 }

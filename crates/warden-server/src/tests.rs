@@ -216,3 +216,53 @@ async fn unknown_routes_are_json_404() {
         (StatusCode::NOT_FOUND, Some("not_found"))
     );
 }
+
+#[tokio::test]
+async fn piston_execute_and_runtimes() {
+    let req = Request::post("/api/v2/execute")
+        .header("content-type", "application/json")
+        .body(Body::from(
+            r#"{"language": "py", "version": "*", "files": [{"name": "m.py", "content": "print(3)"}], "run_timeout": 2000}"#,
+        ))
+        .unwrap();
+    let (s, v, _) = send(app(), req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["language"], "python");
+    assert_eq!(v["run"]["stdout"], "print(3)");
+    assert_eq!(v["run"]["output"], "print(3)");
+    assert_eq!(v["run"]["code"], 0);
+    assert!(v["run"]["signal"].is_null());
+    let (s, v, _) = send(
+        app(),
+        Request::get("/api/v2/runtimes")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let langs: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["language"].as_str().unwrap())
+        .collect();
+    assert_eq!(langs, ["bash", "javascript", "python"]);
+}
+
+#[tokio::test]
+async fn piston_errors_are_400_with_a_message() {
+    for body in [
+        r#"{"language": "cobol", "files": [{"content": "x"}]}"#,
+        r#"{"language": "python", "files": []}"#,
+        r#"{"language": "python", "files": [{"content": "import os"}]}"#,
+        r#"{"language": "python"}"#,
+    ] {
+        let req = Request::post("/api/v2/execute")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let (s, v, _) = send(app(), req).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    }
+}

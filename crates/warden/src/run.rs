@@ -34,6 +34,9 @@ pub struct RunArgs {
     /// A file whose content is the program's standard input.
     #[arg(long)]
     pub stdin: Option<PathBuf>,
+    /// Arguments for the program, after `--`.
+    #[arg(last = true)]
+    pub args: Vec<String>,
 }
 
 /// The engine with the backends this process can offer, for a one-shot CLI process.
@@ -134,6 +137,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         timeout,
         memory_mb: args.memory,
         stdin,
+        args: args.args.clone(),
     };
     let engine = engine_with(settings, prestarted, HelperMode::ForkWhenSingleThreaded)?;
     trace("engine built");

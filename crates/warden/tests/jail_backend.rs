@@ -31,6 +31,7 @@ fn plan(code: &str) -> ExecPlan {
         command: vec!["python3".into()],
         file_name: "main.py".into(),
         code: code.into(),
+        args: vec![],
         stdin: vec![],
         limits: Limits {
             timeout: Duration::from_secs(10),

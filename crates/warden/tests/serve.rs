@@ -115,6 +115,17 @@ fn one_shot_execution_over_http() {
     assert_eq!(status, 200);
     assert!(body.contains(r#""reason":"timeout""#), "{body}");
 
+    // Piston's route, in another language, with arguments.
+    let (status, body) = post(
+        &server.addr,
+        "/api/v2/execute",
+        r#"{"language": "javascript", "version": "*", "files": [{"content": "console.log(process.argv[2])"}], "args": ["hi"]}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["run"]["stdout"], "hi\n");
+    assert_eq!(v["language"], "javascript");
+
     let (status, body) = post(&server.addr, "/v1/execute", r#"{"code": 1}"#);
     assert_eq!(status, 400, "{body}");
     let (status, _) = post(

@@ -1,0 +1,212 @@
+//! Piston's API, so its clients work unchanged: `POST /api/v2/execute` and
+//! `GET /api/v2/runtimes`. One-shot; the code runs in the requested language (never wrapped in
+//! a shell). Piston's errors are `{"message": …}` with status 400.
+
+use crate::{ApiError, AppState, admit};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use warden_engine::ExecRequest;
+use warden_types::ExecEvent;
+
+#[derive(Debug, Deserialize)]
+pub struct PistonFile {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub content: String,
+}
+
+/// Piston's execute request (its field names and units: milliseconds, bytes, -1 = default).
+#[derive(Debug, Deserialize)]
+pub struct PistonRequest {
+    pub language: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    pub files: Vec<PistonFile>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub compile_timeout: Option<i64>,
+    #[serde(default)]
+    pub run_timeout: Option<i64>,
+    #[serde(default)]
+    pub compile_memory_limit: Option<i64>,
+    #[serde(default)]
+    pub run_memory_limit: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PistonStage {
+    pub stdout: String,
+    pub stderr: String,
+    /// stdout and stderr interleaved in the order they were written.
+    pub output: String,
+    pub code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PistonResponse {
+    pub language: String,
+    pub version: String,
+    pub run: PistonStage,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PistonRuntime {
+    pub language: String,
+    pub version: String,
+    pub aliases: Vec<String>,
+}
+
+/// Piston answers errors as `{"message"}`.
+fn piston_error(e: ApiError) -> Response {
+    let status = if e.status.is_client_error() {
+        StatusCode::BAD_REQUEST
+    } else {
+        e.status
+    };
+    (status, Json(serde_json::json!({ "message": e.message }))).into_response()
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        _ => return format!("SIG{sig}"),
+    }
+    .to_owned()
+}
+
+impl PistonRequest {
+    fn into_request(self) -> Result<ExecRequest, ApiError> {
+        let [file] = <[PistonFile; 1]>::try_from(self.files).map_err(|files| {
+            bad(format!(
+                "files: exactly one file is supported, got {}",
+                files.len()
+            ))
+        })?;
+        let _ = file.name;
+        let timeout = match self.run_timeout {
+            None | Some(-1) => None,
+            Some(ms) if ms > 0 => Some(Duration::from_millis(ms as u64)),
+            Some(ms) => {
+                return Err(bad(format!(
+                    "run_timeout: {ms} is not a positive number of milliseconds"
+                )));
+            }
+        };
+        let memory_mb = match self.run_memory_limit {
+            None | Some(-1) => None,
+            Some(b) if b > 0 => Some((b as u64).div_ceil(1024 * 1024)),
+            Some(b) => {
+                return Err(bad(format!(
+                    "run_memory_limit: {b} is not a positive number of bytes"
+                )));
+            }
+        };
+        let _ = (
+            self.compile_timeout,
+            self.compile_memory_limit,
+            self.version,
+        );
+        Ok(ExecRequest {
+            code: file.content,
+            language: Some(self.language),
+            profile: None,
+            timeout,
+            memory_mb,
+            stdin: self.stdin.map(String::into_bytes).unwrap_or_default(),
+            args: self.args,
+        })
+    }
+}
+
+pub async fn execute(
+    State(state): State<AppState>,
+    body: Result<Json<PistonRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(b) => b,
+        Err(rejection) => return piston_error(bad(rejection.body_text())),
+    };
+    match execute_inner(state, body).await {
+        Ok(r) => Json(r).into_response(),
+        Err(e) => piston_error(e),
+    }
+}
+
+async fn execute_inner(state: AppState, body: PistonRequest) -> Result<PistonResponse, ApiError> {
+    let request = body.into_request()?;
+    let _slot = admit(&state).await?;
+    let engine = state.engine.clone();
+    let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+        })??;
+    let language = plan.language.to_string();
+    // Keep the order in which stdout and stderr were written, for Piston's `output`.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
+    let collect = async move {
+        let mut output = String::new();
+        while let Some(event) = rx.recv().await {
+            if let ExecEvent::Stdout { text } | ExecEvent::Stderr { text } = event {
+                output.push_str(&text);
+            }
+        }
+        output
+    };
+    let (result, output) =
+        tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), collect);
+    let result = result?;
+    let version = state.versions.version_of(&language).await;
+    Ok(PistonResponse {
+        language,
+        version,
+        run: PistonStage {
+            stdout: result.stdout,
+            stderr: result.stderr,
+            output,
+            code: result.exit_code,
+            signal: result.signal.map(signal_name),
+        },
+    })
+}
+
+pub async fn runtimes(State(state): State<AppState>) -> Json<Vec<PistonRuntime>> {
+    let mut out = Vec::new();
+    for (language, runtime) in &state.engine.settings().sandbox.runtimes {
+        out.push(PistonRuntime {
+            language: language.clone(),
+            version: state.versions.version_of(language).await,
+            aliases: runtime.aliases.clone(),
+        });
+    }
+    Json(out)
+}

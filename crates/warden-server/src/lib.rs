@@ -8,10 +8,12 @@
 //! async threads.
 
 mod error;
+mod metrics;
 mod piston;
 mod versions;
 
 pub use error::ApiError;
+pub use metrics::Metrics;
 use versions::Versions;
 
 use axum::extract::rejection::JsonRejection;
@@ -61,6 +63,7 @@ pub struct AppState {
     admission: Arc<Semaphore>,
     /// Interpreter versions, asked once.
     versions: Versions,
+    metrics: Metrics,
 }
 
 impl AppState {
@@ -69,6 +72,7 @@ impl AppState {
             slots: Arc::new(Semaphore::new(limits.max_concurrent)),
             admission: Arc::new(Semaphore::new(limits.max_concurrent + limits.max_queued)),
             versions: Versions::new(engine.settings()),
+            metrics: Metrics::default(),
             engine,
             limits,
         }
@@ -80,6 +84,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
         .route("/v1/execute", post(execute))
         .route("/api/v2/execute", post(piston::execute))
         .route("/api/v2/runtimes", get(piston::runtimes))
@@ -90,6 +95,17 @@ pub fn router(state: AppState) -> Router {
 
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -184,7 +200,7 @@ impl ExecuteBody {
 
 /// Waits for an execution slot, or refuses at once when the queue is full. Both permits are
 /// held until the execution ends, so running plus waiting never exceeds slots plus queue.
-async fn admit(state: &AppState) -> Result<(OwnedSemaphorePermit, OwnedSemaphorePermit), ApiError> {
+async fn admit(state: &AppState) -> Result<Admitted, ApiError> {
     let Ok(place) = state.admission.clone().try_acquire_owned() else {
         let mut e = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -197,14 +213,106 @@ async fn admit(state: &AppState) -> Result<(OwnedSemaphorePermit, OwnedSemaphore
         e.retry_after_secs = Some(state.limits.retry_after_secs);
         return Err(e);
     };
-    let slot = state.slots.clone().acquire_owned().await.map_err(|_| {
+    state.metrics.queued.inc();
+    let slot = state.slots.clone().acquire_owned().await;
+    state.metrics.queued.dec();
+    let slot = slot.map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the server is stopping",
         )
     })?;
-    Ok((place, slot))
+    state.metrics.running.inc();
+    Ok(Admitted {
+        _place: place,
+        _slot: slot,
+        running: state.metrics.running.clone(),
+    })
+}
+
+/// An admitted request: its queue place and execution slot, until dropped.
+struct Admitted {
+    _place: OwnedSemaphorePermit,
+    _slot: OwnedSemaphorePermit,
+    running: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.running.dec();
+    }
+}
+
+/// Counts one request's outcome.
+fn record(
+    state: &AppState,
+    profile: &str,
+    language: &str,
+    outcome: &Result<warden_types::ExecResult, ApiError>,
+) {
+    let outcome_label = match outcome {
+        Ok(r) => {
+            state
+                .metrics
+                .duration
+                .observe(r.duration_ms as f64 / 1000.0);
+            r.reason.as_str().to_owned()
+        }
+        Err(e) => e.code.to_owned(),
+    };
+    state
+        .metrics
+        .executions
+        .get_or_create(&metrics::ExecLabels {
+            profile: profile.to_owned(),
+            language: language.to_owned(),
+            outcome: outcome_label,
+        })
+        .inc();
+}
+
+/// Prepares a request off the async threads (policies parse code: CPU-bound) and counts
+/// refusals.
+async fn prepare(
+    state: &AppState,
+    request: ExecRequest,
+) -> Result<(String, warden_engine::ExecPlan), ApiError> {
+    let engine = state.engine.clone();
+    let profile = request
+        .profile
+        .clone()
+        .unwrap_or_else(|| engine.settings().sandbox.default_profile.clone());
+    let language = request.language.clone().unwrap_or_else(|| {
+        engine
+            .settings()
+            .profile(&profile)
+            .map(|p| p.runtime.language.clone())
+            .unwrap_or_default()
+    });
+    let prepared = tokio::task::spawn_blocking(move || engine.prepare(&request))
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+        })?;
+    prepared.map_err(|e| {
+        if let warden_engine::EngineError::PolicyViolation(v) = &e {
+            state
+                .metrics
+                .policy_violations
+                .get_or_create(&metrics::PolicyLabels {
+                    policy: v.policy.to_owned(),
+                })
+                .inc();
+        }
+        let e = ApiError::from(e);
+        record(state, &profile, &language, &Err(e.clone()));
+        e
+    })
 }
 
 async fn execute(State(state): State<AppState>, ApiJson(body): ApiJson<ExecuteBody>) -> Response {
@@ -218,22 +326,18 @@ async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, A
     let stream = body.stream;
     let request = body.into_request()?;
     let slot = admit(&state).await?;
-    // Policies parse the code: CPU-bound, so off the async threads.
-    let engine = state.engine.clone();
-    let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error",
-            )
-        })??;
+    let (profile, plan) = prepare(&state, request).await?;
+    let language = plan.language.to_string();
     state.engine.check_prepared(&profile, &plan)?;
     if !stream {
-        let result = state.engine.run_prepared(&profile, plan, None).await?;
+        let result = state
+            .engine
+            .run_prepared(&profile, plan, None)
+            .await
+            .map_err(ApiError::from);
+        record(&state, &profile, &language, &result);
         drop(slot);
-        return Ok(Json(result).into_response());
+        return Ok(Json(result?).into_response());
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
     let (lines_tx, lines_rx) =
@@ -253,10 +357,11 @@ async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, A
         };
         let (result, ()) =
             tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), forward);
+        let result = result.map_err(ApiError::from);
+        record(&state, &profile, &language, &result);
         let last = match result {
             Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
             Err(e) => {
-                let e = ApiError::from(e);
                 let mut line = serde_json::to_vec(&serde_json::json!({
                     "type": "error", "name": e.code, "value": e.message,
                 }))

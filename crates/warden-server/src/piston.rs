@@ -160,16 +160,7 @@ pub async fn execute(
 async fn execute_inner(state: AppState, body: PistonRequest) -> Result<PistonResponse, ApiError> {
     let request = body.into_request()?;
     let _slot = admit(&state).await?;
-    let engine = state.engine.clone();
-    let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error",
-            )
-        })??;
+    let (profile, plan) = crate::prepare(&state, request).await?;
     let language = plan.language.to_string();
     // Keep the order in which stdout and stderr were written, for Piston's `output`.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
@@ -184,6 +175,8 @@ async fn execute_inner(state: AppState, body: PistonRequest) -> Result<PistonRes
     };
     let (result, output) =
         tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), collect);
+    let result = result.map_err(ApiError::from);
+    crate::record(&state, &profile, &language, &result);
     let result = result?;
     let version = state.versions.version_of(&language).await;
     Ok(PistonResponse {

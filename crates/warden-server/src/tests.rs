@@ -266,3 +266,45 @@ async fn piston_errors_are_400_with_a_message() {
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
     }
 }
+
+#[tokio::test]
+async fn metrics_count_executions_violations_and_outcomes() {
+    let app = app();
+    send(app.clone(), post(r#"{"code": "print(1)"}"#)).await;
+    send(app.clone(), post(r#"{"code": "import os"}"#)).await;
+    let resp = app
+        .clone()
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = String::from_utf8(
+        resp.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        text.contains(
+            r#"warden_executions_total{profile="standard",language="python",outcome="exited"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"warden_executions_total{profile="standard",language="python",outcome="policy_violation"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"warden_policy_violations_total{policy="forbidden_imports"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("warden_execution_duration_seconds_count 1"),
+        "{text}"
+    );
+    assert!(text.contains("warden_executions_running 0"), "{text}");
+    assert!(text.contains("warden_executions_queued 0"), "{text}");
+}

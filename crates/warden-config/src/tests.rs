@@ -158,3 +158,21 @@ fn profile_limits_convert_units() {
     assert_eq!(l.timeout, Duration::from_secs(30));
     assert_eq!(l.max_file_size_bytes, 16 << 20);
 }
+
+#[test]
+fn the_embedded_file_and_the_code_defaults_agree() {
+    // A file without [sandbox.jail] or without some profile key gets the code's defaults; the
+    // embedded file spells them out. They must not drift apart.
+    let s = Settings::builtin();
+    assert_eq!(s.sandbox.jail, JailOptions::default());
+    let standard = s.profile("standard").unwrap();
+    let d = Profile::default();
+    assert_eq!(
+        (standard.max_pids, standard.cpus, standard.max_output_bytes, standard.workspace_mb),
+        (d.max_pids, d.cpus, d.max_output_bytes, d.workspace_mb)
+    );
+    assert_eq!(
+        (standard.max_file_size_mb, standard.max_artifacts, standard.max_artifact_mb),
+        (d.max_file_size_mb, d.max_artifacts, d.max_artifact_mb)
+    );
+}

@@ -381,34 +381,6 @@ impl JailPlan {
     }
 }
 
-/// The default allow-list of host paths: enough for Debian's python3, node and bash.
-pub fn default_host_paths() -> Vec<PathBuf> {
-    [
-        "/usr",
-        "/bin",
-        "/sbin",
-        "/lib",
-        "/lib64",
-        "/lib32",
-        "/libx32",
-        "/etc/alternatives",
-        "/etc/ld.so.cache",
-        "/etc/ld.so.conf",
-        "/etc/ld.so.conf.d",
-        "/etc/localtime",
-        "/etc/nsswitch.conf",
-        "/etc/mime.types",
-        "/etc/python3",
-        "/etc/python3.11",
-        "/etc/matplotlibrc",
-        "/etc/fonts",
-        "/etc/ssl/certs",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,11 +168,20 @@ fn the_embedded_file_and_the_code_defaults_agree() {
     let standard = s.profile("standard").unwrap();
     let d = Profile::default();
     assert_eq!(
-        (standard.max_pids, standard.cpus, standard.max_output_bytes, standard.workspace_mb),
+        (
+            standard.max_pids,
+            standard.cpus,
+            standard.max_output_bytes,
+            standard.workspace_mb
+        ),
         (d.max_pids, d.cpus, d.max_output_bytes, d.workspace_mb)
     );
     assert_eq!(
-        (standard.max_file_size_mb, standard.max_artifacts, standard.max_artifact_mb),
+        (
+            standard.max_file_size_mb,
+            standard.max_artifacts,
+            standard.max_artifact_mb
+        ),
         (d.max_file_size_mb, d.max_artifacts, d.max_artifact_mb)
     );
 }

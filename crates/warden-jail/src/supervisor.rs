@@ -275,7 +275,15 @@ pub fn run(
     drop(go_w);
     let start = Instant::now();
 
-    let relay = relay_output(plan, out_r, err_r, in_w, &pidfd, pid, start, on_output)?;
+    let relay = relay_output(
+        plan,
+        [out_r, err_r, in_w],
+        status_r.as_fd(),
+        &pidfd,
+        pid,
+        start,
+        on_output,
+    )?;
     trace("output relayed");
     // Init reports the program's status once it has killed and reaped everything else in the
     // sandbox; if init was killed (timeout, output cap), the pipe just ends.
@@ -434,11 +442,13 @@ struct Relay {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Relays output and stdin until the program's streams are closed and init has reported (or
+/// died), enforcing the timeout and the output cap all along — a program that closes its
+/// stdout and stderr early is still bounded by its timeout.
 fn relay_output(
     plan: &JailPlan,
-    out_r: OwnedFd,
-    err_r: OwnedFd,
-    in_w: OwnedFd,
+    [out_r, err_r, in_w]: [OwnedFd; 3],
+    status: BorrowedFd<'_>,
     pidfd: &OwnedFd,
     pid: libc::pid_t,
     start: Instant,
@@ -467,8 +477,9 @@ fn relay_output(
     let mut init_exited = false;
     let mut killed = false;
     let mut buf = vec![0u8; 64 * 1024];
-    while streams.iter().any(Option::is_some) {
-        let mut pfds = Vec::with_capacity(4);
+    let mut status_ready = false;
+    while streams.iter().any(Option::is_some) || !(status_ready || init_exited) {
+        let mut pfds = Vec::with_capacity(5);
         for s in streams.iter().flatten() {
             pfds.push(libc::pollfd {
                 fd: s.as_raw_fd(),
@@ -486,6 +497,13 @@ fn relay_output(
         if !init_exited {
             pfds.push(libc::pollfd {
                 fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if !status_ready {
+            pfds.push(libc::pollfd {
+                fd: status.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             });
@@ -523,6 +541,11 @@ fn relay_output(
             }
             if pfd.fd == pidfd.as_raw_fd() {
                 init_exited = true;
+                continue;
+            }
+            if pfd.fd == status.as_raw_fd() {
+                // Read after the loop; init wrote it (or died) once the program was gone.
+                status_ready = true;
                 continue;
             }
             if let Some(w) = &stdin

@@ -181,3 +181,31 @@ fn killed_by_its_own_signal_is_reason_signal() {
     assert_eq!(v["signal"], 11);
     assert_eq!(status, 128 + 11);
 }
+
+#[test]
+fn closing_stdout_and_stderr_does_not_escape_the_timeout() {
+    require_root!();
+    let settings = common::settings();
+    let start = Instant::now();
+    let out = warden_cmd(
+        &[
+            "--config",
+            settings.to_str().unwrap(),
+            "run",
+            "--json",
+            "--timeout",
+            "1",
+            "-l",
+            "bash",
+            "-",
+        ],
+        "exec >&- 2>&-; sleep 30",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reason"], "timeout", "{v}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+}

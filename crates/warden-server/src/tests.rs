@@ -308,3 +308,67 @@ async fn metrics_count_executions_violations_and_outcomes() {
     assert!(text.contains("warden_executions_running 0"), "{text}");
     assert!(text.contains("warden_executions_queued 0"), "{text}");
 }
+
+#[tokio::test]
+async fn bad_input_is_a_clear_4xx_never_a_crash() {
+    let cases: Vec<(Vec<u8>, StatusCode)> = vec![
+        (b"\xff\xfe{\"code\": 1}".to_vec(), StatusCode::BAD_REQUEST),
+        (
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            br#"{"code": "x", "memory_mb": -5}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            br#"{"code": "x", "timeout_seconds": 1e300}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            br#"{"code": "x", "timeout_seconds": "soon"}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            br#"{"code": "x", "memory_mb": 18446744073709551615}"#.to_vec(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            br#"{"code": "x", "memory_mb": 0}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+        ),
+        // Binary garbage as Python is a syntax error, reported by the policy with its position.
+        (
+            br#"{"code": "\u0000binary\u0001garbage"}"#.to_vec(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (b"".to_vec(), StatusCode::BAD_REQUEST),
+        (b"null".to_vec(), StatusCode::BAD_REQUEST),
+    ];
+    for (body, expected) in cases {
+        let req = Request::post("/v1/execute")
+            .header("content-type", "application/json")
+            .body(Body::from(body.clone()))
+            .unwrap();
+        let (s, v, _) = send(app(), req).await;
+        let shown = String::from_utf8_lossy(&body[..body.len().min(60)]).into_owned();
+        assert_eq!(s, expected, "{shown}: {v}");
+        if expected != StatusCode::OK {
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty()),
+                "{shown}: {v}"
+            );
+        }
+    }
+    // Ten megabytes of code are accepted (under the 16 MiB body limit) and reach the backend.
+    let code = "#".repeat(10 << 20);
+    let (s, v, _) = send(
+        app(),
+        post(&format!(r#"{{"code": "{code}", "language": "bash"}}"#)),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["stdout"].as_str().unwrap().len(), 10 << 20);
+}

@@ -157,23 +157,11 @@ fn a_sparse_five_gigabyte_artifact_is_not_read() {
 #[test]
 fn cpu_spin_on_every_core_ends_at_the_timeout() {
     require_root!();
-    let settings = common::settings();
-    let start = std::time::Instant::now();
-    let out = common::warden_cmd(
-        &[
-            "--config",
-            settings.to_str().unwrap(),
-            "run",
-            "--json",
-            "--timeout",
-            "1",
-            "-l",
-            "bash",
-            "-",
-        ],
+    let (v, _, elapsed) = common::run_with_timeout(
+        "bash",
         "for i in 1 2 3 4; do (while :; do :; done) & done; wait",
+        "1",
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["reason"], "timeout", "{v}");
-    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    assert!(elapsed < std::time::Duration::from_secs(5));
 }

@@ -38,27 +38,10 @@ print('started', flush=True)
 time.sleep(60)
 "#
     );
-    let settings = common::settings();
-    let start = Instant::now();
-    let out = warden_cmd(
-        &[
-            "--config",
-            settings.to_str().unwrap(),
-            "run",
-            "--json",
-            "--timeout",
-            "1",
-            "-l",
-            "python",
-            "-",
-        ],
-        &code,
-    );
-    let elapsed = start.elapsed();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, status, elapsed) = common::run_with_timeout("python", &code, "1");
     assert_eq!(v["reason"], "timeout", "{v}");
     assert_eq!(v["stdout"], "started\n");
-    assert_eq!(out.status.code(), Some(124));
+    assert_eq!(status, Some(124));
     assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     let survivors = host_processes_with(&marker);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
@@ -185,27 +168,7 @@ fn killed_by_its_own_signal_is_reason_signal() {
 #[test]
 fn closing_stdout_and_stderr_does_not_escape_the_timeout() {
     require_root!();
-    let settings = common::settings();
-    let start = Instant::now();
-    let out = warden_cmd(
-        &[
-            "--config",
-            settings.to_str().unwrap(),
-            "run",
-            "--json",
-            "--timeout",
-            "1",
-            "-l",
-            "bash",
-            "-",
-        ],
-        "exec >&- 2>&-; sleep 30",
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, _, elapsed) = common::run_with_timeout("bash", "exec >&- 2>&-; sleep 30", "1");
     assert_eq!(v["reason"], "timeout", "{v}");
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        start.elapsed()
-    );
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
 }

@@ -95,3 +95,32 @@ pub fn py(code: &str) -> serde_json::Value {
 pub fn stdout_of(v: &serde_json::Value) -> String {
     v["stdout"].as_str().unwrap_or_default().to_owned()
 }
+
+/// Runs code in the `test` profile with `--timeout SECS`; returns the JSON result, the exit
+/// status and how long the whole run took.
+pub fn run_with_timeout(
+    language: &str,
+    code: &str,
+    secs: &str,
+) -> (serde_json::Value, Option<i32>, std::time::Duration) {
+    let settings = settings();
+    let start = std::time::Instant::now();
+    let out = warden_cmd(
+        &[
+            "--config",
+            settings.to_str().unwrap(),
+            "run",
+            "--json",
+            "--timeout",
+            secs,
+            "-l",
+            language,
+            "-",
+        ],
+        code,
+    );
+    let elapsed = start.elapsed();
+    let value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (value, out.status.code(), elapsed)
+}

@@ -370,10 +370,12 @@ async fn read_frames(
                     let event = if tag == Tag::Stdout {
                         ExecEvent::Stdout {
                             text: out.push(&body),
+                            timestamp: warden_types::now_ms(),
                         }
                     } else {
                         ExecEvent::Stderr {
                             text: err.push(&body),
+                            timestamp: warden_types::now_ms(),
                         }
                     };
                     // A receiver that went away only loses the live view.

@@ -167,7 +167,7 @@ async fn execute_inner(state: AppState, body: PistonRequest) -> Result<PistonRes
     let collect = async move {
         let mut output = String::new();
         while let Some(event) = rx.recv().await {
-            if let ExecEvent::Stdout { text } | ExecEvent::Stderr { text } = event {
+            if let ExecEvent::Stdout { text, .. } | ExecEvent::Stderr { text, .. } = event {
                 output.push_str(&text);
             }
         }

@@ -35,6 +35,7 @@ impl Backend for EchoBackend {
             let _ = tx
                 .send(ExecEvent::Stdout {
                     text: plan.code.clone(),
+                    timestamp: 1,
                 })
                 .await;
         }
@@ -202,6 +203,7 @@ async fn streaming_answers_ndjson_events_then_end() {
         .collect();
     assert_eq!(lines[0]["type"], "stdout");
     assert_eq!(lines[0]["text"], "print(2)");
+    assert_eq!(lines[0]["timestamp"], 1);
     let end = lines.last().unwrap();
     assert_eq!(end["type"], "end");
     assert_eq!(end["exit_code"], 0);

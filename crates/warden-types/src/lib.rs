@@ -214,13 +214,29 @@ pub struct SkippedArtifact {
     pub why: String,
 }
 
-/// A chunk of output or the end of an execution, as it happens. The NDJSON stream of the API.
+/// A chunk of output or the end of an execution, as it happens. The NDJSON stream of the API:
+/// `{"type": "stdout", "text", "timestamp"}` … then `{"type": "end", …the whole result}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
-    Stdout { text: String },
-    Stderr { text: String },
+    Stdout {
+        text: String,
+        /// When the chunk was read, milliseconds since the Unix epoch.
+        timestamp: u64,
+    },
+    Stderr {
+        text: String,
+        /// When the chunk was read, milliseconds since the Unix epoch.
+        timestamp: u64,
+    },
     End(Box<ExecResult>),
+}
+
+/// Milliseconds since the Unix epoch, for event timestamps.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

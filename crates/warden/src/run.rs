@@ -157,8 +157,12 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
             let mut err = std::io::stderr();
             while let Some(event) = rx.recv().await {
                 let _ = match event {
-                    ExecEvent::Stdout { text } => out.write_all(text.as_bytes()).and(out.flush()),
-                    ExecEvent::Stderr { text } => err.write_all(text.as_bytes()).and(err.flush()),
+                    ExecEvent::Stdout { text, .. } => {
+                        out.write_all(text.as_bytes()).and(out.flush())
+                    }
+                    ExecEvent::Stderr { text, .. } => {
+                        err.write_all(text.as_bytes()).and(err.flush())
+                    }
                     ExecEvent::End(_) => Ok(()),
                 };
             }

@@ -71,7 +71,10 @@ fn exec_mode_streams_output_while_the_program_runs() {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(900);
         while !seen.ends_with('\n') {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(ExecEvent::Stdout { text })) => seen.push_str(&text),
+                Ok(Some(ExecEvent::Stdout { text, timestamp })) => {
+                    assert!(timestamp > 1_700_000_000_000, "timestamp {timestamp}");
+                    seen.push_str(&text)
+                }
                 other => panic!("no output while the program ran: {other:?} after {seen:?}"),
             }
         }

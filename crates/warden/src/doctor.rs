@@ -89,6 +89,11 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         };
         verdicts.push((name.clone(), verdict));
     }
+    let data_science = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import numpy, pandas, matplotlib"])
+        .env_clear()
+        .output()
+        .is_ok_and(|o| o.status.success());
     let runtimes: Vec<_> = settings
         .sandbox
         .runtimes
@@ -106,6 +111,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             "jail": probes,
             "docker": { "ok": docker_ok, "detail": docker_detail },
             "runtimes": runtimes.iter().map(|(l, c, ok)| serde_json::json!({"language": l, "command": c, "present": ok})).collect::<Vec<_>>(),
+            "data_science_packages": data_science,
             "profiles": verdicts.iter().map(|(n, v)| serde_json::json!({"name": n, "runnable": v.is_ok(), "why": v.as_ref().err()})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -121,6 +127,11 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         for (lang, cmd, ok) in &runtimes {
             println!("  {} {:<14} {}", mark(*ok), lang, cmd);
         }
+        println!(
+            "  {} {:<14} numpy, pandas, matplotlib for python (scripts/setup.sh installs them)",
+            mark(data_science),
+            "data science"
+        );
         println!("profiles:");
         for (name, v) in &verdicts {
             match v {

@@ -9,7 +9,7 @@
 
 pub mod backend;
 
-pub use backend::{Backend, BackendError, EventSender, ExecPlan};
+pub use backend::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 
 use std::collections::HashMap;
 use std::sync::Arc;

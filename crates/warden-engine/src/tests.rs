@@ -39,6 +39,17 @@ impl Backend for RecordingBackend {
             skipped_artifacts: vec![],
         })
     }
+
+    async fn create_sandbox(
+        &self,
+        _spec: crate::SandboxSpec,
+    ) -> Result<std::sync::Arc<dyn crate::BackendSandbox>, BackendError> {
+        Err(BackendError::Refused("sandboxes: not in this fake".into()))
+    }
+
+    async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
+        Ok(0)
+    }
 }
 
 fn engine(backend: Arc<RecordingBackend>) -> Engine {

@@ -299,6 +299,17 @@ impl Backend for JailBackend {
         }
         result
     }
+
+    async fn create_sandbox(
+        &self,
+        _spec: warden_engine::SandboxSpec,
+    ) -> Result<std::sync::Arc<dyn warden_engine::BackendSandbox>, BackendError> {
+        Err(BackendError::Refused("sandboxes: not in this fake".into()))
+    }
+
+    async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
+        Ok(0)
+    }
 }
 
 /// Sends the plan to a helper and reads its frames until the result, within `margin`.

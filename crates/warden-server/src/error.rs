@@ -67,6 +67,15 @@ impl From<EngineError> for ApiError {
             EngineError::Backend(BackendError::Command(_)) => {
                 ApiError::new(S::SERVICE_UNAVAILABLE, "runtime_unavailable", e.to_string())
             }
+            EngineError::Backend(BackendError::NotFound(_)) => {
+                ApiError::new(S::NOT_FOUND, "not_found", e.to_string())
+            }
+            EngineError::Backend(BackendError::BadPath(_)) => {
+                ApiError::new(S::BAD_REQUEST, "bad_path", e.to_string())
+            }
+            EngineError::Backend(BackendError::Gone(_)) => {
+                ApiError::new(S::GONE, "sandbox_gone", e.to_string())
+            }
             EngineError::Backend(BackendError::Setup(_) | BackendError::Internal(_)) => {
                 eprintln!("warden serve: internal error: {e}");
                 ApiError::new(

@@ -52,6 +52,17 @@ impl Backend for EchoBackend {
             skipped_artifacts: vec![],
         })
     }
+
+    async fn create_sandbox(
+        &self,
+        _spec: warden_engine::SandboxSpec,
+    ) -> Result<std::sync::Arc<dyn warden_engine::BackendSandbox>, BackendError> {
+        Err(BackendError::Refused("sandboxes: not in this fake".into()))
+    }
+
+    async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
+        Ok(0)
+    }
 }
 
 fn app_with(backend: EchoBackend, limits: ServerLimits) -> Router {

@@ -289,3 +289,134 @@ mod tests {
         assert_eq!(back.bytes, b"hi");
     }
 }
+
+/// A file's path inside a sandbox's workspace, as the files API and the SDKs give it: relative,
+/// `/`-separated, no `.`/`..`/empty components, no NUL, at most 4096 bytes and 64 components.
+/// Checking the spelling here is only the first gate: backends still open each component
+/// without following symlinks, so a link the program made cannot lead outside.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct WorkspacePath(String);
+
+impl WorkspacePath {
+    pub fn new(path: &str) -> Result<Self, InvalidWorkspacePath> {
+        let bad = |why: &'static str| InvalidWorkspacePath {
+            path: path.to_owned(),
+            why,
+        };
+        // A leading "/workspace/" is how the program sees the same file: accept it.
+        let rel = path.strip_prefix("/workspace/").unwrap_or(path);
+        if rel.is_empty() {
+            return Err(bad("empty"));
+        }
+        if rel.len() > 4096 {
+            return Err(bad("longer than 4096 bytes"));
+        }
+        if rel.contains('\0') {
+            return Err(bad("contains a NUL byte"));
+        }
+        if rel.starts_with('/') {
+            return Err(bad("absolute paths are outside the workspace"));
+        }
+        let parts: Vec<&str> = rel.split('/').collect();
+        if parts.len() > 64 {
+            return Err(bad("more than 64 components"));
+        }
+        for part in &parts {
+            match *part {
+                "" => return Err(bad("empty component (`//` or a trailing `/`)")),
+                "." | ".." => return Err(bad("`.` and `..` components are not allowed")),
+                p if p.len() > 255 => return Err(bad("a component longer than 255 bytes")),
+                _ => {}
+            }
+        }
+        Ok(Self(rel.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The components, in order; never empty.
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.0.split('/')
+    }
+}
+
+impl fmt::Display for WorkspacePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for WorkspacePath {
+    type Error = InvalidWorkspacePath;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::new(&value)
+    }
+}
+
+impl From<WorkspacePath> for String {
+    fn from(value: WorkspacePath) -> Self {
+        value.0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidWorkspacePath {
+    pub path: String,
+    pub why: &'static str,
+}
+
+impl fmt::Display for InvalidWorkspacePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid workspace path {:?}: {}", self.path, self.why)
+    }
+}
+
+impl std::error::Error for InvalidWorkspacePath {}
+
+/// An entry of a workspace listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    pub is_dir: bool,
+}
+
+#[cfg(test)]
+mod workspace_path_tests {
+    use super::WorkspacePath;
+
+    #[test]
+    fn accepts_relative_paths_and_the_workspace_prefix() {
+        assert_eq!(WorkspacePath::new("a/b.txt").unwrap().as_str(), "a/b.txt");
+        assert_eq!(
+            WorkspacePath::new("/workspace/output/x.png")
+                .unwrap()
+                .as_str(),
+            "output/x.png"
+        );
+        assert_eq!(WorkspacePath::new("..a").unwrap().as_str(), "..a");
+    }
+
+    #[test]
+    fn refuses_escapes_and_odd_spellings() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a/./b",
+            "a//b",
+            "a/",
+            "a\0b",
+            "/workspace/../etc",
+        ] {
+            assert!(WorkspacePath::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(WorkspacePath::new(&"a/".repeat(65)).is_err());
+        assert!(WorkspacePath::new(&"x".repeat(256)).is_err());
+    }
+}

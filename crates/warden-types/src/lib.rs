@@ -420,3 +420,40 @@ mod workspace_path_tests {
         assert!(WorkspacePath::new(&"x".repeat(256)).is_err());
     }
 }
+
+/// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
+/// e.g. `2026-11-29T17:16:48.123Z`.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod rfc3339_tests {
+    #[test]
+    fn known_instants() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339(951_782_400_001), "2000-02-29T00:00:00.001Z");
+        assert_eq!(
+            super::rfc3339(1_796_145_408_123),
+            "2026-12-01T17:16:48.123Z"
+        );
+    }
+}

@@ -44,7 +44,7 @@ pub struct SandboxExec {
 }
 
 /// A sandbox as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SandboxInfo {
     pub id: String,
     pub name: Option<String>,

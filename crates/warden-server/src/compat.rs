@@ -12,7 +12,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// `POST /api/v1/sandbox/create`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
     pub language: String,
@@ -60,7 +60,7 @@ pub async fn create(
 }
 
 /// `POST /api/v1/execute`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     pub sandbox_id: String,
@@ -70,7 +70,7 @@ pub struct ExecuteRequest {
 }
 
 /// `POST /api/v1/execute/{sandbox_id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteInRequest {
     pub code: String,
@@ -144,7 +144,7 @@ async fn run(state: AppState, id: String, code: String, timeout_seconds: Option<
 }
 
 /// `POST /api/v1/sandbox/destroy`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DestroyRequest {
     pub sandbox_id: String,

@@ -10,6 +10,7 @@
 mod compat;
 mod error;
 mod metrics;
+pub mod openapi;
 mod piston;
 mod sandboxes;
 mod versions;
@@ -117,6 +118,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/docs", get(openapi::docs))
         .route("/v1/execute", post(execute))
         .route(
             "/v1/sandboxes",
@@ -202,7 +205,7 @@ where
 }
 
 /// `POST /v1/execute`: one-shot execution in a fresh sandbox.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteBody {
     pub code: String,

@@ -19,7 +19,7 @@ use warden_types::WorkspacePath;
 pub(crate) type Owner = Option<String>;
 
 /// `POST /v1/sandboxes`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
     #[serde(default)]
@@ -126,7 +126,7 @@ pub async fn destroy(State(state): State<AppState>, Path(id): Path<String>) -> R
 }
 
 /// `POST /v1/sandboxes/{id}/exec`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecBody {
     pub code: String,

@@ -484,7 +484,7 @@ async fn sandbox_routes_answer_with_the_documented_shapes() {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);
-    let (status, body) = call(&app, "GET", &format!("/v1/sandboxes/nb/files/a/b.txt"), "").await;
+    let (status, body) = call(&app, "GET", "/v1/sandboxes/nb/files/a/b.txt", "").await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "hi"));
     let (status, body) = call(&app, "GET", &format!("/v1/sandboxes/{id}/files/..%2Fx"), "").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");

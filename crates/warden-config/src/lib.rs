@@ -291,6 +291,10 @@ pub struct KubernetesOptions {
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context. Default: its current context.
     pub context: Option<String>,
+    /// The value of the `warden.dev/instance` label on this Warden's pods: at start-up, labelled
+    /// pods of this instance that no live sandbox owns are deleted. Two Wardens sharing a
+    /// namespace need different values. Default: "warden".
+    pub instance: String,
     /// The RuntimeClass of every sandbox pod (e.g. "gvisor", "kata"). Default: none (the
     /// cluster's default runtime).
     pub runtime_class: Option<String>,
@@ -325,6 +329,7 @@ impl Default for KubernetesOptions {
             namespace: "warden-sandboxes".into(),
             kubeconfig: None,
             context: None,
+            instance: "warden".into(),
             runtime_class: None,
             runtime_classes: BTreeMap::new(),
             pod_ready_timeout_seconds: 120.0,
@@ -368,6 +373,12 @@ impl KubernetesOptions {
                 "namespace",
                 "must be a DNS label: 1-63 of a-z, 0-9, '-', starting and ending alphanumeric"
                     .into(),
+            );
+        }
+        if !is_dns_label(&self.instance) {
+            return bad(
+                "instance",
+                format!("{:?} is not a valid label value (a DNS label)", self.instance),
             );
         }
         if let Some(class) = &self.runtime_class

@@ -206,7 +206,7 @@ fn kubernetes_options_parse_and_pick_a_runtime_class_per_profile() {
 fn bad_kubernetes_options_name_the_key() {
     insta::assert_snapshot!(
         err("[sandbox.kubernetes]\nnamespaces = \"x\"\n"),
-        @"test.toml: sandbox.kubernetes.namespaces: unknown field `namespaces`, expected one of `namespace`, `kubeconfig`, `context`, `runtime_class`, `runtime_classes`, `pod_ready_timeout_seconds`, `image_pull_policy`, `uid_base`, `uid_count`, `keepalive_command`, `manage_network_policy`, `egress_blocked_cidrs`"
+        @"test.toml: sandbox.kubernetes.namespaces: unknown field `namespaces`, expected one of `namespace`, `kubeconfig`, `context`, `instance`, `runtime_class`, `runtime_classes`, `pod_ready_timeout_seconds`, `image_pull_policy`, `uid_base`, `uid_count`, `keepalive_command`, `manage_network_policy`, `egress_blocked_cidrs`"
     );
     insta::assert_snapshot!(
         err("[sandbox.kubernetes]\nnamespace = \"Warden_NS\"\n"),

@@ -83,11 +83,12 @@ pub fn classify(pod: &Pod, events: &[Event]) -> PodState {
         let Some(state) = &cs.state else { continue };
         if let Some(waiting) = &state.waiting {
             let reason = waiting.reason.clone().unwrap_or_default();
-            let message = waiting
-                .message
-                .clone()
-                .or_else(|| last_warning(events))
-                .unwrap_or_default();
+            // The kubelet's short message, then the latest warning event (which usually holds
+            // the registry's or runtime's own words).
+            let message = match (waiting.message.clone(), last_warning(events)) {
+                (Some(m), Some(w)) => format!("{m}; {w}"),
+                (m, w) => m.or(w).unwrap_or_default(),
+            };
             if IMAGE_PULL_REASONS.contains(&reason.as_str()) {
                 return PodState::Failed(StartError::ImagePull {
                     image: cs.image.clone(),

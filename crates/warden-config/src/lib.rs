@@ -378,7 +378,10 @@ impl KubernetesOptions {
         if !is_dns_label(&self.instance) {
             return bad(
                 "instance",
-                format!("{:?} is not a valid label value (a DNS label)", self.instance),
+                format!(
+                    "{:?} is not a valid label value (a DNS label)",
+                    self.instance
+                ),
             );
         }
         if let Some(class) = &self.runtime_class
@@ -422,7 +425,10 @@ impl KubernetesOptions {
             );
         }
         if self.uid_base == 0 {
-            return bad("uid_base", "must not be 0: sandboxes never run as root".into());
+            return bad(
+                "uid_base",
+                "must not be 0: sandboxes never run as root".into(),
+            );
         }
         if self.uid_count == 0 || u64::from(self.uid_base) + u64::from(self.uid_count) > 1 << 31 {
             return bad(

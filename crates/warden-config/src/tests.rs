@@ -199,7 +199,10 @@ fn kubernetes_options_parse_and_pick_a_runtime_class_per_profile() {
     assert_eq!(k.namespace, "sbx");
     assert_eq!(k.runtime_class_for("standard"), Some("gvisor"));
     assert_eq!(k.runtime_class_for("data_science"), Some("kata"));
-    assert_eq!(KubernetesOptions::default().runtime_class_for("standard"), None);
+    assert_eq!(
+        KubernetesOptions::default().runtime_class_for("standard"),
+        None
+    );
 }
 
 #[test]

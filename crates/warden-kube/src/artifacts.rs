@@ -24,7 +24,11 @@ const MAX_ENTRIES: usize = 4096;
 
 /// Turns the tar stream of the output folder (member names start with `output/`) into
 /// artifacts. `cut` says the stream was stopped at [`stream_cap`].
-pub fn from_tar(archive: &[u8], limits: &Limits, cut: bool) -> (Vec<Artifact>, Vec<SkippedArtifact>) {
+pub fn from_tar(
+    archive: &[u8],
+    limits: &Limits,
+    cut: bool,
+) -> (Vec<Artifact>, Vec<SkippedArtifact>) {
     let mut artifacts = Vec::new();
     let mut skipped = Vec::new();
     let mut total = 0u64;
@@ -203,7 +207,8 @@ mod tests {
         dir.set_entry_type(tar::EntryType::Directory);
         dir.set_size(0);
         dir.set_mode(0o755);
-        b.append_data(&mut dir, "output/", std::io::empty()).unwrap();
+        b.append_data(&mut dir, "output/", std::io::empty())
+            .unwrap();
         build(&mut b);
         b.into_inner().unwrap()
     }
@@ -247,7 +252,10 @@ mod tests {
         let (arts, skipped) = from_tar(&tar, &limits(10, 1 << 20), false);
         assert!(arts.is_empty());
         assert_eq!(skipped.len(), 2);
-        assert!(skipped.iter().all(|s| s.why.contains("symlink")), "{skipped:?}");
+        assert!(
+            skipped.iter().all(|s| s.why.contains("symlink")),
+            "{skipped:?}"
+        );
     }
 
     #[test]
@@ -274,7 +282,10 @@ mod tests {
         let (arts, skipped) = from_tar(&tar[..3000], &limits(10, 1 << 20), true);
         assert_eq!(arts.len(), 1);
         assert_eq!(arts[0].name, "a.txt");
-        assert!(skipped.last().unwrap().why.contains("reading stopped"), "{skipped:?}");
+        assert!(
+            skipped.last().unwrap().why.contains("reading stopped"),
+            "{skipped:?}"
+        );
     }
 
     #[test]

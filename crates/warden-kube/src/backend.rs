@@ -194,7 +194,10 @@ impl KubeBackend {
     }
 
     /// The pod a sandbox gets.
-    pub fn pod_for(&self, spec: &SandboxSpec) -> Result<k8s_openapi::api::core::v1::Pod, BackendError> {
+    pub fn pod_for(
+        &self,
+        spec: &SandboxSpec,
+    ) -> Result<k8s_openapi::api::core::v1::Pod, BackendError> {
         let s = &self.inner.settings;
         let image = spec.image.clone().ok_or_else(no_image)?;
         if spec.id.len() > 63 {
@@ -309,7 +312,9 @@ fn run_error(e: RunError) -> BackendError {
         RunError::Prepare(m) => BackendError::Setup(m),
         RunError::NotStarted(m) => BackendError::Command(m),
         RunError::Cluster(c) => backend_error(c),
-        RunError::PodEnded(reason) => BackendError::Gone(format!("the sandbox pod ended: {reason}")),
+        RunError::PodEnded(reason) => {
+            BackendError::Gone(format!("the sandbox pod ended: {reason}"))
+        }
     }
 }
 
@@ -477,7 +482,12 @@ impl KubeSandbox {
                 read_capped(stderr, 16 * 1024)
             );
             let status = if cut { ExitStatus::Lost } else { status.await };
-            (out, String::from_utf8_lossy(&err).trim().to_owned(), status, cut)
+            (
+                out,
+                String::from_utf8_lossy(&err).trim().to_owned(),
+                status,
+                cut,
+            )
         };
         let answer = tokio::time::timeout(run::HELPER_TIMEOUT, work)
             .await
@@ -487,10 +497,7 @@ impl KubeSandbox {
     }
 }
 
-async fn read_capped(
-    mut r: impl tokio::io::AsyncRead + Unpin,
-    cap: u64,
-) -> (Vec<u8>, bool) {
+async fn read_capped(mut r: impl tokio::io::AsyncRead + Unpin, cap: u64) -> (Vec<u8>, bool) {
     use tokio::io::AsyncReadExt;
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -515,7 +522,11 @@ fn sh(script: &str, args: &[&str]) -> Vec<String> {
 }
 
 /// The meaning of the file scripts' exit codes.
-fn file_status(status: ExitStatus, stderr: String, path: &WorkspacePath) -> Result<(), BackendError> {
+fn file_status(
+    status: ExitStatus,
+    stderr: String,
+    path: &WorkspacePath,
+) -> Result<(), BackendError> {
     match status {
         ExitStatus::Code(0) => Ok(()),
         ExitStatus::Code(3) => Err(BackendError::BadPath(format!("{path}: {stderr}"))),
@@ -575,9 +586,7 @@ impl BackendSandbox for KubeSandbox {
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
         self.check_live()?;
         let _turn = self.one_at_a_time.lock().await;
-        let (_, err, status, _) = self
-            .command(sh(WRITE, &[path.as_str()]), &bytes, 0)
-            .await?;
+        let (_, err, status, _) = self.command(sh(WRITE, &[path.as_str()]), &bytes, 0).await?;
         file_status(status, err, path)
     }
 
@@ -660,4 +669,24 @@ pub fn describe_kubeconfig(options: &KubernetesOptions) -> String {
         (None, Some(k)) => format!("$KUBECONFIG {}", PathBuf::from(k).display()),
         (None, None) => "~/.kube/config (none set in the settings)".into(),
     }
+}
+
+/// The environment variable naming a kubeconfig of a real cluster for the live tests and the
+/// conformance suite; without it those tests do not run.
+pub const TEST_KUBECONFIG_ENV: &str = "WARDEN_TEST_KUBECONFIG";
+
+/// For the live tests and the conformance suite: the backend on the cluster of
+/// `$WARDEN_TEST_KUBECONFIG` (namespace `$WARDEN_TEST_KUBE_NAMESPACE`, default
+/// "warden-sandboxes"), or `None` when it is not set.
+pub async fn from_test_env() -> Option<Result<KubeBackend, StartupError>> {
+    let kubeconfig = std::env::var_os(TEST_KUBECONFIG_ENV)?;
+    let mut options = KubernetesOptions {
+        kubeconfig: Some(PathBuf::from(kubeconfig)),
+        instance: "warden-test".into(),
+        ..KubernetesOptions::default()
+    };
+    if let Ok(ns) = std::env::var("WARDEN_TEST_KUBE_NAMESPACE") {
+        options.namespace = ns;
+    }
+    Some(KubeBackend::connect(&options).await)
 }

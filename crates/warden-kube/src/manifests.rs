@@ -28,7 +28,11 @@ impl DeployParams {
         DeployParams::from_options(&KubernetesOptions::default(), "warden", image)
     }
 
-    pub fn from_options(o: &KubernetesOptions, warden_namespace: &str, image: &str) -> DeployParams {
+    pub fn from_options(
+        o: &KubernetesOptions,
+        warden_namespace: &str,
+        image: &str,
+    ) -> DeployParams {
         DeployParams {
             warden_namespace: warden_namespace.into(),
             sandbox_namespace: o.namespace.clone(),
@@ -59,15 +63,14 @@ pub fn render(d: &DeployParams) -> Result<Vec<(&'static str, String)>, ManifestE
         objects::namespace(&d.warden_namespace),
         objects::namespace(&d.sandbox_namespace),
     ];
-    let mut files = vec![("00-namespaces.yaml", documents("00-namespaces.yaml", &namespaces)?)];
+    let mut files = vec![(
+        "00-namespaces.yaml",
+        documents("00-namespaces.yaml", &namespaces)?,
+    )];
     let mut rbac = documents("10-rbac.yaml", &[objects::service_account(d)])?;
+    rbac.push_str(documents("10-rbac.yaml", &[objects::role(d)])?.trim_start_matches(HEADER));
     rbac.push_str(
-        documents("10-rbac.yaml", &[objects::role(d)])?
-            .trim_start_matches(HEADER),
-    );
-    rbac.push_str(
-        documents("10-rbac.yaml", &[objects::role_binding(d)])?
-            .trim_start_matches(HEADER),
+        documents("10-rbac.yaml", &[objects::role_binding(d)])?.trim_start_matches(HEADER),
     );
     files.push(("10-rbac.yaml", rbac));
     files.push((
@@ -84,9 +87,8 @@ pub fn render(d: &DeployParams) -> Result<Vec<(&'static str, String)>, ManifestE
     warden.push_str(
         documents("30-warden.yaml", &[objects::deployment(d)])?.trim_start_matches(HEADER),
     );
-    warden.push_str(
-        documents("30-warden.yaml", &[objects::service(d)])?.trim_start_matches(HEADER),
-    );
+    warden
+        .push_str(documents("30-warden.yaml", &[objects::service(d)])?.trim_start_matches(HEADER));
     files.push(("30-warden.yaml", warden));
     Ok(files)
 }

@@ -266,7 +266,8 @@ pub fn deny_all_policy(namespace: &str) -> NetworkPolicy {
 /// (cluster-internal ranges and link-local, so 169.254.169.254), plus DNS to the cluster's
 /// resolver, without which no name resolves. Ingress stays denied.
 pub fn egress_policy(namespace: &str, blocked: &[String]) -> NetworkPolicy {
-    let (v6, v4): (Vec<String>, Vec<String>) = blocked.iter().cloned().partition(|c| c.contains(':'));
+    let (v6, v4): (Vec<String>, Vec<String>) =
+        blocked.iter().cloned().partition(|c| c.contains(':'));
     let block = |cidr: &str, except: Vec<String>| NetworkPolicyPeer {
         ip_block: Some(IPBlock {
             cidr: cidr.into(),
@@ -377,7 +378,11 @@ pub fn role(d: &DeployParams) -> Role {
             // `get`, newer ones `create`.
             rule("", &["pods/exec"], &["create", "get"]),
             rule("", &["events"], &["list"]),
-            rule("networking.k8s.io", &["networkpolicies"], &["get", "create"]),
+            rule(
+                "networking.k8s.io",
+                &["networkpolicies"],
+                &["get", "create"],
+            ),
         ]),
     }
 }

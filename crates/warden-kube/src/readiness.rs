@@ -121,13 +121,7 @@ pub fn classify(pod: &Pod, events: &[Event]) -> PodState {
             message,
         });
     }
-    let condition = |kind: &str| {
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == kind)
-    };
+    let condition = |kind: &str| status.conditions.iter().flatten().find(|c| c.type_ == kind);
     if condition("Ready").is_some_and(|c| c.status == "True") {
         return PodState::Ready;
     }

@@ -155,8 +155,11 @@ async fn helper(
         drop(stdin_w);
     };
     let all = async {
-        let (_, (out, out_cut), (err, _)) =
-            tokio::join!(write, read_capped(stdout, cap), read_capped(stderr, 64 * 1024));
+        let (_, (out, out_cut), (err, _)) = tokio::join!(
+            write,
+            read_capped(stdout, cap),
+            read_capped(stderr, 64 * 1024)
+        );
         let status = if out_cut {
             // Stopped reading: the command may still be writing; its status does not matter.
             ExitStatus::Lost
@@ -174,7 +177,10 @@ async fn helper(
 
 fn unanswered(pod: &str, argv: &[String]) -> ClusterError {
     ClusterError::Unavailable {
-        op: format!("exec {:?} in pod {pod}", argv.first().map_or("", String::as_str)),
+        op: format!(
+            "exec {:?} in pod {pod}",
+            argv.first().map_or("", String::as_str)
+        ),
         message: format!("no answer within {}s", HELPER_TIMEOUT.as_secs()),
     }
 }
@@ -413,7 +419,13 @@ async fn collect(
     cluster: &dyn Cluster,
     pod: &str,
     plan: &ExecPlan,
-) -> Result<(Vec<warden_types::Artifact>, Vec<warden_types::SkippedArtifact>), RunError> {
+) -> Result<
+    (
+        Vec<warden_types::Artifact>,
+        Vec<warden_types::SkippedArtifact>,
+    ),
+    RunError,
+> {
     let cap = artifacts::stream_cap(&plan.limits);
     let argv = ["tar", "-c", "-f", "-", "-C", WORKSPACE, "output"]
         .map(String::from)

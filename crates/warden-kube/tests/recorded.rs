@@ -125,7 +125,11 @@ async fn a_missing_pod_is_gone_and_deleting_it_again_is_fine() {
         BackendError::Gone(_)
     ));
     assert!(!c.delete_pod("warden-sb-1").await.unwrap());
-    let (c, log) = cluster(vec![answer(&format!("DELETE {PODS}/warden-sb-1"), 200, "pod_ready.json")]);
+    let (c, log) = cluster(vec![answer(
+        &format!("DELETE {PODS}/warden-sb-1"),
+        200,
+        "pod_ready.json",
+    )]);
     assert!(c.delete_pod("warden-sb-1").await.unwrap());
     assert_eq!(log.lock().unwrap()[0], format!("DELETE {PODS}/warden-sb-1"));
     assert!(c.get_network_policy("x").await.unwrap().is_none());
@@ -142,8 +146,14 @@ async fn pod_phases_classify_into_ready_waiting_or_clear_errors() {
     for (pod, ev) in [
         ("pod_ready.json", None),
         ("pod_pending_container_creating.json", None),
-        ("pod_image_pull_backoff.json", Some("events_image_pull.json")),
-        ("pod_unschedulable.json", Some("events_failed_scheduling.json")),
+        (
+            "pod_image_pull_backoff.json",
+            Some("events_image_pull.json"),
+        ),
+        (
+            "pod_unschedulable.json",
+            Some("events_failed_scheduling.json"),
+        ),
         ("pod_evicted.json", None),
         ("pod_oom_killed.json", None),
         ("pod_create_config_error.json", None),
@@ -171,7 +181,10 @@ async fn pod_phases_classify_into_ready_waiting_or_clear_errors() {
         readiness::termination_reason(&pod_json("pod_evicted.json")).as_deref(),
         Some("Evicted")
     );
-    assert_eq!(readiness::termination_reason(&pod_json("pod_ready.json")), None);
+    assert_eq!(
+        readiness::termination_reason(&pod_json("pod_ready.json")),
+        None
+    );
 }
 
 #[test]
@@ -249,7 +262,9 @@ async fn start_up_refuses_a_weakened_or_missing_policy() {
         200,
         "network_policy_deny_all_weakened.json",
     )]);
-    let err = KubeBackend::start(Arc::new(c), settings()).await.unwrap_err();
+    let err = KubeBackend::start(Arc::new(c), settings())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StartupError::PolicyDiffers { .. }), "{err}");
 
     let mut s = settings();
@@ -265,8 +280,16 @@ async fn start_up_refuses_a_weakened_or_missing_policy() {
             200,
             "network_policy_deny_all_as_served.json",
         ),
-        answer(&format!("GET {POLICIES}/warden-sandbox-egress"), 404, "status_not_found.json"),
-        answer(&format!("POST {POLICIES}"), 201, "network_policy_deny_all_as_served.json"),
+        answer(
+            &format!("GET {POLICIES}/warden-sandbox-egress"),
+            404,
+            "status_not_found.json",
+        ),
+        answer(
+            &format!("POST {POLICIES}"),
+            201,
+            "network_policy_deny_all_as_served.json",
+        ),
     ]);
     KubeBackend::start(Arc::new(c), settings()).await.unwrap();
 }
@@ -275,9 +298,21 @@ async fn start_up_refuses_a_weakened_or_missing_policy() {
 async fn a_sandbox_waits_for_its_pod_to_be_ready() {
     let (b, log) = backend(
         vec![
-            answer(&format!("POST {PODS}"), 201, "pod_pending_container_creating.json"),
-            answer(&format!("GET {PODS}/warden-sb-1"), 200, "pod_pending_container_creating.json"),
-            answer(&format!("GET {PODS}/warden-sb-1"), 200, "pod_pending_container_creating.json"),
+            answer(
+                &format!("POST {PODS}"),
+                201,
+                "pod_pending_container_creating.json",
+            ),
+            answer(
+                &format!("GET {PODS}/warden-sb-1"),
+                200,
+                "pod_pending_container_creating.json",
+            ),
+            answer(
+                &format!("GET {PODS}/warden-sb-1"),
+                200,
+                "pod_pending_container_creating.json",
+            ),
             answer(&format!("GET {PODS}/warden-sb-1"), 200, "pod_ready.json"),
         ],
         settings(),
@@ -297,9 +332,17 @@ async fn a_sandbox_waits_for_its_pod_to_be_ready() {
 async fn failing_start(pod_fixture: &str, events_fixture: &str) -> (BackendError, Vec<String>) {
     let (b, log) = backend(
         vec![
-            answer(&format!("POST {PODS}"), 201, "pod_pending_container_creating.json"),
+            answer(
+                &format!("POST {PODS}"),
+                201,
+                "pod_pending_container_creating.json",
+            ),
             answer(&format!("GET {PODS}/warden-sb-1"), 200, pod_fixture),
-            answer("GET /api/v1/namespaces/warden-sandboxes/events", 200, events_fixture),
+            answer(
+                "GET /api/v1/namespaces/warden-sandboxes/events",
+                200,
+                events_fixture,
+            ),
             answer(&format!("DELETE {PODS}/warden-sb-1"), 200, pod_fixture),
         ],
         settings(),
@@ -321,11 +364,14 @@ async fn pods_that_will_not_start_are_clear_errors_and_are_deleted() {
     ] {
         let (err, log) = failing_start(pod, events).await;
         assert!(
-            log.iter().any(|l| l == &format!("DELETE {PODS}/warden-sb-1")),
+            log.iter()
+                .any(|l| l == &format!("DELETE {PODS}/warden-sb-1")),
             "{pod}: the pod was not deleted: {log:?}"
         );
         assert!(
-            log.iter().any(|l| l.contains("fieldSelector=involvedObject.kind%3DPod%2CinvolvedObject.name%3Dwarden-sb-1")),
+            log.iter().any(|l| l.contains(
+                "fieldSelector=involvedObject.kind%3DPod%2CinvolvedObject.name%3Dwarden-sb-1"
+            )),
             "{pod}: events not read: {log:?}"
         );
         lines.push(format!("{pod}: {err:?}"));
@@ -366,7 +412,10 @@ async fn the_created_pod_is_the_typed_one() {
     assert_eq!(pod.metadata.name.as_deref(), Some("warden-sb-1"));
     let mut no_image = spec("sb-2");
     no_image.image = None;
-    assert!(matches!(b.pod_for(&no_image), Err(BackendError::Refused(_))));
+    assert!(matches!(
+        b.pod_for(&no_image),
+        Err(BackendError::Refused(_))
+    ));
     let long = spec(&"x".repeat(64));
     assert!(matches!(b.pod_for(&long), Err(BackendError::Refused(_))));
 }

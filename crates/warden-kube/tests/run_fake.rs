@@ -40,18 +40,28 @@ impl Cluster for Fake {
         Ok(())
     }
     async fn get_pod(&self, name: &str) -> Result<k8s_openapi::api::core::v1::Pod, ClusterError> {
-        self.pod.lock().unwrap().clone().ok_or(ClusterError::NotFound {
-            op: format!("get pod {name}"),
-            message: String::new(),
-        })
+        self.pod
+            .lock()
+            .unwrap()
+            .clone()
+            .ok_or(ClusterError::NotFound {
+                op: format!("get pod {name}"),
+                message: String::new(),
+            })
     }
-    async fn pod_events(&self, _: &str) -> Result<Vec<k8s_openapi::api::core::v1::Event>, ClusterError> {
+    async fn pod_events(
+        &self,
+        _: &str,
+    ) -> Result<Vec<k8s_openapi::api::core::v1::Event>, ClusterError> {
         Ok(vec![])
     }
     async fn delete_pod(&self, _: &str) -> Result<bool, ClusterError> {
         Ok(true)
     }
-    async fn list_pods(&self, _: &str) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, ClusterError> {
+    async fn list_pods(
+        &self,
+        _: &str,
+    ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, ClusterError> {
         Ok(vec![])
     }
     async fn get_network_policy(
@@ -68,18 +78,25 @@ impl Cluster for Fake {
     }
     async fn exec(&self, _pod: &str, command: Vec<String>) -> Result<ExecSession, ClusterError> {
         self.commands.lock().unwrap().push(command);
-        let a = self.answers.lock().unwrap().pop_front().expect("an answer per exec");
+        let a = self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("an answer per exec");
         if let Some(e) = a.fail {
             return Err(e);
         }
-        let (stdout, keep): (Box<dyn tokio::io::AsyncRead + Send + Unpin>, Box<dyn Send + Sync>) =
-            if a.hang {
-                // A stream that stays open: its writer is kept alive with the session.
-                let (w, r) = tokio::io::duplex(1 << 16);
-                (Box::new(r), Box::new(w))
-            } else {
-                (Box::new(std::io::Cursor::new(a.stdout)), Box::new(()))
-            };
+        let (stdout, keep): (
+            Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+            Box<dyn Send + Sync>,
+        ) = if a.hang {
+            // A stream that stays open: its writer is kept alive with the session.
+            let (w, r) = tokio::io::duplex(1 << 16);
+            (Box::new(r), Box::new(w))
+        } else {
+            (Box::new(std::io::Cursor::new(a.stdout)), Box::new(()))
+        };
         let status = a.status.clone();
         Ok(ExecSession {
             stdin: Box::new(tokio::io::sink()),
@@ -124,8 +141,10 @@ fn plan() -> ExecPlan {
     }
 }
 
-const COUNTERS: &[u8] = b"[memory.events]\nlow 0\nhigh 0\nmax 3\noom 0\noom_kill 0\n[pids.events]\nmax 0\n";
-const COUNTERS_OOM: &[u8] = b"[memory.events]\nlow 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n[pids.events]\nmax 0\n";
+const COUNTERS: &[u8] =
+    b"[memory.events]\nlow 0\nhigh 0\nmax 3\noom 0\noom_kill 0\n[pids.events]\nmax 0\n";
+const COUNTERS_OOM: &[u8] =
+    b"[memory.events]\nlow 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n[pids.events]\nmax 0\n";
 
 fn output_tar() -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
@@ -153,7 +172,10 @@ async fn a_run_writes_the_code_runs_under_prlimit_reaps_and_collects() {
     ])
     .await;
     let r = r.unwrap();
-    assert_eq!((r.reason, r.exit_code, r.stdout.as_str()), (Reason::Exited, Some(0), "hi\n"));
+    assert_eq!(
+        (r.reason, r.exit_code, r.stdout.as_str()),
+        (Reason::Exited, Some(0), "hi\n")
+    );
     assert_eq!(r.artifacts.len(), 1);
     assert_eq!(r.artifacts[0].name, "r.txt");
     let commands = fake.commands.lock().unwrap().clone();
@@ -163,11 +185,21 @@ async fn a_run_writes_the_code_runs_under_prlimit_reaps_and_collects() {
     assert_eq!(
         commands[1],
         [
-            "prlimit", "--nproc=64", "--fsize=1048576", "--core=0", "--", "python3",
-            "/code/main.py", "a1"
+            "prlimit",
+            "--nproc=64",
+            "--fsize=1048576",
+            "--core=0",
+            "--",
+            "python3",
+            "/code/main.py",
+            "a1"
         ]
     );
-    assert!(commands[2][2].starts_with("kill -KILL -1"), "{:?}", commands[2]);
+    assert!(
+        commands[2][2].starts_with("kill -KILL -1"),
+        "{:?}",
+        commands[2]
+    );
     assert_eq!(commands[3][..2], ["tar", "-c"]);
 }
 
@@ -177,12 +209,30 @@ async fn exit_codes_and_signals() {
         status: Some(s),
         ..Answer::default()
     };
-    let (r, _) = execute(vec![ok(COUNTERS), with_status(ExitStatus::Code(3)), ok(COUNTERS), ok(b"")]).await;
+    let (r, _) = execute(vec![
+        ok(COUNTERS),
+        with_status(ExitStatus::Code(3)),
+        ok(COUNTERS),
+        ok(b""),
+    ])
+    .await;
     let r = r.unwrap();
-    assert_eq!((r.reason, r.exit_code, r.signal), (Reason::Exited, Some(3), None));
-    let (r, _) = execute(vec![ok(COUNTERS), with_status(ExitStatus::Code(137)), ok(COUNTERS), ok(b"")]).await;
+    assert_eq!(
+        (r.reason, r.exit_code, r.signal),
+        (Reason::Exited, Some(3), None)
+    );
+    let (r, _) = execute(vec![
+        ok(COUNTERS),
+        with_status(ExitStatus::Code(137)),
+        ok(COUNTERS),
+        ok(b""),
+    ])
+    .await;
     let r = r.unwrap();
-    assert_eq!((r.reason, r.exit_code, r.signal), (Reason::Signal, None, Some(9)));
+    assert_eq!(
+        (r.reason, r.exit_code, r.signal),
+        (Reason::Signal, None, Some(9))
+    );
 }
 
 #[tokio::test]
@@ -211,7 +261,12 @@ async fn output_past_the_cap_is_cut_marked_and_wins_over_other_reasons() {
     assert_eq!(r.reason, Reason::Output);
     assert!(r.stdout_truncated);
     assert!(r.stdout.starts_with(&"x".repeat(100)));
-    assert!(r.stdout.ends_with("[warden: output truncated at 100 bytes]\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .ends_with("[warden: output truncated at 100 bytes]\n"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[tokio::test]
@@ -270,7 +325,19 @@ async fn an_interpreter_the_image_lacks_is_a_command_error() {
 fn counters_read_the_right_file() {
     // memory.events has a `max` line too: only pids.events' counts as the pids limit.
     let c = run::Counters::parse(std::str::from_utf8(COUNTERS).unwrap());
-    assert_eq!(c, run::Counters { oom_kills: 0, pids_max: 0 });
+    assert_eq!(
+        c,
+        run::Counters {
+            oom_kills: 0,
+            pids_max: 0
+        }
+    );
     let c = run::Counters::parse("[pids.events]\nmax 2\n[memory.events]\noom_kill 5\n");
-    assert_eq!(c, run::Counters { oom_kills: 5, pids_max: 2 });
+    assert_eq!(
+        c,
+        run::Counters {
+            oom_kills: 5,
+            pids_max: 2
+        }
+    );
 }

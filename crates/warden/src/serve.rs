@@ -42,6 +42,9 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        let kube_settings = engine.settings().clone();
+        // The daemon owns this instance's sandbox pods: those of an earlier process are reaped.
+        let engine = crate::kube::attach(engine, &kube_settings, true).await;
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
         axum::serve(listener, router(AppState::new(engine, limits)))

@@ -120,13 +120,25 @@ fn the_egress_policy_selects_only_egress_pods_and_blocks_metadata_and_cluster_ra
     assert_eq!(v4.cidr, "0.0.0.0/0");
     let except = v4.except.clone().unwrap();
     // 169.254.169.254 (the metadata service) and the cluster ranges are inside an except.
-    for cidr in ["169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"] {
+    for cidr in [
+        "169.254.0.0/16",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+    ] {
         assert!(except.contains(&cidr.to_string()), "{cidr} not blocked");
     }
     // An except must lie within its cidr: IPv6 ranges go with ::/0.
     assert!(except.iter().all(|c| !c.contains(':')));
     assert_eq!(blocks[1].cidr, "::/0");
-    assert!(blocks[1].except.clone().unwrap().iter().all(|c| c.contains(':')));
+    assert!(
+        blocks[1]
+            .except
+            .clone()
+            .unwrap()
+            .iter()
+            .all(|c| c.contains(':'))
+    );
     assert_eq!(policy.policy_types.unwrap(), ["Egress".to_string()]);
 }
 
@@ -137,10 +149,7 @@ fn deploy() -> DeployParams {
 #[test]
 fn network_policies_snapshot() {
     let blocked = warden_config::KubernetesOptions::default().egress_blocked_cidrs;
-    insta::assert_yaml_snapshot!(
-        "deny_all",
-        deny_all_policy("warden-sandboxes")
-    );
+    insta::assert_yaml_snapshot!("deny_all", deny_all_policy("warden-sandboxes"));
     insta::assert_yaml_snapshot!("egress", egress_policy("warden-sandboxes", &blocked));
 }
 
@@ -158,9 +167,16 @@ fn the_role_is_least_privilege() {
     let mut granted: Vec<String> = rules
         .iter()
         .flat_map(|r| {
-            r.resources.clone().unwrap().into_iter().flat_map(move |res| {
-                r.verbs.iter().map(move |v| format!("{res}:{v}")).collect::<Vec<_>>()
-            })
+            r.resources
+                .clone()
+                .unwrap()
+                .into_iter()
+                .flat_map(move |res| {
+                    r.verbs
+                        .iter()
+                        .map(move |v| format!("{res}:{v}"))
+                        .collect::<Vec<_>>()
+                })
         })
         .collect();
     granted.sort();

@@ -9,6 +9,7 @@
 //! a program; file access refuses any path with a symlink in it.
 
 use crate::cluster::{Cluster, ClusterError, ExitStatus, KubeCluster};
+use crate::commands::{self, Layout};
 use crate::objects::{self, PodParams};
 use crate::readiness::{self, PodState, StartError};
 use crate::run::{self, RunError};
@@ -17,7 +18,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
 use warden_config::KubernetesOptions;
 use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
@@ -55,6 +55,8 @@ pub struct KubeSettings {
     pub egress_blocked_cidrs: Vec<String>,
     /// How often a starting pod's status is read.
     pub poll_interval: Duration,
+    /// The folders of a sandbox (always the pod's, but for tests).
+    pub layout: Layout,
 }
 
 impl KubeSettings {
@@ -72,6 +74,7 @@ impl KubeSettings {
             manage_network_policy: o.manage_network_policy,
             egress_blocked_cidrs: o.egress_blocked_cidrs.clone(),
             poll_interval: Duration::from_millis(500),
+            layout: Layout::pod(),
         }
     }
 
@@ -406,40 +409,6 @@ pub struct KubeSandbox {
     one_at_a_time: tokio::sync::Mutex<()>,
 }
 
-/// `sh` script: `$1` is a workspace path, already free of `..` and empty components
-/// ([`WorkspacePath`]); every existing component is checked not to be a symlink, missing
-/// folders are made, the file is written from stdin. Exit 3: a symlink; 4: not a regular file.
-const WRITE: &str = r#"set -eu
-cd /workspace
-p=$1
-case $p in */*) d=${p%/*} ;; *) d= ;; esac
-set -f
-IFS=/
-cur=.
-for c in $d; do
-  cur=$cur/$c
-  if [ -L "$cur" ]; then echo "symlink: $cur" >&2; exit 3; fi
-  if [ ! -d "$cur" ]; then mkdir "$cur"; fi
-done
-if [ -L "$p" ]; then echo "symlink: $p" >&2; exit 3; fi
-if [ -e "$p" ] && [ ! -f "$p" ]; then echo "not a regular file: $p" >&2; exit 4; fi
-cat > "$p""#;
-
-/// `sh` script: prints the regular file at workspace path `$1`; exit 3 if any component is a
-/// symlink, 4 if it is missing or not a regular file.
-const READ: &str = r#"set -eu
-cd /workspace
-p=$1
-set -f
-IFS=/
-cur=.
-for c in $p; do
-  cur=$cur/$c
-  if [ -L "$cur" ]; then echo "symlink: $cur" >&2; exit 3; fi
-done
-if [ ! -f "$p" ]; then echo "not a regular file: $p" >&2; exit 4; fi
-exec cat "$p""#;
-
 /// Bytes of a listing line at most (type, size, a path of up to 4096 bytes).
 const LIST_LINE_MAX: u64 = 4200;
 
@@ -451,74 +420,17 @@ impl KubeSandbox {
         Ok(())
     }
 
-    /// Runs a short command in the pod; its stdout up to `cap` bytes, stderr, status, cut.
+    /// Runs a short command in the pod.
     async fn command(
         &self,
         argv: Vec<String>,
         stdin: &[u8],
         cap: u64,
-    ) -> Result<(Vec<u8>, String, ExitStatus, bool), BackendError> {
-        let session = self
-            .inner
-            .cluster
-            .exec(&self.pod, argv)
+    ) -> Result<commands::Output, BackendError> {
+        commands::call(self.inner.cluster.as_ref(), &self.pod, argv, stdin, cap)
             .await
-            .map_err(backend_error)?;
-        let crate::cluster::ExecSession {
-            stdin: mut w,
-            stdout,
-            stderr,
-            status,
-            keep,
-        } = session;
-        let write = async {
-            let _ = w.write_all(stdin).await;
-            let _ = w.shutdown().await;
-        };
-        let work = async {
-            let (_, (out, cut), (err, _)) = tokio::join!(
-                write,
-                read_capped(stdout, cap),
-                read_capped(stderr, 16 * 1024)
-            );
-            let status = if cut { ExitStatus::Lost } else { status.await };
-            (
-                out,
-                String::from_utf8_lossy(&err).trim().to_owned(),
-                status,
-                cut,
-            )
-        };
-        let answer = tokio::time::timeout(run::HELPER_TIMEOUT, work)
-            .await
-            .map_err(|_| BackendError::Internal(format!("pod {} did not answer", self.pod)));
-        drop(keep);
-        answer
+            .map_err(backend_error)
     }
-}
-
-async fn read_capped(mut r: impl tokio::io::AsyncRead + Unpin, cap: u64) -> (Vec<u8>, bool) {
-    use tokio::io::AsyncReadExt;
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (buf, false),
-            Ok(n) => {
-                let room = (cap as usize).saturating_sub(buf.len());
-                buf.extend_from_slice(&chunk[..n.min(room)]);
-                if n > room {
-                    return (buf, true);
-                }
-            }
-        }
-    }
-}
-
-fn sh(script: &str, args: &[&str]) -> Vec<String> {
-    let mut argv = vec!["sh".into(), "-c".into(), script.into(), "warden".into()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-    argv
 }
 
 /// The meaning of the file scripts' exit codes.
@@ -578,16 +490,28 @@ impl BackendSandbox for KubeSandbox {
             .limits
             .max_file_size_bytes
             .min(self.limits.max_file_size_bytes);
-        run::execute(self.inner.cluster.as_ref(), &self.pod, &plan, events)
-            .await
-            .map_err(run_error)
+        run::execute(
+            self.inner.cluster.as_ref(),
+            &self.pod,
+            &self.inner.settings.layout,
+            &plan,
+            events,
+        )
+        .await
+        .map_err(run_error)
     }
 
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
         self.check_live()?;
         let _turn = self.one_at_a_time.lock().await;
-        let (_, err, status, _) = self.command(sh(WRITE, &[path.as_str()]), &bytes, 0).await?;
-        file_status(status, err, path)
+        let out = self
+            .command(
+                commands::write_file(&self.inner.settings.layout, path.as_str()),
+                &bytes,
+                4096,
+            )
+            .await?;
+        file_status(out.status, out.stderr, path)
     }
 
     async fn read_file(
@@ -597,42 +521,37 @@ impl BackendSandbox for KubeSandbox {
     ) -> Result<Vec<u8>, BackendError> {
         self.check_live()?;
         let _turn = self.one_at_a_time.lock().await;
-        let (out, err, status, cut) = self
-            .command(sh(READ, &[path.as_str()]), &[], max_bytes)
+        let out = self
+            .command(
+                commands::read_file(&self.inner.settings.layout, path.as_str()),
+                &[],
+                max_bytes,
+            )
             .await?;
-        if cut {
+        if out.cut {
             return Err(BackendError::BadPath(format!(
                 "{path}: larger than {max_bytes} bytes"
             )));
         }
-        file_status(status, err, path)?;
-        Ok(out)
+        file_status(out.status, out.stderr, path)?;
+        Ok(out.stdout)
     }
 
     async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError> {
         self.check_live()?;
         let _turn = self.one_at_a_time.lock().await;
         // /tmp is the workspace's `.tmp` folder (one size cap for both); it is not listed.
-        let argv = [
-            "find",
-            objects::WORKSPACE,
-            "-mindepth",
-            "1",
-            "-path",
-            "/workspace/.tmp",
-            "-prune",
-            "-o",
-            "-printf",
-            "%y %s %P\\0",
-        ]
-        .map(String::from)
-        .to_vec();
         let cap = LIST_LINE_MAX * max_entries as u64;
-        let (out, err, status, cut) = self.command(argv, &[], cap).await?;
-        if !cut && status != ExitStatus::Code(0) {
-            return Err(BackendError::Internal(format!("list the workspace: {err}")));
+        let out = self
+            .command(commands::list(&self.inner.settings.layout), &[], cap)
+            .await?;
+        if !out.cut && out.status != ExitStatus::Code(0) {
+            return Err(BackendError::Internal(format!(
+                "list the workspace: {}",
+                out.stderr
+            )));
         }
-        Ok(parse_listing(&out, max_entries))
+        Ok(parse_listing(&out.stdout, max_entries))
     }
 
     async fn destroy(&self) -> Result<(), BackendError> {

@@ -5,7 +5,7 @@
 //!
 //! Modules, in the order of one request: [`objects`] (typed Kubernetes objects, no I/O) →
 //! [`cluster`] (the API calls behind a trait) → [`readiness`] (pod status → ready or a clear
-//! error) → [`run`] (one execution over exec) → [`artifacts`] (the output folder's tar) —
+//! error) → [`commands`] (what runs in the pod) → [`run`] (one execution over exec) → [`artifacts`] (the output folder's tar) —
 //! tied together by [`backend`]. [`manifests`] renders `deploy/kubernetes/`.
 //!
 //! Invariants: no sandbox pod is created before the deny-all NetworkPolicy is in place; every
@@ -14,6 +14,7 @@
 pub mod artifacts;
 pub mod backend;
 pub mod cluster;
+pub mod commands;
 pub mod manifests;
 pub mod objects;
 pub mod readiness;

@@ -17,9 +17,9 @@
 
 use crate::artifacts;
 use crate::cluster::{Cluster, ClusterError, ExecSession, ExitStatus};
-use crate::objects::{CODE_DIR, WORKSPACE};
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use crate::commands::{self, Layout};
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_engine::{EventSender, ExecPlan};
 use warden_types::{ExecEvent, ExecResult, Reason};
 
@@ -35,40 +35,6 @@ pub enum RunError {
     /// The pod's container ended during the run (reason from its status, e.g. Evicted).
     #[error("the sandbox pod ended during the run: {0}")]
     PodEnded(String),
-}
-
-/// The `sh` script of step 1: `$1` is the code file; stdin is the code.
-const PREPARE: &str = r#"set -eu
-cat > "$1"
-mkdir -p /workspace/output
-for f in memory.events pids.events; do echo "[$f]"; cat "/sys/fs/cgroup/$f" 2>/dev/null || true; done"#;
-
-/// The `sh` script of step 3. `kill -1` reaches every process this uid may signal except the
-/// caller and the pid namespace's init (the pod's keep-alive process).
-const REAP: &str = r#"kill -KILL -1 2>/dev/null
-for f in memory.events pids.events; do echo "[$f]"; cat "/sys/fs/cgroup/$f" 2>/dev/null || true; done"#;
-
-fn sh(script: &str, args: &[&str]) -> Vec<String> {
-    let mut argv = vec!["sh".into(), "-c".into(), script.into(), "warden".into()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-    argv
-}
-
-/// The command of step 2: the runtime's command, the code file and the arguments, under
-/// `prlimit` for the limits a pod spec cannot express (RLIMIT_NPROC counts the processes of
-/// the sandbox's own uid, so it is the sandbox's process limit).
-pub fn program_command(plan: &ExecPlan) -> Vec<String> {
-    let mut argv = vec![
-        "prlimit".to_string(),
-        format!("--nproc={}", plan.limits.max_pids),
-        format!("--fsize={}", plan.limits.max_file_size_bytes),
-        "--core=0".into(),
-        "--".into(),
-    ];
-    argv.extend(plan.command.iter().cloned());
-    argv.push(format!("{CODE_DIR}/{}", plan.file_name));
-    argv.extend(plan.args.iter().cloned());
-    argv
 }
 
 /// The counters of the pod's cgroup that say a limit was hit.
@@ -131,78 +97,6 @@ pub fn truncation_marker(limit: u64) -> String {
     format!("\n[warden: output truncated at {limit} bytes]\n")
 }
 
-/// Runs a short helper command and returns its stdout (at most `cap` bytes) and status.
-async fn helper(
-    cluster: &dyn Cluster,
-    pod: &str,
-    argv: Vec<String>,
-    stdin: &[u8],
-    cap: u64,
-) -> Result<(Vec<u8>, Vec<u8>, ExitStatus, bool), ClusterError> {
-    let session = tokio::time::timeout(HELPER_TIMEOUT, cluster.exec(pod, argv.clone()))
-        .await
-        .map_err(|_| unanswered(pod, &argv))??;
-    let ExecSession {
-        stdin: mut stdin_w,
-        stdout,
-        stderr,
-        status,
-        keep,
-    } = session;
-    let write = async {
-        let _ = stdin_w.write_all(stdin).await;
-        let _ = stdin_w.shutdown().await;
-        drop(stdin_w);
-    };
-    let all = async {
-        let (_, (out, out_cut), (err, _)) = tokio::join!(
-            write,
-            read_capped(stdout, cap),
-            read_capped(stderr, 64 * 1024)
-        );
-        let status = if out_cut {
-            // Stopped reading: the command may still be writing; its status does not matter.
-            ExitStatus::Lost
-        } else {
-            status.await
-        };
-        (out, err, status, out_cut)
-    };
-    let answer = tokio::time::timeout(HELPER_TIMEOUT, all)
-        .await
-        .map_err(|_| unanswered(pod, &argv));
-    drop(keep);
-    answer
-}
-
-fn unanswered(pod: &str, argv: &[String]) -> ClusterError {
-    ClusterError::Unavailable {
-        op: format!(
-            "exec {:?} in pod {pod}",
-            argv.first().map_or("", String::as_str)
-        ),
-        message: format!("no answer within {}s", HELPER_TIMEOUT.as_secs()),
-    }
-}
-
-/// Reads a stream to its end or to `cap` bytes; says whether it was cut.
-async fn read_capped(mut r: impl AsyncRead + Unpin, cap: u64) -> (Vec<u8>, bool) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut chunk).await {
-            Ok(0) | Err(_) => return (buf, false),
-            Ok(n) => {
-                let room = (cap as usize).saturating_sub(buf.len());
-                buf.extend_from_slice(&chunk[..n.min(room)]);
-                if n > room {
-                    return (buf, true);
-                }
-            }
-        }
-    }
-}
-
 /// What step 2 saw.
 #[derive(Debug, Default)]
 struct Relay {
@@ -216,35 +110,38 @@ struct Relay {
 pub async fn execute(
     cluster: &dyn Cluster,
     pod: &str,
+    layout: &Layout,
     plan: &ExecPlan,
     events: Option<EventSender>,
 ) -> Result<ExecResult, RunError> {
-    let code_file = format!("{CODE_DIR}/{}", plan.file_name);
-    let (out, err, status, _) = helper(
+    let prepared = commands::call(
         cluster,
         pod,
-        sh(PREPARE, &[&code_file]),
+        commands::prepare(layout, &plan.file_name),
         plan.code.as_bytes(),
-        64 * 1024,
+        COUNTERS_CAP,
     )
     .await?;
-    if status != ExitStatus::Code(0) {
+    if let ExitStatus::NotStarted(why) = prepared.status {
+        return Err(RunError::NotStarted(why));
+    }
+    if prepared.status != ExitStatus::Code(0) {
         return Err(RunError::Prepare(format!(
-            "{status:?}: {}",
-            String::from_utf8_lossy(&err).trim()
+            "{:?}: {}",
+            prepared.status, prepared.stderr
         )));
     }
-    let before = Counters::parse(&String::from_utf8_lossy(&out));
+    let before = Counters::parse(&String::from_utf8_lossy(&prepared.stdout));
 
     let started = Instant::now();
-    let session = cluster.exec(pod, program_command(plan)).await?;
+    let session = cluster.exec(pod, commands::program(layout, plan)).await?;
     let (relay, ended) = relay(session, plan, events).await;
     let duration_ms = started.elapsed().as_millis() as u64;
 
     // Step 3 runs whatever happened: it is what makes the timeout and the output cap final.
-    let reaped = helper(cluster, pod, sh(REAP, &[]), &[], 64 * 1024).await;
+    let reaped = commands::call(cluster, pod, commands::reap(), &[], COUNTERS_CAP).await;
     let after = match &reaped {
-        Ok((out, _, _, _)) => Some(Counters::parse(&String::from_utf8_lossy(out))),
+        Ok(out) => Some(Counters::parse(&String::from_utf8_lossy(&out.stdout))),
         Err(_) => None,
     };
     let (exit, stopped) = ended;
@@ -309,7 +206,7 @@ pub async fn execute(
         }
         t
     };
-    let (artifacts, skipped_artifacts) = collect(cluster, pod, plan).await?;
+    let (artifacts, skipped_artifacts) = collect(cluster, pod, layout, plan).await?;
     Ok(ExecResult {
         stdout: text(relay.stdout, relay.stdout_truncated),
         stderr: text(relay.stderr, relay.stderr_truncated),
@@ -414,10 +311,11 @@ async fn relay(
     (r, outcome)
 }
 
-/// Step 4: the artifacts of `/workspace/output`.
+/// Step 4: the artifacts of the output folder.
 async fn collect(
     cluster: &dyn Cluster,
     pod: &str,
+    layout: &Layout,
     plan: &ExecPlan,
 ) -> Result<
     (
@@ -427,13 +325,11 @@ async fn collect(
     RunError,
 > {
     let cap = artifacts::stream_cap(&plan.limits);
-    let argv = ["tar", "-c", "-f", "-", "-C", WORKSPACE, "output"]
-        .map(String::from)
-        .to_vec();
-    let (archive, _, _, cut) = helper(cluster, pod, argv, &[], cap).await?;
-    Ok(artifacts::from_tar(&archive, &plan.limits, cut))
+    let out = commands::call(cluster, pod, commands::collect(layout), &[], cap).await?;
+    // A missing output folder (the program removed it) is no artifacts: tar's status is
+    // not an error here.
+    Ok(artifacts::from_tar(&out.stdout, &plan.limits, out.cut))
 }
 
-/// The timeout of the helper steps, which do little: a pod that does not answer them within
-/// this is broken.
-pub const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The counters' output is a few lines; more is not read.
+const COUNTERS_CAP: u64 = 64 * 1024;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use warden_engine::ExecPlan;
 use warden_kube::cluster::{Cluster, ClusterError, ExecSession, ExitStatus};
+use warden_kube::commands::Layout;
 use warden_kube::run::{self, RunError};
 use warden_types::{Language, Limits, Reason};
 
@@ -158,7 +159,7 @@ fn output_tar() -> Vec<u8> {
 async fn execute(answers: Vec<Answer>) -> (Result<warden_types::ExecResult, RunError>, Arc<Fake>) {
     let fake = Arc::new(Fake::default());
     *fake.answers.lock().unwrap() = answers.into();
-    let r = run::execute(fake.as_ref(), "warden-sb-1", &plan(), None).await;
+    let r = run::execute(fake.as_ref(), "warden-sb-1", &Layout::pod(), &plan(), None).await;
     (r, fake)
 }
 
@@ -181,7 +182,7 @@ async fn a_run_writes_the_code_runs_under_prlimit_reaps_and_collects() {
     let commands = fake.commands.lock().unwrap().clone();
     assert_eq!(commands.len(), 4);
     assert_eq!(commands[0][..2], ["sh", "-c"]);
-    assert_eq!(commands[0].last().unwrap(), "/code/main.py");
+    assert_eq!(commands[0][4..], ["/workspace", "/code/main.py"]);
     assert_eq!(
         commands[1],
         [
@@ -300,12 +301,12 @@ async fn a_container_killed_for_memory_is_the_memory_reason_and_an_evicted_one_i
     let fake = Arc::new(Fake::default());
     *fake.answers.lock().unwrap() = vec![ok(COUNTERS), Answer::default(), gone(), ok(b"")].into();
     *fake.pod.lock().unwrap() = Some(pod("pod_oom_killed.json"));
-    let r = run::execute(fake.as_ref(), "warden-sb-1", &plan(), None).await;
+    let r = run::execute(fake.as_ref(), "warden-sb-1", &Layout::pod(), &plan(), None).await;
     assert_eq!(r.unwrap().reason, Reason::Memory);
 
     *fake.answers.lock().unwrap() = vec![ok(COUNTERS), Answer::default(), gone()].into();
     *fake.pod.lock().unwrap() = Some(pod("pod_evicted.json"));
-    let r = run::execute(fake.as_ref(), "warden-sb-1", &plan(), None).await;
+    let r = run::execute(fake.as_ref(), "warden-sb-1", &Layout::pod(), &plan(), None).await;
     assert_eq!(r.unwrap_err(), RunError::PodEnded("Evicted".into()));
 }
 
@@ -319,6 +320,15 @@ async fn an_interpreter_the_image_lacks_is_a_command_error() {
     };
     let (r, _) = execute(vec![ok(COUNTERS), not_started, ok(COUNTERS)]).await;
     assert!(matches!(r, Err(RunError::NotStarted(m)) if m.contains("prlimit")));
+    // An image without sh fails at the first step, with the same kind of error.
+    let no_sh = Answer {
+        status: Some(ExitStatus::NotStarted(
+            "exec: \"sh\": executable file not found".into(),
+        )),
+        ..Answer::default()
+    };
+    let (r, _) = execute(vec![no_sh]).await;
+    assert!(matches!(r, Err(RunError::NotStarted(m)) if m.contains("\"sh\"")));
 }
 
 #[test]

@@ -311,8 +311,11 @@ pub struct KubernetesOptions {
     /// node, so a uid of its own makes it a per-sandbox limit. Default: 200000 and 65536.
     pub uid_base: u32,
     pub uid_count: u32,
-    /// The keep-alive process of a sandbox pod (runs as the pod's pid 1; code is exec'd
-    /// beside it). Default: ["sleep", "infinity"].
+    /// The keep-alive process of a sandbox pod: its pid 1, beside which code is exec'd. It
+    /// must reap orphans (a double-forked process killed at the end of a run is re-parented
+    /// to it; unreaped, it would stay a zombie counting against the process limit), which
+    /// `sleep infinity` does not do and a shell waiting in a loop does.
+    /// Default: ["sh", "-c", "while :; do sleep 3600 & wait $!; done"].
     pub keepalive_command: Vec<String>,
     /// Create the deny-all NetworkPolicy at start-up when missing (else only verify it and
     /// refuse to run without it). Default: true.
@@ -336,7 +339,9 @@ impl Default for KubernetesOptions {
             image_pull_policy: "IfNotPresent".into(),
             uid_base: 200_000,
             uid_count: 65_536,
-            keepalive_command: vec!["sleep".into(), "infinity".into()],
+            keepalive_command: ["sh", "-c", "while :; do sleep 3600 & wait $!; done"]
+                .map(String::from)
+                .to_vec(),
             manage_network_policy: true,
             egress_blocked_cidrs: [
                 "10.0.0.0/8",

@@ -101,11 +101,14 @@ done
 if [ -L "$p" ]; then echo "symlink: $p" >&2; exit 3; fi
 "#;
 
-/// Writes stdin to workspace path `$2` (missing folders made). Exit 3: a symlink on the way;
-/// 4: the path is something other than a regular file.
+/// Writes stdin to workspace path `$2` (missing folders made). Exit 3: a symlink or a file
+/// where a folder should be on the way; 4: the path is something other than a regular file.
 pub fn write_file(layout: &Layout, path: &str) -> Vec<String> {
-    let script = WALK.replace("MAKE", r#"if [ ! -d "$cur" ]; then mkdir "$cur"; fi"#)
-        + "if [ -e \"$p\" ] && [ ! -f \"$p\" ]; then echo \"not a regular file: $p\" >&2; exit 4; fi\ncat > \"$p\"";
+    let script = WALK.replace(
+        "MAKE",
+        r#"if [ -e "$cur" ] && [ ! -d "$cur" ]; then echo "not a folder: $cur" >&2; exit 3; fi
+  if [ ! -d "$cur" ]; then mkdir "$cur"; fi"#,
+    ) + "if [ -e \"$p\" ] && [ ! -f \"$p\" ]; then echo \"not a regular file: $p\" >&2; exit 4; fi\ncat > \"$p\"";
     sh(&script, &[&layout.workspace, path])
 }
 

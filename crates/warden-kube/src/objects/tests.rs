@@ -22,7 +22,7 @@ fn params() -> PodParams {
         network_enabled: false,
         runtime_class: None,
         uid: 200_123,
-        keepalive_command: vec!["sleep".into(), "infinity".into()],
+        keepalive_command: warden_config::KubernetesOptions::default().keepalive_command,
         user_labels: BTreeMap::new(),
     }
 }

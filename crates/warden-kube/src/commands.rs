@@ -54,20 +54,39 @@ pub fn prepare(layout: &Layout, file_name: &str) -> Vec<String> {
     sh(&script, &[&layout.workspace, &code_file])
 }
 
-/// Step 2: the runtime's command on the code file, under `prlimit` for what a pod spec cannot
-/// express. RLIMIT_NPROC counts the processes of the sandbox's own uid, so it is the sandbox's
-/// process limit; RLIMIT_FSIZE caps each file; no core dumps.
+/// The processes of a sandbox besides the program's own: the keep-alive shell, its `sleep`,
+/// and the run's supervising shell. RLIMIT_NPROC counts them too, so they are added to it.
+pub const OWN_PROCESSES: u64 = 3;
+
+/// What the supervising shell prints, with exit code 127, when the runtime's command is not in
+/// the image.
+pub const NOT_FOUND_MARKER: &str = "warden: program not found: ";
+
+/// Runs the program (`"$@"`) and, when it exits, kills every other process of the sandbox
+/// (what it left in the background), as the jail's init does. Without this, a background child
+/// holding stdout open would keep the exec stream, and so the run, going until the timeout.
+const SUPERVISE: &str = r#"command -v "$1" >/dev/null 2>&1 || { echo "warden: program not found: $1" >&2; exit 127; }
+code=0
+"$@" || code=$?
+kill -KILL -1 2>/dev/null
+exit $code"#;
+
+/// Step 2: the runtime's command on the code file, supervised ([`SUPERVISE`]), under `prlimit`
+/// for what a pod spec cannot express: RLIMIT_NPROC counts the processes of the sandbox's own
+/// uid, so it is the sandbox's process limit; RLIMIT_FSIZE caps each file; no core dumps.
 pub fn program(layout: &Layout, plan: &ExecPlan) -> Vec<String> {
     let mut argv = vec![
         "prlimit".to_string(),
-        format!("--nproc={}", plan.limits.max_pids),
+        format!("--nproc={}", plan.limits.max_pids + OWN_PROCESSES),
         format!("--fsize={}", plan.limits.max_file_size_bytes),
         "--core=0".into(),
         "--".into(),
     ];
-    argv.extend(plan.command.iter().cloned());
-    argv.push(format!("{}/{}", layout.code_dir, plan.file_name));
-    argv.extend(plan.args.iter().cloned());
+    let mut program = plan.command.clone();
+    program.push(format!("{}/{}", layout.code_dir, plan.file_name));
+    program.extend(plan.args.iter().cloned());
+    let program: Vec<&str> = program.iter().map(String::as_str).collect();
+    argv.extend(sh(SUPERVISE, &program));
     argv
 }
 

@@ -148,6 +148,16 @@ pub async fn execute(
     if let ExitStatus::NotStarted(why) = &exit {
         return Err(RunError::NotStarted(why.clone()));
     }
+    if exit == ExitStatus::Code(127)
+        && let Some(line) = String::from_utf8_lossy(&relay.stderr)
+            .lines()
+            .find(|l| l.starts_with(commands::NOT_FOUND_MARKER))
+    {
+        return Err(RunError::NotStarted(format!(
+            "the image has no {:?}",
+            &line[commands::NOT_FOUND_MARKER.len()..]
+        )));
+    }
     // The container is gone (its memory was exhausted with the kubelet's group OOM kill, or
     // the pod was evicted): its status says which.
     let container_end = if after.is_none() || (exit == ExitStatus::Lost && stopped.is_none()) {

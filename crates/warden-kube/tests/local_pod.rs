@@ -1,175 +1,21 @@
-//! The commands Warden sends into a pod, run for real on this host: a "pod" here is a pid
-//! namespace (`unshare --pid`, its init a `sleep` like the pod's keep-alive), every exec is
-//! `nsenter` into it as an unprivileged uid of its own (as the pod's `runAsUser`), with a
-//! workspace and code folder of the host (a [`Layout`]). So the real `sh`, `prlimit`, `kill -1`,
-//! `tar`, `find` and `python3` run the real scripts: only the transport (the API server's exec
-//! websocket) is replaced. Needs root (to switch uid and make the namespace), like the jail's
-//! tests; CI runs as root.
+//! The commands Warden sends into a pod, run for real on this host in a stand-in pod
+//! ([`common::LocalPod`]: a pid namespace whose init is the keep-alive command, entered as
+//! the pod's own uid). The real `sh`, `prlimit`, `kill -1`, `tar`, `find` and `python3` run the
+//! real scripts: only the transport (the API server's exec websocket) is replaced — see
+//! `apiserver.rs` for that. Needs root, like the jail's tests; CI runs as root.
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+mod common;
+
+use common::LocalPod;
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use warden_engine::{Backend, BackendError, ExecPlan, SandboxSpec};
 use warden_kube::cluster::{Cluster, ClusterError, ExecSession, ExitStatus};
-use warden_kube::commands::Layout;
 use warden_kube::{KubeBackend, KubeSettings};
 use warden_types::{Language, Limits, Reason, WorkspacePath};
-
-fn not_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid != "0"))
-        .unwrap_or(true)
-}
-
-macro_rules! require_root {
-    () => {
-        if not_root() {
-            eprintln!("skipped: this test switches uid and makes a pid namespace: it needs root");
-            return;
-        }
-    };
-}
-
-static NEXT_UID: AtomicU32 = AtomicU32::new(0);
-
-/// A pid namespace standing in for a pod.
-#[derive(Debug)]
-struct LocalPod {
-    root: tempfile::TempDir,
-    uid: u32,
-    keeper: Mutex<std::process::Child>,
-    init_pid: u32,
-    deleted: Mutex<bool>,
-}
-
-impl LocalPod {
-    fn new() -> LocalPod {
-        // A uid of its own per pod (and per test process): `kill -1` as this uid reaches only
-        // this pod's processes.
-        let uid =
-            310_000 + (std::process::id() % 1000) * 100 + NEXT_UID.fetch_add(1, Ordering::SeqCst);
-        let root = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        for dir in ["workspace", "workspace/.tmp", "code"] {
-            let p = root.path().join(dir);
-            std::fs::create_dir_all(&p).unwrap();
-            std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
-        }
-        // The pod's keep-alive process, as its pid 1.
-        let keepalive = warden_config::KubernetesOptions::default().keepalive_command;
-        let keeper = std::process::Command::new("unshare")
-            .args(["--pid", "--fork", "--kill-child", "setpriv"])
-            .arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={uid}"))
-            .args(["--clear-groups", "--"])
-            .args(&keepalive)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let children = format!("/proc/{}/task/{}/children", keeper.id(), keeper.id());
-        let init_pid = (0..1000)
-            .find_map(|_| {
-                let text = std::fs::read_to_string(&children).unwrap_or_default();
-                let pid = text.split_whitespace().next()?.parse().ok();
-                if pid.is_none() {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                pid
-            })
-            .unwrap_or_else(|| {
-                panic!(
-                    "the namespace's init started: {children}: {:?}",
-                    std::fs::read_to_string(&children)
-                )
-            });
-        LocalPod {
-            root,
-            uid,
-            keeper: Mutex::new(keeper),
-            init_pid,
-            deleted: Mutex::new(false),
-        }
-    }
-
-    fn layout(&self) -> Layout {
-        Layout {
-            workspace: self.workspace().display().to_string(),
-            code_dir: self.root.path().join("code").display().to_string(),
-        }
-    }
-
-    fn workspace(&self) -> PathBuf {
-        self.root.path().join("workspace")
-    }
-
-    /// Programs (python3) of this pod's uid still alive or unreaped, anywhere on the host; the
-    /// keep-alive process (sh, sleep) runs as the same uid, as in a pod.
-    fn live_processes(&self) -> usize {
-        // Killed processes are reaped by the keep-alive process an instant later.
-        std::thread::sleep(Duration::from_millis(100));
-        let wanted = self.uid.to_string();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .chars()
-                    .all(|c| c.is_ascii_digit())
-            })
-            .filter(|e| {
-                let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
-                let field = |name: &str| {
-                    status
-                        .lines()
-                        .find(|l| l.starts_with(name))
-                        .and_then(|l| l.split_whitespace().nth(1))
-                        .map(str::to_owned)
-                };
-                field("Uid:").as_deref() == Some(wanted.as_str())
-                    && field("Name:").as_deref() == Some("python3")
-            })
-            .count()
-    }
-
-    fn ready_pod() -> Pod {
-        Pod {
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    ..PodCondition::default()
-                }]),
-                ..PodStatus::default()
-            }),
-            ..Pod::default()
-        }
-    }
-}
-
-impl Drop for LocalPod {
-    /// Kills the namespace's init, which takes every process of the namespace with it (the
-    /// parent-death signal of `--kill-child` does not survive setpriv's change of uid).
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &self.init_pid.to_string()])
-            .status();
-        let mut keeper = self.keeper.lock().unwrap();
-        let _ = keeper.kill();
-        let _ = keeper.wait();
-    }
-}
 
 #[async_trait::async_trait]
 impl Cluster for LocalPod {
@@ -213,27 +59,13 @@ impl Cluster for LocalPod {
         Ok(())
     }
     async fn exec(&self, _pod: &str, command: Vec<String>) -> Result<ExecSession, ClusterError> {
-        let mut child = tokio::process::Command::new("nsenter")
-            .arg(format!("--target={}", self.init_pid))
-            .arg("--pid")
-            .arg(format!("--wd={}", self.workspace().display()))
-            .args(["--", "setpriv"])
-            .arg(format!("--reuid={}", self.uid))
-            .arg(format!("--regid={}", self.uid))
-            .args(["--clear-groups", "--"])
-            .args(&command)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.workspace())
-            .env("TMPDIR", self.workspace().join(".tmp"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| ClusterError::Unavailable {
-                op: "nsenter".into(),
-                message: e.to_string(),
-            })?;
+        let mut child =
+            self.command(&command, false)
+                .spawn()
+                .map_err(|e| ClusterError::Unavailable {
+                    op: "nsenter".into(),
+                    message: e.to_string(),
+                })?;
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
@@ -476,4 +308,38 @@ async fn files_round_trip_and_symlinks_are_refused() {
         sb.exec(plan("print(1)"), None).await,
         Err(BackendError::Gone(_))
     ));
+}
+
+#[tokio::test]
+async fn a_program_that_leaves_a_child_holding_stdout_ends_when_it_exits() {
+    require_root!();
+    let pod = Arc::new(LocalPod::new());
+    let sb = sandbox(&pod).await;
+    let r = sb
+        .exec(
+            plan("import subprocess\nsubprocess.Popen(['sleep', '100'])\nprint('bye')"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.reason, r.exit_code, r.stdout.as_str()),
+        (Reason::Exited, Some(0), "bye\n"),
+        "{r:?}"
+    );
+    assert!(r.duration_ms < 5000, "{}", r.duration_ms);
+    assert_eq!(pod.live_processes(), 0);
+}
+
+#[tokio::test]
+async fn an_interpreter_missing_from_the_image_is_a_command_error() {
+    require_root!();
+    let pod = Arc::new(LocalPod::new());
+    let sb = sandbox(&pod).await;
+    let mut p = plan("print(1)");
+    p.command = vec!["python9".into()];
+    match sb.exec(p, None).await {
+        Err(BackendError::Command(m)) => assert!(m.contains("python9"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }

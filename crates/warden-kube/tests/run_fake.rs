@@ -184,17 +184,20 @@ async fn a_run_writes_the_code_runs_under_prlimit_reaps_and_collects() {
     assert_eq!(commands[0][..2], ["sh", "-c"]);
     assert_eq!(commands[0][4..], ["/workspace", "/code/main.py"]);
     assert_eq!(
-        commands[1],
+        commands[1][..7],
         [
             "prlimit",
-            "--nproc=64",
+            "--nproc=67",
             "--fsize=1048576",
             "--core=0",
             "--",
-            "python3",
-            "/code/main.py",
-            "a1"
+            "sh",
+            "-c"
         ]
+    );
+    assert_eq!(
+        commands[1][8..],
+        ["warden", "python3", "/code/main.py", "a1"]
     );
     assert!(
         commands[2][2].starts_with("kill -KILL -1"),

@@ -216,7 +216,18 @@ pub async fn execute(
         }
         t
     };
-    let (artifacts, skipped_artifacts) = collect(cluster, pod, layout, plan).await?;
+    let (artifacts, skipped_artifacts) = if container_end.is_some() {
+        // The container was killed for memory: its workspace went with it.
+        (
+            vec![],
+            vec![warden_types::SkippedArtifact {
+                name: commands::OUTPUT_DIR.into(),
+                why: "the sandbox's container was killed for memory; its workspace is gone".into(),
+            }],
+        )
+    } else {
+        collect(cluster, pod, layout, plan).await?
+    };
     Ok(ExecResult {
         stdout: text(relay.stdout, relay.stdout_truncated),
         stderr: text(relay.stderr, relay.stderr_truncated),

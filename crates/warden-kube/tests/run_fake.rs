@@ -302,10 +302,14 @@ async fn a_container_killed_for_memory_is_the_memory_reason_and_an_evicted_one_i
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     };
     let fake = Arc::new(Fake::default());
-    *fake.answers.lock().unwrap() = vec![ok(COUNTERS), Answer::default(), gone(), ok(b"")].into();
+    // No answer for the artifacts step: the container is gone, so it must not be asked.
+    *fake.answers.lock().unwrap() = vec![ok(COUNTERS), Answer::default(), gone()].into();
     *fake.pod.lock().unwrap() = Some(pod("pod_oom_killed.json"));
-    let r = run::execute(fake.as_ref(), "warden-sb-1", &Layout::pod(), &plan(), None).await;
-    assert_eq!(r.unwrap().reason, Reason::Memory);
+    let r = run::execute(fake.as_ref(), "warden-sb-1", &Layout::pod(), &plan(), None)
+        .await
+        .unwrap();
+    assert_eq!(r.reason, Reason::Memory);
+    assert!(r.skipped_artifacts[0].why.contains("killed for memory"));
 
     *fake.answers.lock().unwrap() = vec![ok(COUNTERS), Answer::default(), gone()].into();
     *fake.pod.lock().unwrap() = Some(pod("pod_evicted.json"));

@@ -532,3 +532,26 @@ async fn the_backend_from_a_kubeconfig_runs_code_end_to_end() {
             .any(|r| r.starts_with("EXEC ") && r.ends_with("/exec"))
     );
 }
+
+/// Not a test: serves the fake API server so that the `warden` binary can be tried against it
+/// by hand. `WARDEN_FAKE_KUBECONFIG=/tmp/fake-kubeconfig cargo test -p warden-kube --test
+/// apiserver -- --ignored --nocapture serve_for_manual_runs` writes the kubeconfig there and
+/// serves for `WARDEN_FAKE_SECONDS` (default 120).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a tool for manual runs of the warden binary, not a test"]
+async fn serve_for_manual_runs() {
+    require_root!();
+    let Some(path) = std::env::var_os("WARDEN_FAKE_KUBECONFIG") else {
+        panic!("set WARDEN_FAKE_KUBECONFIG to where the kubeconfig should be written");
+    };
+    let seconds: u64 = std::env::var("WARDEN_FAKE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    let server = FakeApiServer::start().await;
+    std::fs::copy(server.kubeconfig.path(), &path).unwrap();
+    eprintln!("fake API server: kubeconfig at {path:?}, serving {seconds}s");
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let s = server.state.lock().unwrap();
+    eprintln!("requests: {:#?}", s.requests);
+}

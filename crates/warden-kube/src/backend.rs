@@ -459,7 +459,13 @@ fn file_status(
 
 /// Parses `find -printf '%y %s %P\0'` output.
 pub fn parse_listing(out: &[u8], max_entries: usize) -> Vec<FileEntry> {
-    out.split(|b| *b == 0)
+    // Only NUL-terminated records are whole: what follows the last NUL was cut at the cap.
+    let whole = match out.iter().rposition(|b| *b == 0) {
+        Some(end) => &out[..end],
+        None => return Vec::new(),
+    };
+    whole
+        .split(|b| *b == 0)
         .filter_map(|rec| {
             let text = std::str::from_utf8(rec).ok()?;
             let mut parts = text.splitn(3, ' ');
@@ -610,4 +616,69 @@ pub async fn from_test_env() -> Option<Result<KubeBackend, StartupError>> {
         options.namespace = ns;
     }
     Some(KubeBackend::connect(&options).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandbox_uid_is_stable_in_range_and_never_root() {
+        let s = KubeSettings::from_options(&KubernetesOptions::default());
+        let a = s.uid_for("sb-1");
+        assert_eq!(a, s.uid_for("sb-1"), "stable across calls and processes");
+        assert_ne!(a, s.uid_for("sb-2"));
+        for id in ["a", "sb-1", "run-0192", &"x".repeat(63)] {
+            let uid = s.uid_for(id);
+            assert!((200_000..200_000 + 65_536).contains(&uid), "{uid}");
+        }
+        let mut one = s.clone();
+        one.uid_count = 1;
+        assert_eq!(one.uid_for("anything"), 200_000);
+    }
+
+    #[test]
+    fn listings_parse_and_stop_at_the_cap() {
+        let out = b"d 4096 data\0f 2 data/in.txt\0f 5 we ird name\0l 11 link\0";
+        let entries = parse_listing(out, 10);
+        assert_eq!(entries.len(), 4);
+        assert_eq!(
+            entries[1],
+            FileEntry {
+                path: "data/in.txt".into(),
+                size: 2,
+                is_dir: false
+            }
+        );
+        assert!(entries[0].is_dir);
+        assert_eq!(entries[2].path, "we ird name");
+        assert_eq!(parse_listing(out, 2).len(), 2);
+        // A record cut at the stream's cap is dropped, not misread.
+        assert_eq!(parse_listing(b"f 2 a\0f 1", 10).len(), 1);
+        let cut = parse_listing(b"f 2 a\0f 10 data/lon", 10);
+        assert_eq!(cut.len(), 1);
+        assert_eq!(cut[0].path, "a");
+    }
+
+    #[test]
+    fn file_script_codes_become_the_files_api_errors() {
+        let p = WorkspacePath::new("a/b").unwrap();
+        assert!(file_status(ExitStatus::Code(0), String::new(), &p).is_ok());
+        assert!(matches!(
+            file_status(ExitStatus::Code(3), "symlink: ./a".into(), &p),
+            Err(BackendError::BadPath(m)) if m.contains("symlink")
+        ));
+        assert!(matches!(
+            file_status(ExitStatus::Code(4), String::new(), &p),
+            Err(BackendError::NotFound(_))
+        ));
+        assert!(matches!(
+            file_status(ExitStatus::Code(1), "boom".into(), &p),
+            Err(BackendError::Internal(_))
+        ));
+        assert!(matches!(
+            file_status(ExitStatus::Lost, String::new(), &p),
+            Err(BackendError::Internal(_))
+        ));
+    }
 }

@@ -517,14 +517,34 @@ async fn the_backend_from_a_kubeconfig_runs_code_end_to_end() {
     sb.destroy().await.unwrap();
     assert!(server.state.lock().unwrap().pods.is_empty());
 
-    // Every request was one the Role grants (pods, pods/exec, events, networkpolicies).
+    // Every request is one the generated Role grants, verb by verb.
     let requests = server.state.lock().unwrap().requests.clone();
+    let role = warden_kube::objects::role(&warden_kube::objects::DeployParams::defaults("x"));
+    let granted = |resource: &str, verb: &str| {
+        role.rules.iter().flatten().any(|r| {
+            r.resources.iter().flatten().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb)
+        })
+    };
     for r in &requests {
-        let ok = r.contains("/pods")
-            || r.contains("/events")
-            || r.contains("/networkpolicies")
-            || r == "GET /version";
-        assert!(ok, "{r}");
+        let (method, path) = r.split_once(' ').unwrap();
+        if path == "/version" {
+            continue; // served to any authenticated client
+        }
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let i = parts.iter().position(|p| *p == "namespaces").expect(path);
+        assert_eq!(parts[i + 1], NS, "{r}: outside the sandbox namespace");
+        let (resource, verb) = match (method, &parts[i + 2..]) {
+            ("EXEC", [_, _, "exec"]) => ("pods/exec", "create"),
+            ("GET", [res]) => (*res, "list"),
+            ("POST", [res]) => (*res, "create"),
+            ("GET", [res, _]) => (*res, "get"),
+            ("DELETE", [res, _]) => (*res, "delete"),
+            other => panic!("unexpected request {other:?}"),
+        };
+        assert!(
+            granted(resource, verb),
+            "{r}: the Role does not grant {verb} on {resource}"
+        );
     }
     assert!(
         requests

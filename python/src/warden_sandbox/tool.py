@@ -119,7 +119,7 @@ def format_result(result: SandboxResult, max_output_length: int = DEFAULT_MAX_OU
 def format_error(error: Exception, max_output_length: int = DEFAULT_MAX_OUTPUT_LENGTH) -> str:
     """The report for a request the sandbox refused, so the LLM can correct its call."""
     if isinstance(error, SecurityViolationError):
-        text = f"the code was refused by a security policy before it ran: {error.message}"
+        text = f"the code did not run: {error.message}"
     elif isinstance(error, SandboxConfigurationError):
         text = f"the sandbox cannot run this request: {error.message}"
     elif isinstance(error, InvalidRequestError):

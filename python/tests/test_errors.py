@@ -211,3 +211,19 @@ async def test_a_stream_cut_before_its_end_is_daemon_gone() -> None:
 async def test_the_service_wraps_bad_requests_from_the_daemon(service: AISandboxService) -> None:
     with pytest.raises(InvalidRequestError):
         await service.execute(SandboxRequest(code="print(1)", timeout_seconds=0))
+
+
+def test_daemon_killed_mid_run_is_daemon_gone_for_the_sync_client_too(warden_bin: str) -> None:
+    import threading
+
+    d = _daemon(warden_bin)
+    try:
+        assert d.process is not None
+        timer = threading.Timer(0.5, os.kill, (d.process.pid, signal.SIGKILL))
+        timer.start()
+        with WardenClient(d.url or "") as client:
+            with pytest.raises(DaemonGoneError):
+                client.execute(SLEEP.format(2), profile="data_science", timeout_seconds=3)
+        timer.join()
+    finally:
+        d.stop()

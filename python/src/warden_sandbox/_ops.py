@@ -8,8 +8,7 @@ answer. The clients only do I/O and turn transport failures and error answers in
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 from urllib.parse import quote
 
 import httpx
@@ -38,26 +37,40 @@ from .models import (
 )
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 # Extra seconds the client waits beyond an execution's own timeout: the daemon needs a moment
 # to set up the sandbox, kill it and collect artifacts.
 EXEC_GRACE_SECONDS = 30.0
 
 
-@dataclass
-class Call:
-    """One request and how to read its successful answer."""
+class Call(Generic[T]):
+    """One request and how to read its successful answer.
 
-    method: str
-    path: str
-    json: Optional[Dict[str, Any]] = None
-    content: Optional[bytes] = None
-    params: Optional[List[tuple]] = None
-    headers: Dict[str, str] = field(default_factory=dict)
-    exec_timeout: Optional[float] = None
-    """The execution's own timeout, seconds, when this call runs code: the client then waits
-    at least this plus :data:`EXEC_GRACE_SECONDS`."""
-    parse: Callable[[httpx.Response], Any] = lambda r: None
+    ``exec_timeout`` is the execution's own timeout, seconds, when this call runs code: the
+    client then waits at least that plus :data:`EXEC_GRACE_SECONDS`.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        parse: Callable[[httpx.Response], T],
+        *,
+        json: Optional[Dict[str, Any]] = None,
+        content: Optional[bytes] = None,
+        params: Optional[Dict[str, List[str]]] = None,
+        headers: Optional[Dict[str, str]] = None,
+        exec_timeout: Optional[float] = None,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.parse = parse
+        self.json = json
+        self.content = content
+        self.params = params
+        self.headers = headers or {}
+        self.exec_timeout = exec_timeout
 
 
 def read_timeout(default: Optional[float], exec_timeout: Optional[float]) -> Optional[float]:
@@ -92,8 +105,11 @@ def model_parser(model: Type[M]) -> Callable[[httpx.Response], M]:
     return parse
 
 
-def json_parser(response: httpx.Response) -> Any:
-    return decode_json(response)
+def json_parser(response: httpx.Response) -> Dict[str, Any]:
+    data = decode_json(response)
+    if not isinstance(data, dict):
+        raise WardenProtocolError(f"{response.request.url.path}: the daemon's answer is not a JSON object")
+    return data
 
 
 def raise_for_status(response: httpx.Response) -> None:
@@ -179,23 +195,23 @@ def _end_result(response: httpx.Response) -> ExecResult:
 # ---- operations ----------------------------------------------------------------------------
 
 
-def healthz() -> Call:
+def healthz() -> Call[Dict[str, Any]]:
     return Call("GET", "/healthz", parse=json_parser)
 
 
-def readyz() -> Call:
+def readyz() -> Call[Dict[str, Any]]:
     return Call("GET", "/readyz", parse=json_parser)
 
 
-def openapi() -> Call:
+def openapi() -> Call[Dict[str, Any]]:
     return Call("GET", "/openapi.json", parse=json_parser)
 
 
-def metrics() -> Call:
+def metrics() -> Call[str]:
     return Call("GET", "/metrics", parse=lambda r: r.text)
 
 
-def execute(request: ExecuteRequest) -> Call:
+def execute(request: ExecuteRequest) -> Call[ExecResult]:
     return Call(
         "POST",
         "/v1/execute",
@@ -205,36 +221,36 @@ def execute(request: ExecuteRequest) -> Call:
     )
 
 
-def create_sandbox(request: CreateSandboxRequest) -> Call:
+def create_sandbox(request: CreateSandboxRequest) -> Call[SandboxInfo]:
     return Call("POST", "/v1/sandboxes", json=request.body(), parse=model_parser(SandboxInfo))
 
 
-def list_sandboxes(labels: Union[None, Mapping[str, str], Sequence[str]] = None) -> Call:
-    params: List[tuple] = []
+def list_sandboxes(labels: Union[None, Mapping[str, str], Sequence[str]] = None) -> Call[List[SandboxInfo]]:
+    selectors: List[str] = []
     if isinstance(labels, Mapping):
-        params = [("label", f"{k}={v}") for k, v in labels.items()]
+        selectors = [f"{k}={v}" for k, v in labels.items()]
     elif labels is not None:
-        params = [("label", item) for item in labels]
+        selectors = list(labels)
 
     def parse(response: httpx.Response) -> List[SandboxInfo]:
         return model_parser(SandboxList)(response).sandboxes
 
-    return Call("GET", "/v1/sandboxes", params=params or None, parse=parse)
+    return Call("GET", "/v1/sandboxes", params={"label": selectors} if selectors else None, parse=parse)
 
 
-def get_sandbox(sandbox_id: str) -> Call:
+def get_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
     return Call(
         "GET", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}", parse=model_parser(SandboxInfo)
     )
 
 
-def destroy_sandbox(sandbox_id: str) -> Call:
+def destroy_sandbox(sandbox_id: str) -> Call[Destroyed]:
     return Call(
         "DELETE", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}", parse=model_parser(Destroyed)
     )
 
 
-def sandbox_exec(sandbox_id: str, request: SandboxExecRequest) -> Call:
+def sandbox_exec(sandbox_id: str, request: SandboxExecRequest) -> Call[ExecResult]:
     return Call(
         "POST",
         f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/exec",
@@ -244,7 +260,7 @@ def sandbox_exec(sandbox_id: str, request: SandboxExecRequest) -> Call:
     )
 
 
-def write_file(sandbox_id: str, path: str, data: Union[bytes, str]) -> Call:
+def write_file(sandbox_id: str, path: str, data: Union[bytes, str]) -> Call[WrittenFile]:
     content = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     return Call(
         "PUT",
@@ -255,7 +271,7 @@ def write_file(sandbox_id: str, path: str, data: Union[bytes, str]) -> Call:
     )
 
 
-def read_file(sandbox_id: str, path: str) -> Call:
+def read_file(sandbox_id: str, path: str) -> Call[bytes]:
     return Call(
         "GET",
         f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/files/{workspace_path(path)}",
@@ -263,7 +279,7 @@ def read_file(sandbox_id: str, path: str) -> Call:
     )
 
 
-def list_files(sandbox_id: str) -> Call:
+def list_files(sandbox_id: str) -> Call[List[FileEntry]]:
     def parse(response: httpx.Response) -> List[FileEntry]:
         return model_parser(FileList)(response).files
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Type, Union
+from typing import TypeVar, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 import httpx
 
@@ -30,6 +30,8 @@ from .models import (
     SandboxInfo,
     WrittenFile,
 )
+
+T = TypeVar("T")
 
 __all__ = ["AsyncWardenClient", "AsyncSandbox", "DEFAULT_TIMEOUT", "auth_headers"]
 
@@ -95,12 +97,12 @@ class AsyncWardenClient:
 
     # ---- plumbing ---------------------------------------------------------------------------
 
-    def _timeout(self, call: Call) -> httpx.Timeout:
+    def _timeout(self, call: Call[Any]) -> httpx.Timeout:
         return httpx.Timeout(
             _ops.read_timeout(self.timeout, call.exec_timeout), connect=self.connect_timeout
         )
 
-    async def _call(self, call: Call) -> Any:
+    async def _call(self, call: Call[T]) -> T:
         try:
             response = await self._http.request(
                 call.method,
@@ -116,7 +118,7 @@ class AsyncWardenClient:
         _ops.raise_for_status(response)
         return call.parse(response)
 
-    async def _stream(self, call: Call) -> AsyncIterator[ExecEvent]:
+    async def _stream(self, call: Call[ExecResult]) -> AsyncIterator[ExecEvent]:
         started = False
         try:
             async with self._http.stream(

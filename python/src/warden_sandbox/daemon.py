@@ -18,7 +18,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import IO, List, Optional, Sequence, Union
+from typing import IO, Any, List, Optional, Sequence, Union
 
 import httpx
 
@@ -29,7 +29,7 @@ __all__ = ["EmbeddedDaemon", "find_warden_binary"]
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
-def find_warden_binary(binary: Union[None, str, os.PathLike] = None) -> str:
+def find_warden_binary(binary: Union[None, str, "os.PathLike[str]"] = None) -> str:
     """The ``warden`` executable: ``binary`` if given, else ``WARDEN_BIN``, else ``warden`` on
     PATH. Raises :class:`DaemonStartError` naming what was tried."""
     candidate = os.fspath(binary) if binary is not None else os.environ.get("WARDEN_BIN")
@@ -75,9 +75,9 @@ class EmbeddedDaemon:
 
     def __init__(
         self,
-        binary: Union[None, str, os.PathLike] = None,
+        binary: Union[None, str, "os.PathLike[str]"] = None,
         *,
-        config: Union[None, str, os.PathLike] = None,
+        config: Union[None, str, "os.PathLike[str]"] = None,
         startup_timeout: float = 30.0,
         stop_grace: float = 5.0,
         extra_args: Sequence[str] = (),
@@ -90,7 +90,7 @@ class EmbeddedDaemon:
         self.url: Optional[str] = None
         self.process: Optional["subprocess.Popen[bytes]"] = None
         self._log: Optional[IO[bytes]] = None
-        self._finalizer: Optional[weakref.finalize] = None
+        self._finalizer: Optional["weakref.finalize[Any, Any]"] = None
 
     @property
     def running(self) -> bool:

@@ -11,7 +11,7 @@ import base64
 import binascii
 from datetime import datetime
 from enum import Enum
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Type, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
@@ -212,7 +212,7 @@ class UnknownEvent(_Wire):
 ExecEvent = Union[StdoutEvent, StderrEvent, EndEvent, ErrorEvent, UnknownEvent]
 """One line of an NDJSON execution stream."""
 
-_EVENT_TYPES = {
+_EVENT_TYPES: Dict[str, Type[_Wire]] = {
     "stdout": StdoutEvent,
     "stderr": StderrEvent,
     "end": EndEvent,
@@ -226,7 +226,8 @@ def parse_event(data: Dict[str, Any]) -> ExecEvent:
     model = _EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if model is None:
         return UnknownEvent(type=str(kind), data=data)
-    return model.model_validate(data)
+    event: ExecEvent = model.model_validate(data)  # type: ignore[assignment]
+    return event
 
 
 class Limits(_Wire):

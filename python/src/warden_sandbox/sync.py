@@ -10,7 +10,7 @@ with a lifetime. Same operations as :mod:`warden_sandbox.client`, without ``awai
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
+from typing import TypeVar, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
 
 import httpx
 
@@ -30,6 +30,8 @@ from .models import (
     SandboxInfo,
     WrittenFile,
 )
+
+T = TypeVar("T")
 
 __all__ = ["WardenClient", "Sandbox"]
 
@@ -86,12 +88,12 @@ class WardenClient:
 
     # ---- plumbing ---------------------------------------------------------------------------
 
-    def _timeout(self, call: Call) -> httpx.Timeout:
+    def _timeout(self, call: Call[Any]) -> httpx.Timeout:
         return httpx.Timeout(
             _ops.read_timeout(self.timeout, call.exec_timeout), connect=self.connect_timeout
         )
 
-    def _call(self, call: Call) -> Any:
+    def _call(self, call: Call[T]) -> T:
         try:
             response = self._http.request(
                 call.method,
@@ -107,7 +109,7 @@ class WardenClient:
         _ops.raise_for_status(response)
         return call.parse(response)
 
-    def _stream(self, call: Call) -> Iterator[ExecEvent]:
+    def _stream(self, call: Call[ExecResult]) -> Iterator[ExecEvent]:
         started = False
         try:
             with self._http.stream(

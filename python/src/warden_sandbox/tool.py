@@ -39,6 +39,9 @@ __all__ = [
 DEFAULT_MAX_OUTPUT_LENGTH = 2000
 """Characters per section, as the daemon's ``max_output_length`` setting defaults."""
 
+DEFAULT_LANGUAGES = tuple(member.value for member in PlatformLanguage)
+"""The languages the tool offers by default: Warden's built-in runtimes."""
+
 TOOL_NAME = "code_interpreter"
 TOOL_DESCRIPTION = (
     "Run code in a secure, isolated sandbox and get back its output. Use it for calculations, "
@@ -158,7 +161,7 @@ class CodeInterpreterTool:
         *,
         profile: Optional[str] = None,
         max_output_length: int = DEFAULT_MAX_OUTPUT_LENGTH,
-        languages: Sequence[str] = tuple(lang.value for lang in PlatformLanguage),
+        languages: Sequence[str] = DEFAULT_LANGUAGES,
         name: Optional[str] = None,
         description: Optional[str] = None,
     ) -> None:

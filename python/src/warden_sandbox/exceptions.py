@@ -118,7 +118,8 @@ class ConflictError(WardenAPIError):
 
 
 class RateLimitedError(WardenAPIError):
-    """The daemon's queue is full (HTTP 429); :attr:`retry_after` is its Retry-After, seconds."""
+    """The daemon's queue is full, or the limit of live sandboxes is reached (HTTP 429);
+    :attr:`retry_after` is its Retry-After, seconds, when it sent one."""
 
 
 class ServiceUnavailableError(WardenAPIError):
@@ -163,6 +164,9 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "unsupported_media_type": InvalidRequestError,
     "body_too_large": PayloadTooLargeError,
     "not_found": NotFoundError,
+    "sandbox_not_found": NotFoundError,
+    "name_taken": ConflictError,
+    "too_many_sandboxes": RateLimitedError,
     "sandbox_gone": SandboxGoneError,
     "too_many_requests": RateLimitedError,
     "backend_unavailable": ServiceUnavailableError,

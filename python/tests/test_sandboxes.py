@@ -11,6 +11,7 @@ from warden_sandbox import (
     AISandboxService,
     ConflictError,
     EndEvent,
+    InvalidRequestError,
     NotFoundError,
     SandboxConfigurationError,
     SecurityViolationError,
@@ -131,3 +132,18 @@ def test_the_sync_client_has_sandboxes_too(sync_client: WardenClient) -> None:
         sandbox_id = sb.id
     with pytest.raises(NotFoundError):
         sync_client.get_sandbox(sandbox_id)
+
+
+async def test_lifetimes_may_be_lowered_not_raised(service: AISandboxService) -> None:
+    async with service.sandbox(idle_ttl_seconds=60, max_lifetime_seconds=120) as sb:
+        assert sb.info.idle_ttl_seconds == 60
+        assert sb.info.max_lifetime_seconds == 120
+        assert sb.info.created_at < sb.info.expires_at
+        assert sb.info.backend == "jail"
+    with pytest.raises(InvalidRequestError) as info:
+        await service.create_sandbox(idle_ttl_seconds=10**6)
+    assert "idle_ttl_seconds" in info.value.message
+    with pytest.raises(SecurityViolationError) as violation:
+        await service.create_sandbox(memory_mb=10**6)
+    assert violation.value.violation is not None
+    assert violation.value.violation.kind == "quota_exceeded"

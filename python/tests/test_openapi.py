@@ -18,6 +18,8 @@ from pydantic import BaseModel
 
 from warden_sandbox import AsyncWardenClient
 from warden_sandbox.models import (
+    _EVENT_TYPES,
+    ApiErrorDetail,
     CreateSandboxRequest,
     Destroyed,
     ExecResult,
@@ -28,6 +30,10 @@ from warden_sandbox.models import (
     SandboxList,
     WrittenFile,
 )
+
+# Fields the daemon's schema leaves open (an object of any shape): the SDK's model of them
+# (Violation: policy, kind, message, line, column, and the kind's fields) is not compared.
+FREE_FORM = {"violation"}
 
 # (method, path, request model or None, status, response model)
 OPERATIONS = [
@@ -97,7 +103,7 @@ def inner_type(annotation: Any) -> Tuple[Optional[type], bool]:
 
 
 def field_names(model: Type[BaseModel]) -> Set[str]:
-    return {f.alias or name for name, f in model.model_fields.items() if name != "type"}
+    return {f.alias or name for name, f in model.model_fields.items()}
 
 
 def compare(spec: Dict[str, Any], model: Type[BaseModel], schema: Dict[str, Any], where: str) -> None:
@@ -117,9 +123,23 @@ def compare(spec: Dict[str, Any], model: Type[BaseModel], schema: Dict[str, Any]
         if is_list:
             prop = resolve(spec, prop.get("items", {}))
         if isinstance(inner, type) and issubclass(inner, BaseModel):
+            if key in FREE_FORM:
+                assert prop.get("additionalProperties", True) is not False, f"{where}.{key}: no longer free-form"
+                continue
             compare(spec, inner, prop, f"{where}.{key}")
         elif isinstance(inner, type) and issubclass(inner, enum.Enum):
-            assert set(prop.get("enum", [])) == {m.value for m in inner}, f"{where}.{key}: enum values differ"
+            assert enum_values(prop) == {m.value for m in inner}, f"{where}.{key}: enum values differ"
+
+
+def enum_values(schema: Dict[str, Any]) -> Set[Any]:
+    """An enum's values, spelled as ``enum`` or as a ``oneOf`` of ``const`` (schemars writes
+    the latter when the variants have doc comments)."""
+    values = set(schema.get("enum", []))
+    for option in schema.get("oneOf", []):
+        if "const" in option:
+            values.add(option["const"])
+        values.update(option.get("enum", []))
+    return values
 
 
 @pytest.mark.parametrize("method,path,request_model,status,response_model", OPERATIONS,
@@ -134,6 +154,35 @@ def test_models_match_the_daemons_schema(
     responses = operation["responses"]
     assert status in responses, f"{method.upper()} {path}: no {status} response in the schema"
     compare(spec, response_model, json_schema_of(spec, responses[status]), f"{method.upper()} {path} {status}")
+
+
+def test_stream_events_match_the_daemons_schema(spec: Dict[str, Any]) -> None:
+    operation = find_path(spec, "/v1/execute")["post"]
+    events = resolve(spec, operation["responses"]["200"]["content"]["application/x-ndjson"]["schema"])
+    kinds = set()
+    for variant in events["oneOf"]:
+        kind = variant["properties"]["type"]["const"]
+        kinds.add(kind)
+        assert kind in _EVENT_TYPES, f"the daemon streams {kind!r} events, which the SDK does not model"
+        model = _EVENT_TYPES[kind]
+        # The end event is the whole ExecResult beside its type.
+        body = variant
+        if "$ref" in variant:
+            base = resolve(spec, {"$ref": variant["$ref"]})
+            body = {
+                "properties": {**base.get("properties", {}), **variant.get("properties", {})},
+                "required": base.get("required", []) + variant.get("required", []),
+            }
+        compare(spec, model, body, f"event {kind}")
+    assert {"stdout", "stderr", "end"} <= kinds
+
+
+def test_error_bodies_match_the_daemons_schema(spec: Dict[str, Any]) -> None:
+    for path, method in [("/v1/execute", "post"), ("/v1/sandboxes", "post"), ("/v1/sandboxes/{}/exec", "post")]:
+        operation = find_path(spec, path)[method]
+        body = json_schema_of(spec, operation["responses"]["default"])
+        assert set(body["properties"]) == {"error"} and body["required"] == ["error"]
+        compare(spec, ApiErrorDetail, body["properties"]["error"], f"{method.upper()} {path} error")
 
 
 async def test_the_client_reads_the_spec(client: AsyncWardenClient) -> None:

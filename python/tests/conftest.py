@@ -12,7 +12,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Iterator, List
 
 import pytest
 
@@ -38,13 +38,27 @@ def warden_bin() -> str:
     return warden_binary()
 
 
+_SESSION_DAEMON: List[EmbeddedDaemon] = []
+
+
 @pytest.fixture(scope="session")
 def daemon(warden_bin: str) -> Iterator[EmbeddedDaemon]:
     """The session's daemon (four execution slots: tests run one at a time)."""
     d = EmbeddedDaemon(warden_bin, extra_args=["--max-concurrent", "4"])
     d.start()
+    _SESSION_DAEMON.append(d)
     yield d
+    _SESSION_DAEMON.remove(d)
     d.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the end of the session daemon's log."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _SESSION_DAEMON:
+        report.sections.append(("warden serve log (last 3000 characters)", _SESSION_DAEMON[0].log_text()[-3000:]))
 
 
 @pytest.fixture(scope="session")

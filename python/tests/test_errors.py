@@ -80,24 +80,35 @@ async def test_bad_path_is_refused_before_it_is_sent(client: AsyncWardenClient) 
 
 
 def _daemon(warden_bin: str) -> EmbeddedDaemon:
-    d = EmbeddedDaemon(warden_bin)
+    d = EmbeddedDaemon(warden_bin, extra_args=["--max-concurrent", str(MAX_CONCURRENT)])
     d.start()
     return d
 
 
-async def _kill_after(daemon: EmbeddedDaemon, seconds: float) -> None:
-    await asyncio.sleep(seconds)
-    assert daemon.process is not None
-    os.kill(daemon.process.pid, signal.SIGKILL)
+def _kill_when_running(daemon: EmbeddedDaemon) -> None:
+    """SIGKILLs the daemon as soon as an execution holds one of its slots (so the request is
+    certainly in flight, however loaded the machine is)."""
+    assert daemon.process is not None and daemon.url is not None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ready = httpx.get(f"{daemon.url}/readyz", timeout=5).json()
+        if ready["free_slots"] < MAX_CONCURRENT:
+            os.kill(daemon.process.pid, signal.SIGKILL)
+            return
+        time.sleep(0.01)
+    raise AssertionError("the execution never started")
+
+
+MAX_CONCURRENT = 2
 
 
 async def test_daemon_killed_mid_run_is_daemon_gone(warden_bin: str) -> None:
     d = _daemon(warden_bin)
     try:
         async with AsyncWardenClient(d.url or "") as client:
-            killer = asyncio.create_task(_kill_after(d, 0.5))
+            killer = asyncio.create_task(asyncio.to_thread(_kill_when_running, d))
             with pytest.raises(DaemonGoneError):
-                await client.execute(SLEEP.format(2), profile="data_science", timeout_seconds=3)
+                await client.execute(SLEEP.format(5), profile="data_science", timeout_seconds=10)
             await killer
             # And afterwards nothing listens: a plain connection error.
             with pytest.raises(WardenConnectionError):
@@ -112,7 +123,7 @@ async def test_daemon_killed_mid_stream_is_daemon_gone(warden_bin: str) -> None:
         async with AsyncWardenClient(d.url or "") as client:
             seen = []
             with pytest.raises(DaemonGoneError):
-                async for event in client.execute_stream(SLEEP.format(2), profile="data_science", timeout_seconds=3):
+                async for event in client.execute_stream(SLEEP.format(5), profile="data_science", timeout_seconds=10):
                     seen.append(event)
                     if "started" in getattr(event, "text", ""):
                         assert d.process is not None
@@ -219,11 +230,11 @@ def test_daemon_killed_mid_run_is_daemon_gone_for_the_sync_client_too(warden_bin
     d = _daemon(warden_bin)
     try:
         assert d.process is not None
-        timer = threading.Timer(0.5, os.kill, (d.process.pid, signal.SIGKILL))
-        timer.start()
+        killer = threading.Thread(target=_kill_when_running, args=(d,))
+        killer.start()
         with WardenClient(d.url or "") as client:
             with pytest.raises(DaemonGoneError):
-                client.execute(SLEEP.format(2), profile="data_science", timeout_seconds=3)
-        timer.join()
+                client.execute(SLEEP.format(5), profile="data_science", timeout_seconds=10)
+        killer.join()
     finally:
         d.stop()

@@ -238,3 +238,13 @@ def test_daemon_killed_mid_run_is_daemon_gone_for_the_sync_client_too(warden_bin
         killer.join()
     finally:
         d.stop()
+
+
+def test_a_base_url_that_is_not_http_is_refused_at_once() -> None:
+    for bad in ["127.0.0.1:8080", "ftp://host/", "http://", "not a url"]:
+        with pytest.raises(ValueError):
+            WardenClient(bad)
+        with pytest.raises(ValueError):
+            AsyncWardenClient(bad)
+        with pytest.raises(ValueError):
+            AISandboxService(bad)

@@ -73,6 +73,18 @@ class Call(Generic[T]):
         self.exec_timeout = exec_timeout
 
 
+def check_base_url(base_url: str) -> str:
+    """The daemon's address without a trailing slash; ValueError unless it is an http(s) URL
+    with a host."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError) as e:
+        raise ValueError(f"not a URL: {base_url!r}: {e}") from e
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"the daemon's address must be an http:// or https:// URL with a host, not {base_url!r}")
+    return base_url.rstrip("/")
+
+
 def read_timeout(default: Optional[float], exec_timeout: Optional[float]) -> Optional[float]:
     """How long to wait for an answer: the client's default, stretched to cover an execution
     that may legitimately run longer."""

@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator, Dict, Generator, List, Mapping, Optional,
 
 import httpx
 
+from ._ops import check_base_url
 from .client import DEFAULT_TIMEOUT, AsyncSandbox, AsyncWardenClient, auth_headers
 from .daemon import EmbeddedDaemon
 from .domain.entities import SandboxRequest, SandboxResult
@@ -49,7 +50,7 @@ class AISandboxService:
     ) -> None:
         if (base_url is None) == (daemon is None):
             raise ValueError("give exactly one of base_url (a running daemon) or daemon (an embedded one)")
-        self._base_url = base_url.rstrip("/") if base_url is not None else None
+        self._base_url = check_base_url(base_url) if base_url is not None else None
         self.daemon = daemon
         self.api_key = api_key
         self.default_profile = default_profile

@@ -61,7 +61,7 @@ class WardenClient:
         connect_timeout: float = 5.0,
         transport: Optional[httpx.BaseTransport] = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _ops.check_base_url(base_url)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self._http = httpx.Client(

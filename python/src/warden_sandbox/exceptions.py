@@ -167,6 +167,7 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "sandbox_not_found": NotFoundError,
     "name_taken": ConflictError,
     "too_many_sandboxes": RateLimitedError,
+    "unauthorized": AuthenticationError,
     "sandbox_gone": SandboxGoneError,
     "too_many_requests": RateLimitedError,
     "backend_unavailable": ServiceUnavailableError,

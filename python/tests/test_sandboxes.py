@@ -147,3 +147,17 @@ async def test_lifetimes_may_be_lowered_not_raised(service: AISandboxService) ->
         await service.create_sandbox(memory_mb=10**6)
     assert violation.value.violation is not None
     assert violation.value.violation.kind == "quota_exceeded"
+
+
+async def test_leaving_a_sandbox_that_is_already_gone_is_quiet(service: AISandboxService) -> None:
+    async with service.sandbox() as sb:
+        await service.client.destroy_sandbox(sb.id)
+        with pytest.raises(NotFoundError):
+            await sb.run("print(1)")
+    with pytest.raises(NotFoundError):
+        await service.client.destroy_sandbox(sb.id)
+
+
+def test_leaving_a_gone_sandbox_is_quiet_for_the_sync_client_too(sync_client: WardenClient) -> None:
+    with sync_client.create_sandbox() as sb:
+        sync_client.destroy_sandbox(sb.id)

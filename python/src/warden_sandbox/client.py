@@ -18,7 +18,7 @@ import httpx
 from . import _ops
 from ._ops import Call
 from ._stream import STREAM_CUT, decode_line
-from .exceptions import DaemonGoneError, WardenError
+from .exceptions import DaemonGoneError, NotFoundError, WardenError
 from .models import (
     CreateSandboxRequest,
     EndEvent,
@@ -383,8 +383,12 @@ class AsyncSandbox:
         return self.info
 
     async def destroy(self) -> None:
-        """Destroys the sandbox (once; later calls do nothing)."""
+        """Destroys the sandbox. Idempotent: a sandbox already gone (destroyed elsewhere, or
+        reaped by its TTL) is not an error."""
         if self._destroyed:
             return
-        await self.client.destroy_sandbox(self.id)
+        try:
+            await self.client.destroy_sandbox(self.id)
+        except NotFoundError:
+            pass
         self._destroyed = True

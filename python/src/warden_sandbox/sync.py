@@ -18,7 +18,7 @@ from . import _ops
 from ._ops import Call
 from ._stream import STREAM_CUT, decode_line
 from .client import DEFAULT_TIMEOUT, auth_headers
-from .exceptions import DaemonGoneError, WardenError
+from .exceptions import DaemonGoneError, NotFoundError, WardenError
 from .models import (
     CreateSandboxRequest,
     EndEvent,
@@ -374,8 +374,12 @@ class Sandbox:
         return self.info
 
     def destroy(self) -> None:
-        """Destroys the sandbox (once; later calls do nothing)."""
+        """Destroys the sandbox. Idempotent: a sandbox already gone (destroyed elsewhere, or
+        reaped by its TTL) is not an error."""
         if self._destroyed:
             return
-        self.client.destroy_sandbox(self.id)
+        try:
+            self.client.destroy_sandbox(self.id)
+        except NotFoundError:
+            pass
         self._destroyed = True

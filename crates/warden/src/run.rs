@@ -165,7 +165,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
                     ExecEvent::Stderr { text, .. } => {
                         err.write_all(text.as_bytes()).and(err.flush())
                     }
-                    ExecEvent::End(_) => Ok(()),
+                    ExecEvent::End(_) | ExecEvent::Error { .. } => Ok(()),
                 };
             }
         };

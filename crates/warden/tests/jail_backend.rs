@@ -45,6 +45,7 @@ fn plan(code: &str) -> ExecPlan {
             max_artifact_bytes: 1 << 20,
         },
         network_enabled: false,
+        egress: Default::default(),
         image: None,
     }
 }

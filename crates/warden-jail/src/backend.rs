@@ -33,6 +33,37 @@ pub struct JailSettings {
     /// about to exit must: as pid 1 of a pid namespace (a container's entry point), its exit
     /// would kill the helper before its clean-up.
     pub wait_for_teardown: bool,
+    /// The host side of networked sandboxes.
+    pub network: NetSettings,
+}
+
+/// How networked sandboxes are wired to the host (`[sandbox.jail.network]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetSettings {
+    /// The IPv4 range cut into one /30 per networked sandbox.
+    pub pool: warden_types::egress::Cidr,
+    /// The resolver the per-sandbox DNS server asks; `None`: the host's /etc/resolv.conf.
+    pub upstream_dns: Option<std::net::SocketAddr>,
+}
+
+impl Default for NetSettings {
+    fn default() -> Self {
+        NetSettings {
+            pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            upstream_dns: None,
+        }
+    }
+}
+
+/// The first `nameserver` of a resolv.conf, on port 53.
+fn first_nameserver(resolv_conf: &str) -> Option<std::net::SocketAddr> {
+    resolv_conf.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next() == Some("nameserver"))
+            .then(|| words.next()?.parse::<std::net::IpAddr>().ok())
+            .flatten()
+            .map(|ip| std::net::SocketAddr::new(ip, 53))
+    })
 }
 
 #[derive(Debug)]
@@ -144,6 +175,29 @@ impl JailBackend {
         self
     }
 
+    /// What a networked plan asks of the host; `None` for an offline one.
+    fn net_request(&self, plan: &ExecPlan) -> Result<Option<warden_net::NetRequest>, BackendError> {
+        if !plan.network_enabled {
+            return Ok(None);
+        }
+        let upstream_dns = match self.settings.network.upstream_dns {
+            Some(a) => a,
+            None => std::fs::read_to_string("/etc/resolv.conf")
+                .ok()
+                .and_then(|s| first_nameserver(&s))
+                .ok_or_else(|| {
+                    BackendError::Refused(
+                        "network_enabled = true: no upstream resolver (set [sandbox.jail.network].upstream_dns, or a nameserver in /etc/resolv.conf)".into(),
+                    )
+                })?,
+        };
+        Ok(Some(warden_net::NetRequest {
+            egress: plan.egress.clone(),
+            pool: self.settings.network.pool,
+            upstream_dns,
+        }))
+    }
+
     /// Builds the helper's plan for an engine plan.
     pub fn plan(&self, plan: &ExecPlan) -> Result<JailPlan, BackendError> {
         let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
@@ -161,6 +215,15 @@ impl JailBackend {
             extra_env: vec![],
         })
         .map_err(|e| BackendError::Refused(e.to_string()))
+        .and_then(|mut jail_plan| {
+            jail_plan.network = self
+                .net_request(plan)?
+                .map(|request| crate::plan::JailNetwork {
+                    request,
+                    interface: None,
+                });
+            Ok(jail_plan)
+        })
     }
 }
 
@@ -191,10 +254,12 @@ impl Backend for JailBackend {
     }
 
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
-        if plan.network_enabled {
-            return Err(BackendError::Refused(
-                "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network".into(),
-            ));
+        // A networked sandbox runs only behind Warden's own link and firewall; a host that
+        // cannot provide them refuses the profile rather than run it on the host's network.
+        if let Some(request) = self.net_request(plan)? {
+            warden_net::check(&request).map_err(|e| {
+                BackendError::Refused(format!("network_enabled = true: {e}"))
+            })?;
         }
         let hierarchy = self
             .hierarchy
@@ -425,6 +490,16 @@ impl Drop for KillHelperOnDrop {
 #[cfg(test)]
 mod tests {
     use super::Utf8Carry;
+
+    #[test]
+    fn the_first_nameserver_is_the_upstream() {
+        let conf = "# comment\nsearch x\nnameserver 192.0.2.53\nnameserver 8.8.8.8\n";
+        assert_eq!(
+            super::first_nameserver(conf),
+            Some("192.0.2.53:53".parse().unwrap())
+        );
+        assert_eq!(super::first_nameserver("nameserver bogus\n"), None);
+    }
 
     #[test]
     fn split_characters_are_held_until_whole() {

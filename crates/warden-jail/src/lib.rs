@@ -22,7 +22,7 @@ pub mod seccomp;
 pub mod supervisor;
 mod sys;
 
-pub use backend::{JailBackend, JailSettings, Prestarted};
+pub use backend::{JailBackend, JailSettings, NetSettings, Prestarted};
 pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};
 
 /// Monotonic clock in milliseconds, comparable across processes: for `WARDEN_TRACE_TIMING`.

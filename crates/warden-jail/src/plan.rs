@@ -126,6 +126,18 @@ pub struct JailPlan {
     /// Make cgroup moves cheap (see [`crate::cgroup::ensure_fast_attach`]).
     #[serde(default)]
     pub fast_cgroup_attach: bool,
+    /// A networked sandbox (`network_enabled`): `None` keeps it on loopback only.
+    #[serde(default)]
+    pub network: Option<JailNetwork>,
+}
+
+/// A networked sandbox's part of the plan: what it may reach, and (filled in by the helper
+/// once its link exists) how its init configures its side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JailNetwork {
+    pub request: warden_net::NetRequest,
+    #[serde(default)]
+    pub interface: Option<warden_net::Interface>,
 }
 
 /// Why a plan could not be built.
@@ -377,6 +389,7 @@ impl JailPlan {
             landlock: true,
             trace_timing: false,
             fast_cgroup_attach: false,
+            network: None,
         })
     }
 }

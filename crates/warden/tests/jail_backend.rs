@@ -22,6 +22,7 @@ fn backend() -> Arc<JailBackend> {
         helper_exe: common::warden(),
         fork_when_single_threaded: false,
         wait_for_teardown: false,
+        network: Default::default(),
     }))
 }
 

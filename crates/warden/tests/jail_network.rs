@@ -1,0 +1,585 @@
+//! Controlled egress of networked jail sandboxes (`network_enabled = true`), end to end through
+//! the real binary, against an "outside world" this test builds from network namespaces on
+//! this machine (nothing leaves it):
+//!
+//! - `wt-inet` stands for the internet: 203.0.113.10 and .11 (TEST-NET-3) and 2001:db8:113::10,
+//!   with HTTP (80), a UDP echo (7), the upstream DNS server (53) and an ICMP recorder;
+//! - `wt-lan` stands for the private LAN: 10.250.0.10;
+//! - `wt-meta` stands for the cloud metadata service: 169.254.169.254;
+//! - the host itself: a TCP and a UDP listener on all its addresses.
+//!
+//! Every server logs what reaches it, so a refused attempt is shown not to have arrived, not
+//! only to have failed on the client's side.
+
+mod common;
+
+use common::{stdout_of, warden_cmd};
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One world at a time: they use the same names and addresses.
+static WORLD: Mutex<()> = Mutex::new(());
+
+fn sh(cmd: &str) {
+    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sh_quiet(cmd: &str) {
+    let _ = Command::new("sh")
+        .args(["-c", cmd])
+        .stderr(Stdio::null())
+        .status();
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    servers: Vec<Child>,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+const HOSTS: &[(&str, &str, &[&str])] = &[
+    (
+        "inet",
+        "203.0.113.1/24",
+        &["203.0.113.10/24", "203.0.113.11/24"],
+    ),
+    ("lan", "10.250.0.1/24", &["10.250.0.10/24"]),
+    ("meta", "169.254.169.1/24", &["169.254.169.254/24"]),
+];
+
+impl World {
+    fn new() -> World {
+        let lock = WORLD.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let mut world = World {
+            dir,
+            servers: vec![],
+            _lock: lock,
+        };
+        world.remove();
+        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/world_server.py");
+        for (name, host_addr, addrs) in HOSTS {
+            let ns = format!("wt-{name}");
+            let host_if = format!("wt-{name}-h");
+            sh(&format!(
+                "ip netns add {ns} && ip link add {host_if} type veth peer name eth0 netns {ns} && \
+                 ip addr add {host_addr} dev {host_if} && ip link set {host_if} up && \
+                 ip -n {ns} link set lo up && ip -n {ns} link set eth0 up"
+            ));
+            for a in *addrs {
+                sh(&format!("ip -n {ns} addr add {a} dev eth0"));
+            }
+            let gw = host_addr.split('/').next().unwrap();
+            sh(&format!("ip -n {ns} route add default via {gw}"));
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &ns, "/usr/bin/python3"])
+                .arg(&fixture)
+                .arg("--log")
+                .arg(world.log_path(name));
+            for a in *addrs {
+                cmd.args(["--addr", a.split('/').next().unwrap()]);
+            }
+            if *name == "inet" {
+                sh("ip addr add 2001:db8:113::1/64 dev wt-inet-h nodad && \
+                    ip -n wt-inet addr add 2001:db8:113::10/64 dev eth0 nodad");
+                cmd.args(["--addr", "2001:db8:113::10", "--icmp-log"]);
+                for entry in [
+                    "allowed.test=203.0.113.10",
+                    "a.cdn.test=203.0.113.11",
+                    "evil.test=203.0.113.11",
+                    "anything.test=203.0.113.10",
+                    "rebind.test=169.254.169.254,127.0.0.1,10.250.0.10,203.0.113.10",
+                ] {
+                    cmd.args(["--dns", entry]);
+                }
+            }
+            let err = std::fs::File::create(world.dir.path().join(format!("{name}.err"))).unwrap();
+            world
+                .servers
+                .push(cmd.stdout(Stdio::null()).stderr(err).spawn().unwrap());
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for (name, _, _) in HOSTS {
+            while !world.log(name).contains("ready") {
+                assert!(
+                    Instant::now() < deadline,
+                    "world server {name} did not start: {}",
+                    std::fs::read_to_string(world.dir.path().join(format!("{name}.err")))
+                        .unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        world.write_settings();
+        world
+    }
+
+    fn log_path(&self, host: &str) -> PathBuf {
+        self.dir.path().join(format!("{host}.log"))
+    }
+
+    fn log(&self, host: &str) -> String {
+        std::fs::read_to_string(self.log_path(host)).unwrap_or_default()
+    }
+
+    fn settings(&self) -> PathBuf {
+        self.dir.path().join("settings.toml")
+    }
+
+    fn write_settings(&self) {
+        let net = "network_enabled = true\nenabled_policies = []\ntimeout_seconds = 30\n";
+        std::fs::write(
+            self.settings(),
+            format!(
+                "[sandbox]\ndefault_profile = \"open\"\n\
+                 [sandbox.jail.network]\nupstream_dns = \"203.0.113.10:53\"\n\
+                 [sandbox.profiles.offline]\nenabled_policies = []\n\
+                 [sandbox.profiles.open]\n{net}\
+                 [sandbox.profiles.listed]\n{net}[sandbox.profiles.listed.egress]\n\
+                 allow_domains = [\"allowed.test\", \"*.cdn.test\", \"rebind.test\"]\n\
+                 [sandbox.profiles.lan]\n{net}[sandbox.profiles.lan.egress]\nallow_cidrs = [\"10.250.0.0/24\"]\n\
+                 [sandbox.profiles.deny]\n{net}[sandbox.profiles.deny.egress]\ndeny_cidrs = [\"203.0.113.10\"]\n\
+                 [sandbox.profiles.slow]\n{net}[sandbox.profiles.slow.egress]\nmax_bandwidth = \"4mbit\"\n\
+                 [sandbox.profiles.v6]\n{net}[sandbox.profiles.v6.egress]\nallow_cidrs = [\"2001:db8::/32\"]\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    /// Runs Python in a profile; returns the result JSON (which must not be an error).
+    fn py(&self, profile: &str, code: &str) -> serde_json::Value {
+        let (v, _) = self.run(profile, code);
+        assert!(v.get("error").is_none(), "{v}");
+        assert_eq!(v["exit_code"], 0, "{v}");
+        v
+    }
+
+    fn run(&self, profile: &str, code: &str) -> (serde_json::Value, i32) {
+        let settings = self.settings();
+        let out = warden_cmd(
+            &[
+                "--config",
+                settings.to_str().unwrap(),
+                "run",
+                "--json",
+                "--profile",
+                profile,
+                "-l",
+                "python",
+                "-",
+            ],
+            &format!("{PROBES}\n{code}"),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (v, out.status.code().unwrap_or(-1))
+    }
+
+    fn remove(&mut self) {
+        for (name, _, _) in HOSTS {
+            sh_quiet(&format!("ip netns del wt-{name}"));
+            sh_quiet(&format!("ip link del wt-{name}-h"));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for s in &mut self.servers {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        self.remove();
+    }
+}
+
+/// Probes run inside the sandbox: each prints "ok:…" or "err:ExceptionName".
+const PROBES: &str = r#"
+import socket, json, concurrent.futures as cf
+def tcp(host, port=80, t=1.5, path="/probe"):
+    try:
+        fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(t); s.connect((host, port))
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.0\r\nHost: x\r\n\r\n")
+        d = b""
+        while True:
+            c = s.recv(65536)
+            if not c: break
+            d += c
+        return "ok:" + d.split(b"\r\n\r\n", 1)[-1].decode(errors="replace").strip()[:60]
+    except Exception as e:
+        return "err:" + type(e).__name__
+def udp(host, port=7, t=1.5):
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(t)
+        s.sendto(b"ping", (host, port)); return "ok:" + s.recv(100).decode()
+    except Exception as e:
+        return "err:" + type(e).__name__
+def resolve(name):
+    try:
+        return "ok:" + ",".join(sorted(socket.gethostbyname_ex(name)[2]))
+    except Exception as e:
+        return "err:" + type(e).__name__
+def gateway():
+    return [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+def probe_all(jobs):
+    with cf.ThreadPoolExecutor(16) as ex:
+        futs = {k: ex.submit(f, *a) for k, (f, *a) in jobs.items()}
+        print(json.dumps({k: f.result() for k, f in futs.items()}, sort_keys=True))
+"#;
+
+fn results(v: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    let out = stdout_of(v);
+    let line = out
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{v}"))
+}
+
+fn ok(r: &serde_json::Map<String, serde_json::Value>, key: &str) -> String {
+    let v = r[key].as_str().unwrap();
+    assert!(v.starts_with("ok:"), "{key} should be reachable: {v} ({r:?})");
+    v[3..].to_owned()
+}
+
+fn refused(r: &serde_json::Map<String, serde_json::Value>, key: &str) {
+    let v = r[key].as_str().unwrap();
+    assert!(v.starts_with("err:"), "{key} must be refused: {v} ({r:?})");
+}
+
+/// The host's own IPv4 addresses (not the test world's, not sandboxes').
+fn host_addresses() -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains("wdsb"))
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .map(|a| a.split('/').next().unwrap().to_owned())
+        .collect()
+}
+
+/// Nothing of any networked sandbox is left on the host.
+fn assert_no_state_left() {
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    assert!(!links.contains("wdsb"), "an interface is left: {links}");
+    let table = Command::new("nft")
+        .args(["list", "table", "inet", "warden"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    for leftover in ["chain sb", "set sb", "wdsb\" :"] {
+        assert!(!table.contains(leftover), "left in nft: {leftover}\n{table}");
+    }
+    if let Ok(entries) = std::fs::read_dir(warden_net::RUN_DIR) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("slot-") {
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                assert_eq!(text, "", "{:?} is marked dirty", e.path());
+                assert!(
+                    !warden_net::pool::Pool::is_leased(
+                        Path::new(warden_net::RUN_DIR),
+                        e.file_name().to_string_lossy()[5..]
+                            .trim_end_matches(".lock")
+                            .parse()
+                            .unwrap()
+                    ),
+                    "{:?} is still leased",
+                    e.path()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn open_internet_but_never_the_host_lan_metadata_or_ipv6() {
+    require_root!();
+    let world = World::new();
+    let tcp_listener = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = tcp_listener.local_addr().unwrap().port();
+    let udp_listener = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let uport = udp_listener.local_addr().unwrap().port();
+    let mut jobs = vec![
+        "'inet': (tcp, '203.0.113.10')".to_owned(),
+        "'inet_udp': (udp, '203.0.113.10')".to_owned(),
+        "'inet_name': (resolve, 'anything.test')".to_owned(),
+        "'lan': (tcp, '10.250.0.10')".to_owned(),
+        "'lan_udp': (udp, '10.250.0.10')".to_owned(),
+        "'meta': (tcp, '169.254.169.254')".to_owned(),
+        "'meta_udp': (udp, '169.254.169.254')".to_owned(),
+        "'ipv6': (tcp, '2001:db8:113::10')".to_owned(),
+        "'ipv6_mapped_meta': (tcp, '::ffff:169.254.169.254')".to_owned(),
+        format!("'host_loopback': (tcp, '127.0.0.1', {port})"),
+        format!("'gateway_tcp': (tcp, gateway(), {port})"),
+        format!("'gateway_udp': (udp, gateway(), {uport})"),
+        "'gateway_ssh': (tcp, gateway(), 22)".to_owned(),
+        "'gateway_dns_tcp': (tcp, gateway(), 53)".to_owned(),
+    ];
+    for (i, a) in host_addresses().iter().enumerate() {
+        jobs.push(format!("'host{i}_tcp': (tcp, '{a}', {port})"));
+        jobs.push(format!("'host{i}_udp': (udp, '{a}', {uport})"));
+    }
+    let code = format!(
+        "print(sorted(n for _, n in socket.if_nameindex()))\nprobe_all({{{}}})\n\
+         for fam, typ, proto in [(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP), (socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP), (socket.AF_PACKET if hasattr(socket, 'AF_PACKET') else 17, socket.SOCK_RAW, 0), (socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)]:\n\
+         \x20   try:\n\
+         \x20       socket.socket(fam, typ, proto); print('SOCKET OPENED', fam, typ, proto)\n\
+         \x20   except OSError as e:\n\
+         \x20       print('socket refused', e.errno)\n",
+        jobs.join(", ")
+    );
+    let v = world.py("open", &code);
+    let out = stdout_of(&v);
+    assert!(out.starts_with("['eth0', 'lo']\n"), "{out}");
+    assert!(!out.contains("SOCKET OPENED"), "{out}");
+    assert_eq!(out.matches("socket refused").count(), 4, "{out}");
+    let r = results(&v);
+    assert_eq!(ok(&r, "inet"), "hello from 203.0.113.10");
+    assert_eq!(ok(&r, "inet_udp"), "ping");
+    assert_eq!(ok(&r, "inet_name"), "203.0.113.10");
+    for key in r.keys().filter(|k| !k.starts_with("inet")) {
+        refused(&r, key);
+    }
+    // The servers saw the allowed traffic, NATed to the host's address on that link, and
+    // nothing else.
+    let inet = world.log("inet");
+    assert!(inet.contains("http 203.0.113.10 /probe 203.0.113.1"), "{inet}");
+    assert!(inet.contains("udp 203.0.113.10 203.0.113.1"), "{inet}");
+    assert!(!inet.contains("2001:db8"), "{inet}");
+    assert!(!inet.contains("icmp"), "{inet}");
+    for host in ["lan", "meta"] {
+        let log = world.log(host);
+        assert_eq!(log.trim(), "ready", "{host} was reached: {log}");
+    }
+    tcp_listener.set_nonblocking(true).unwrap();
+    assert!(tcp_listener.accept().is_err(), "a host TCP service was reached");
+    udp_listener.set_nonblocking(true).unwrap();
+    assert!(
+        udp_listener.recv_from(&mut [0u8; 16]).is_err(),
+        "a host UDP service was reached"
+    );
+    assert_no_state_left();
+}
+
+#[test]
+fn allow_domains_answers_and_pins_only_listed_names() {
+    require_root!();
+    let world = World::new();
+    let v = world.py(
+        "listed",
+        "probe_all({'before': (tcp, '203.0.113.10')})\n\
+         probe_all({'allowed': (resolve, 'allowed.test'), 'cdn': (resolve, 'a.cdn.test'), \
+         'evil': (resolve, 'evil.test'), 'rebind': (resolve, 'rebind.test'), 'bare_cdn': (resolve, 'cdn.test')})\n\
+         probe_all({'after': (tcp, 'allowed.test'), 'cdn_http': (tcp, 'a.cdn.test'), \
+         'udp_pinned': (udp, '203.0.113.10')})\n",
+    );
+    let out = stdout_of(&v);
+    let lines: Vec<serde_json::Map<_, _>> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Before its name is resolved, an address of the internet is closed to an allow-list.
+    refused(&lines[0], "before");
+    assert_eq!(ok(&lines[1], "allowed"), "203.0.113.10");
+    assert_eq!(ok(&lines[1], "cdn"), "203.0.113.11");
+    refused(&lines[1], "evil");
+    refused(&lines[1], "bare_cdn");
+    // An allowed name that resolves to metadata, loopback or the LAN gets only its public
+    // address (DNS rebinding).
+    assert_eq!(ok(&lines[1], "rebind"), "203.0.113.10");
+    assert_eq!(ok(&lines[2], "after"), "hello from 203.0.113.10");
+    assert_eq!(ok(&lines[2], "cdn_http"), "hello from 203.0.113.11");
+    assert_eq!(ok(&lines[2], "udp_pinned"), "ping");
+    let inet = world.log("inet");
+    assert!(inet.contains("dns allowed.test"), "{inet}");
+    assert!(!inet.contains("dns evil.test"), "refused names must not go upstream: {inet}");
+    assert!(!inet.contains("dns cdn.test"), "{inet}");
+    assert_eq!(inet.matches("/probe").count(), 2, "{inet}");
+    assert_no_state_left();
+    // A later sandbox starts with nothing pinned.
+    let v = world.py("listed", "probe_all({'again': (tcp, '203.0.113.11')})\n");
+    refused(&results(&v), "again");
+    assert_no_state_left();
+}
+
+#[test]
+fn allow_and_deny_cidrs() {
+    require_root!();
+    let world = World::new();
+    let v = world.py(
+        "lan",
+        "probe_all({'lan': (tcp, '10.250.0.10'), 'inet': (tcp, '203.0.113.10'), \
+         'meta': (tcp, '169.254.169.254'), 'name': (resolve, 'allowed.test')})\n",
+    );
+    let r = results(&v);
+    assert_eq!(ok(&r, "lan"), "hello from 10.250.0.10");
+    refused(&r, "inet");
+    refused(&r, "meta");
+    refused(&r, "name");
+    let v = world.py(
+        "deny",
+        "probe_all({'denied': (tcp, '203.0.113.10'), 'denied_udp': (udp, '203.0.113.10'), \
+         'other': (tcp, '203.0.113.11'), 'lan': (tcp, '10.250.0.10')})\n",
+    );
+    let r = results(&v);
+    refused(&r, "denied");
+    refused(&r, "denied_udp");
+    refused(&r, "lan");
+    assert_eq!(ok(&r, "other"), "hello from 203.0.113.11");
+    let inet = world.log("inet");
+    assert!(!inet.contains("203.0.113.10 /probe"), "{inet}");
+    assert!(!inet.contains("udp 203.0.113.10"), "{inet}");
+    assert_eq!(world.log("meta").trim(), "ready");
+    assert_no_state_left();
+}
+
+#[test]
+fn inbound_connections_are_refused() {
+    require_root!();
+    let world = World::new();
+    // The sandbox waits for a datagram on its own address while the host and the "internet"
+    // send it one each (slot 0: tests run one world at a time, lowest slot first).
+    let waiter = std::thread::spawn({
+        let settings = world.settings();
+        move || {
+            let out = warden_cmd(
+                &[
+                    "--config",
+                    settings.to_str().unwrap(),
+                    "run",
+                    "--json",
+                    "-l",
+                    "python",
+                    "-",
+                ],
+                "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                 s.bind(('0.0.0.0', 9999)); s.settimeout(4)\nprint(open('/etc/resolv.conf').read().split()[1], flush=True)\n\
+                 try:\n    print('GOT', s.recvfrom(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n\
+                 try:\n    socket.socket().bind(('0.0.0.0', 8080)); print('TCP BOUND')\nexcept OSError as e:\n    print('no tcp bind', e.errno)\n",
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let sandbox = "10.213.0.2";
+    let host = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let _ = host.send_to(b"from host", (sandbox, 9999));
+    sh_quiet(&format!(
+        "ip netns exec wt-inet /usr/bin/python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'from inet', ('{sandbox}', 9999))\""
+    ));
+    let tcp = std::net::TcpStream::connect_timeout(
+        &format!("{sandbox}:9999").parse().unwrap(),
+        Duration::from_millis(500),
+    );
+    assert!(tcp.is_err());
+    let out = waiter.join().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let stdout = stdout_of(&v);
+    assert!(stdout.starts_with("10.213.0.1\n"), "not slot 0: {stdout}");
+    assert!(stdout.contains("nothing TimeoutError"), "{stdout}");
+    assert!(stdout.contains("no tcp bind"), "{stdout}");
+    assert!(!stdout.contains("GOT") && !stdout.contains("TCP BOUND"), "{stdout}");
+    drop(world);
+    assert_no_state_left();
+}
+
+#[test]
+fn bandwidth_is_capped() {
+    require_root!();
+    let world = World::new();
+    let code = "import time\nt = time.time(); r = tcp('203.0.113.10', 80, 30, '/big'); d = time.time() - t\n\
+                print(r[:6], round(d, 2))\n";
+    let fast = world.py("open", code);
+    let slow = world.py("slow", code);
+    let secs = |v: &serde_json::Value| -> f64 {
+        let out = stdout_of(v);
+        assert!(out.starts_with("ok:xxx"), "{out}");
+        out.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    // 2 MB at 4 Mbit/s (500 kB/s) takes about 4 s; unlimited, a few milliseconds.
+    let (fast, slow) = (secs(&fast), secs(&slow));
+    assert!(fast < 1.0, "unlimited download took {fast}s");
+    assert!(slow > 2.5, "capped download took only {slow}s");
+    assert_no_state_left();
+}
+
+#[test]
+fn what_cannot_be_enforced_is_refused() {
+    require_root!();
+    let world = World::new();
+    let (v, status) = world.run("v6", "print(1)");
+    assert_eq!(status, 125, "{v}");
+    assert_eq!(v["error"]["code"], "refused", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("IPv6 egress is not supported"), "{msg}");
+    // An offline profile is unchanged: loopback only.
+    let v = world.py(
+        "offline",
+        "print(sorted(n for _, n in socket.if_nameindex()))\nprobe_all({'inet': (tcp, '203.0.113.10')})\n",
+    );
+    assert!(stdout_of(&v).starts_with("['lo']\n"));
+    refused(&results(&v), "inet");
+    assert_no_state_left();
+}
+
+#[test]
+fn many_networked_sandboxes_leave_nothing() {
+    require_root!();
+    let world = World::new();
+    let cycles: usize = std::env::var("WARDEN_NET_CYCLES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100);
+    let settings = world.settings();
+    // Four at a time, so slots are taken and given back concurrently.
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let settings = settings.clone();
+            std::thread::spawn(move || {
+                for i in 0..cycles / 4 {
+                    let out = warden_cmd(
+                        &["--config", settings.to_str().unwrap(), "run", "--json", "-l", "bash", "-"],
+                        "exec 3<>/dev/tcp/203.0.113.10/80 && echo ok",
+                    );
+                    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                    assert_eq!(v["stdout"], "ok\n", "thread {t} run {i}: {v}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Helpers finish their teardown just after the answer.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_no_state_left();
+    let slots = std::fs::read_dir(warden_net::RUN_DIR)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("slot-")
+        })
+        .count();
+    assert!(slots <= 16, "slots are reused lowest first: {slots} lock files");
+}

@@ -1,14 +1,16 @@
-//! A networked sandbox's lifetime on the host: [`attach`] leases a slot, clears what an
-//! earlier holder of it left, starts the firewall transaction, creates the veth pair into the
-//! sandbox's network namespace and starts its resolver; dropping the [`Attached`] undoes all
-//! of it.
+//! A networked sandbox's lifetime on the host: [`attach`] leases a slot, starts the firewall
+//! transaction (clearing what an earlier holder of the slot left), creates the veth pair into
+//! the sandbox's network namespace and starts its resolver; dropping the [`Attached`] undoes
+//! all of it.
 //!
 //! Invariants: nothing is created before the slot is leased; everything created is named
 //! after the slot, so a crash's leftovers are found by name — the veth pair dies with the
-//! sandbox's namespace, the firewall objects and a dirty mark in the slot's lock file are
-//! removed by whoever leases the slot next, or by [`sweep`]; the sandbox may not run its
-//! program before [`Attached::wait_firewall`] returned `Ok` (its interface is dropped by the
-//! base chains until its own chain exists, so even a violation of that fails closed).
+//! sandbox's namespace, the slot's rules and pinned addresses are emptied by whoever leases
+//! the slot next, or by [`sweep`] (the lock file says `dirty` until they are); what stays
+//! between sandboxes is the slot's empty skeleton (chains without rules, sets without
+//! addresses), which drops everything; the sandbox may not run its program before
+//! [`Attached::wait_firewall`] returned `Ok` (until its rules exist its interface is dropped,
+//! so even a violation of that fails closed).
 
 use crate::dns;
 use crate::plan::{Interface, NetPlan, NetRequest, PlanError, TABLE};
@@ -106,6 +108,9 @@ pub struct Attached {
     lease: Lease,
     lock_file: std::fs::File,
     firewall: Option<Box<dyn Pending>>,
+    /// The full setup, run if the fast path fails (the skeleton was not what the lock file
+    /// said, e.g. someone deleted the table).
+    fallback: Option<String>,
     resolver: Option<libc::pid_t>,
 }
 
@@ -121,13 +126,17 @@ impl Attached {
 
     /// Waits for the firewall transaction; the program may start only after `Ok`.
     pub fn wait_firewall(&mut self) -> Result<(), HostError> {
-        match self.firewall.take() {
-            Some(p) => p.wait().map_err(|source| HostError::Setup {
-                what: "firewall",
-                source,
-            }),
-            None => Ok(()),
-        }
+        let Some(pending) = self.firewall.take() else {
+            return Ok(());
+        };
+        let result = match (pending.wait(), self.fallback.take()) {
+            (Err(_), Some(full)) => self.sys.run(Cmd::Nft(full)),
+            (result, _) => result,
+        };
+        result.map_err(|source| HostError::Setup {
+            what: "firewall",
+            source,
+        })
     }
 }
 
@@ -143,30 +152,55 @@ impl Drop for Attached {
         if let Some(p) = self.firewall.take() {
             let _ = p.wait();
         }
-        // The veth pair goes with the sandbox's namespace; the rules go here. If this fails
-        // (or the process dies first), the dirty mark stays and the next lease clears them.
-        if self.sys.run(Cmd::Nft(self.plan.nft_teardown())).is_ok() {
-            let _ = mark(&mut self.lock_file, false);
+        // The veth pair goes with the sandbox's namespace; the rules and pinned addresses go
+        // here. If this fails (or the process dies first), the dirty mark stays and whoever
+        // takes the slot next, or `sweep`, empties it.
+        if self.sys.run(Cmd::Nft(self.plan.nft_reset())).is_ok() {
+            let _ = write_state(&mut self.lock_file, SlotState::Clean);
         }
         let _ = &self.lease;
     }
 }
 
-/// Marks a slot's lock file dirty (its objects may exist) or clean.
-fn mark(file: &mut std::fs::File, dirty: bool) -> std::io::Result<()> {
+/// What a slot's lock file says about the slot's firewall objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    /// Never set up since boot, or removed: the full setup is needed.
+    Unknown,
+    /// The skeleton exists and holds no rule or address: additions suffice.
+    Clean,
+    /// A sandbox's rules may be there (in use, or left by a crash).
+    Dirty,
+}
+
+fn write_state(file: &mut std::fs::File, state: SlotState) -> std::io::Result<()> {
     file.set_len(0)?;
     file.rewind()?;
-    if dirty {
-        file.write_all(b"dirty\n")?;
+    match state {
+        SlotState::Unknown => {}
+        SlotState::Clean => file.write_all(b"clean\n")?,
+        SlotState::Dirty => file.write_all(b"dirty\n")?,
     }
     Ok(())
 }
 
-fn is_dirty(file: &mut std::fs::File) -> bool {
+fn read_state(file: &mut std::fs::File) -> SlotState {
     let mut s = String::new();
     let _ = file.rewind();
     let _ = file.read_to_string(&mut s);
-    s.starts_with("dirty")
+    match s.trim() {
+        "clean" => SlotState::Clean,
+        "dirty" => SlotState::Dirty,
+        _ => SlotState::Unknown,
+    }
+}
+
+/// The state recorded in a slot's lock file (for tests and `sweep`).
+pub fn slot_state(run_dir: &Path, index: u32) -> SlotState {
+    match std::fs::File::open(run_dir.join(format!("slot-{index}.lock"))) {
+        Ok(mut f) => read_state(&mut f),
+        Err(_) => SlotState::Unknown,
+    }
 }
 
 /// Sets up the network of the sandbox whose namespaces belong to `pid`.
@@ -184,10 +218,17 @@ pub fn attach(
         .write(true)
         .open(run_dir.join(format!("slot-{}.lock", lease.slot.index)))
         .map_err(HostError::Resolver)?;
-    mark(&mut lock_file, true).map_err(HostError::Resolver)?;
+    let state = read_state(&mut lock_file);
+    write_state(&mut lock_file, SlotState::Dirty).map_err(HostError::Resolver)?;
     ensure_forwarding_allowed(&mut *sys, run_dir);
-    // The setup removes the slot's leftovers first, so a dirty slot needs nothing more.
-    let firewall = sys.start(Cmd::Nft(plan.nft_setup())).map_err(|source| HostError::Setup {
+    // A clean skeleton takes only additions (fast); a dirty one is emptied first; an unknown
+    // one gets everything, leftovers removed and the base re-asserted.
+    let (script, fallback) = match state {
+        SlotState::Clean => (plan.nft_rules(), Some(plan.nft_setup())),
+        SlotState::Dirty => (plan.nft_reset() + &plan.nft_rules(), Some(plan.nft_setup())),
+        SlotState::Unknown => (plan.nft_setup(), None),
+    };
+    let firewall = sys.start(Cmd::Nft(script)).map_err(|source| HostError::Setup {
         what: "firewall",
         source,
     })?;
@@ -197,6 +238,7 @@ pub fn attach(
         lease,
         lock_file,
         firewall: Some(firewall),
+        fallback,
         resolver: None,
     };
     let host_if = attached.plan.host_if();
@@ -322,7 +364,7 @@ impl dns::Pinner for NftPinner {
 }
 
 /// Removes what crashed holders of slots left: every slot whose lock file is marked dirty and
-/// whose lock is free gets its firewall objects removed. Returns how many slots were cleared.
+/// whose lock is free gets its chains and sets emptied. Returns how many slots were cleared.
 pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn NetSys) -> usize {
     let Ok(pool) = Pool::new(req_pool) else {
         return 0;
@@ -349,7 +391,7 @@ pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue;
         }
-        if !is_dirty(&mut file) {
+        if read_state(&mut file) != SlotState::Dirty {
             continue;
         }
         let Some(slot) = pool.slot(index) else {
@@ -360,7 +402,14 @@ pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn
             egress: Default::default(),
             upstream_dns: "127.0.0.1:53".parse().expect("valid"),
         };
-        if sys.run(Cmd::Nft(plan.nft_teardown())).is_ok() && mark(&mut file, false).is_ok() {
+        let cleared_now = if sys.run(Cmd::Nft(plan.nft_reset())).is_ok() {
+            write_state(&mut file, SlotState::Clean).is_ok()
+        } else {
+            // No skeleton to empty (the table was removed): remove whatever is left.
+            sys.run(Cmd::Nft(plan.nft_remove())).is_ok()
+                && write_state(&mut file, SlotState::Unknown).is_ok()
+        };
+        if cleared_now {
             cleared += 1;
         }
     }
@@ -407,9 +456,10 @@ mod tests {
         let Cmd::Nft(script) = &sys.log[0] else {
             panic!("{:?}", sys.log)
         };
-        assert!(script.contains("delete chain inet warden sb1\n"), "{script}");
+        assert!(script.contains("flush chain inet warden sb1\n"), "{script}");
         assert!(!script.contains("sb0"), "{script}");
-        assert_eq!(std::fs::read_to_string(dir.join("slot-1.lock")).unwrap(), "");
+        assert_eq!(slot_state(&dir, 1), SlotState::Clean);
+        assert_eq!(slot_state(&dir, 0), SlotState::Dirty);
         assert_eq!(sweep(pool, &dir, &mut sys), 0);
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -4,11 +4,12 @@
 //!
 //! Invariants: every rule for a sandbox lives in objects named after its slot (`sb<N>…`) in
 //! Warden's own table `inet warden`, so removing them never touches anything else; the setup
-//! batch first removes whatever an earlier holder of the slot left, then creates, in one
-//! nftables transaction, and re-asserts the shared base chains in the same transaction, so the
-//! firewall a sandbox starts behind is always the one rendered here; an interface matching
-//! `wdsb*` without its own verdict chain is dropped (fail closed); IPv6 allow entries are
-//! refused (a sandbox has no IPv6 route, and its IPv6 packets are dropped).
+//! full setup batch removes whatever an earlier holder of the slot left, re-asserts the shared
+//! base chains and creates the slot's skeleton (empty chains and sets) and rules in one
+//! nftables transaction; a slot whose skeleton is known to be clean gets only additions (the
+//! fast path, no grace period), and a sandbox's teardown only empties the skeleton; an
+//! interface matching `wdsb*` without rules in its chain is dropped (fail closed); IPv6 allow
+//! entries are refused (a sandbox has no IPv6 route, and its IPv6 packets are dropped).
 
 use crate::blocked::blocked;
 use crate::pool::{IF_PREFIX, Slot};
@@ -116,7 +117,7 @@ impl NetPlan {
         )
     }
 
-    /// The names of every per-sandbox object, for removal: (chains, sets, map elements).
+    /// The slot's objects: its chains and its sets (with their specs).
     fn objects(&self) -> (Vec<String>, Vec<(String, &'static str)>) {
         let c = self.chain();
         let chains = vec![c.clone(), format!("{c}_in"), format!("{c}_down")];
@@ -128,29 +129,24 @@ impl NetPlan {
         (chains, sets)
     }
 
-    /// The nftables batch that removes this slot's objects; valid whether or not they exist
-    /// (each is added first, which is a no-op when present), so it also clears a crash's
-    /// leftovers.
-    pub fn nft_teardown(&self) -> String {
-        let mut s = String::new();
-        let (chains, sets) = self.objects();
-        let host_if = self.host_if();
+    /// The slot's entries in the base maps: (map, target chain).
+    fn map_entries(&self) -> [(&'static str, String); 3] {
         let c = self.chain();
-        for chain in &chains {
-            let _ = writeln!(s, "add chain inet {TABLE} {chain}");
-        }
-        for (set, spec) in &sets {
-            let _ = writeln!(s, "add set inet {TABLE} {set} {{ {spec} }}");
-        }
-        for (map, target) in [
+        [
             ("egress", c.clone()),
             ("local", format!("{c}_in")),
             ("download", format!("{c}_down")),
-        ] {
-            let _ = writeln!(
-                s,
-                "add element inet {TABLE} {map} {{ \"{host_if}\" : jump {target} }}"
-            );
+        ]
+    }
+
+    /// The nftables batch that deletes the slot's objects; valid whether or not they exist
+    /// (each is added first, which is a no-op when present), so it also clears a crash's
+    /// leftovers, whatever state they are in.
+    pub fn nft_remove(&self) -> String {
+        let mut s = self.nft_skeleton();
+        let host_if = self.host_if();
+        let (chains, sets) = self.objects();
+        for (map, _) in self.map_entries() {
             let _ = writeln!(s, "delete element inet {TABLE} {map} {{ \"{host_if}\" }}");
         }
         for chain in &chains {
@@ -163,11 +159,10 @@ impl NetPlan {
         s
     }
 
-    /// The nftables batch that sets this sandbox's firewall up, as one transaction: the shared
-    /// base (re-asserted), the removal of leftovers of the slot, then this sandbox's chains.
-    pub fn nft_setup(&self) -> String {
-        let mut s = base_ruleset();
-        s.push_str(&self.nft_teardown());
+    /// The slot's empty chains and sets and its map entries (idempotent). An empty chain
+    /// returns to the base chain, whose next rule drops: a skeleton without rules is closed.
+    fn nft_skeleton(&self) -> String {
+        let mut s = String::new();
         let (chains, sets) = self.objects();
         for chain in &chains {
             let _ = writeln!(s, "add chain inet {TABLE} {chain}");
@@ -175,6 +170,35 @@ impl NetPlan {
         for (set, spec) in &sets {
             let _ = writeln!(s, "add set inet {TABLE} {set} {{ {spec} }}");
         }
+        let host_if = self.host_if();
+        for (map, target) in self.map_entries() {
+            let _ = writeln!(
+                s,
+                "add element inet {TABLE} {map} {{ \"{host_if}\" : jump {target} }}"
+            );
+        }
+        s
+    }
+
+    /// The batch that empties the slot's chains and sets (the teardown of one sandbox): the
+    /// skeleton stays for the slot's next sandbox, holding no rule and no address.
+    pub fn nft_reset(&self) -> String {
+        let mut s = String::new();
+        let (chains, sets) = self.objects();
+        for chain in &chains {
+            let _ = writeln!(s, "flush chain inet {TABLE} {chain}");
+        }
+        for (set, _) in &sets {
+            let _ = writeln!(s, "flush set inet {TABLE} {set}");
+        }
+        s
+    }
+
+    /// The sandbox's own rules and set elements, added to the slot's empty skeleton. Only
+    /// additions: an nftables transaction that deletes waits for an RCU grace period
+    /// (~10 ms here), one that only adds does not.
+    pub fn nft_rules(&self) -> String {
+        let mut s = String::new();
         let c = self.chain();
         let e = &self.egress;
         let v4 = |list: &[Cidr]| {
@@ -198,7 +222,7 @@ impl NetPlan {
         // Egress: from the sandbox, forwarded. First match wins.
         rule(&mut s, &c, "meta nfproto != ipv4 drop");
         rule(&mut s, &c, &format!("ip saddr != {} drop", self.slot.sandbox));
-        rule(&mut s, &c, "meta l4proto != { tcp, udp } drop");
+        rule(&mut s, &c, "meta l4proto != tcp meta l4proto != udp drop");
         if let Some(bw) = e.max_bandwidth {
             rule(
                 &mut s,
@@ -231,17 +255,16 @@ impl NetPlan {
                 &format!("limit rate over {} bytes/second drop", bw.bytes_per_second()),
             );
         }
-        let host_if = self.host_if();
-        for (map, target) in [
-            ("egress", c.clone()),
-            ("local", format!("{c}_in")),
-            ("download", format!("{c}_down")),
-        ] {
-            let _ = writeln!(
-                s,
-                "add element inet {TABLE} {map} {{ \"{host_if}\" : jump {target} }}"
-            );
-        }
+        s
+    }
+
+    /// The full batch for a slot in an unknown state, as one transaction: the shared base
+    /// (re-asserted), the removal of whatever the slot holds, a fresh skeleton, the rules.
+    pub fn nft_setup(&self) -> String {
+        let mut s = base_ruleset();
+        s.push_str(&self.nft_remove());
+        s.push_str(&self.nft_skeleton());
+        s.push_str(&self.nft_rules());
         s
     }
 }
@@ -389,8 +412,11 @@ mod tests {
         let setup = p.nft_setup();
         let own = setup.strip_prefix(&super::base_ruleset()).unwrap();
         insta::assert_snapshot!(own);
-        // The teardown is the first part of the setup (leftovers of the slot go first).
-        assert!(own.starts_with(&p.nft_teardown()));
+        // The removal of the slot's leftovers comes first; the fast path is the rules alone.
+        assert!(own.starts_with(&p.nft_remove()));
+        assert!(own.ends_with(&p.nft_rules()));
+        assert!(!p.nft_rules().contains("delete") && !p.nft_rules().contains("flush"));
+        insta::assert_snapshot!(p.nft_reset());
     }
 
     #[test]

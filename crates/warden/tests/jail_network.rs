@@ -606,3 +606,86 @@ fn many_networked_sandboxes_leave_nothing() {
         .count();
     assert!(slots <= 16, "slots are reused lowest first: {slots} lock files");
 }
+
+/// Kills a networked sandbox's whole process tree at once (its helper included, so no
+/// teardown runs) once its firewall rules are in place; returns when the kernel has removed
+/// its namespace and with it the veth pair.
+fn crash_a_networked_sandbox(world: &World) {
+    let settings = world.settings();
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(common::warden())
+        .args(["--config", settings.to_str().unwrap(), "run", "-l", "python", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"import time\ntime.sleep(60)\n")
+        .unwrap();
+    let rules = || {
+        let out = Command::new("nft")
+            .args(["list", "chain", "inet", "warden", "sb0"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("accept")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rules() {
+        assert!(Instant::now() < deadline, "the sandbox never got its rules");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+        if !String::from_utf8_lossy(&links.stdout).contains("wdsb") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the veth pair outlived the namespace");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // What a crash leaves: the slot's rules, marked dirty, lease free.
+    assert!(rules());
+    let dir = Path::new(warden_net::RUN_DIR);
+    assert_eq!(
+        warden_net::host::slot_state(dir, 0),
+        warden_net::host::SlotState::Dirty
+    );
+    assert!(!warden_net::pool::Pool::is_leased(dir, 0));
+}
+
+#[test]
+fn a_crash_leaves_nothing_that_sweep_or_the_next_start_does_not_remove() {
+    require_root!();
+    let world = World::new();
+    crash_a_networked_sandbox(&world);
+    let mut sys = warden_net::sys::RealSys;
+    let pool = "10.213.0.0/16".parse().unwrap();
+    assert_eq!(
+        warden_net::sweep(pool, Path::new(warden_net::RUN_DIR), &mut sys),
+        1
+    );
+    assert_no_state_left();
+    // Again; this time the next networked sandbox takes the slot and clears it first.
+    crash_a_networked_sandbox(&world);
+    let v = world.py(
+        "listed",
+        "probe_all({'inet': (tcp, '203.0.113.10')})\nprobe_all({'name': (resolve, 'allowed.test')})\n",
+    );
+    let out = stdout_of(&v);
+    let lines: Vec<serde_json::Map<_, _>> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The crashed sandbox's open-internet rules are gone: this one has an allow-list.
+    refused(&lines[0], "inet");
+    assert_eq!(ok(&lines[1], "name"), "203.0.113.10");
+    assert_no_state_left();
+}

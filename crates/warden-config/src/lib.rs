@@ -486,7 +486,8 @@ impl Settings {
             if !p.network_enabled && p.egress != EgressPolicy::default() {
                 return Err((
                     key("egress"),
-                    "egress rules apply only to a networked profile: set network_enabled = true".into(),
+                    "egress rules apply only to a networked profile: set network_enabled = true"
+                        .into(),
                 ));
             }
             if let Some(cmd) = &p.runtime.command

@@ -92,8 +92,11 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError>;
 
     /// Reads a regular file, at most `max_bytes` (more is `BadPath`).
-    async fn read_file(&self, path: &WorkspacePath, max_bytes: u64)
-    -> Result<Vec<u8>, BackendError>;
+    async fn read_file(
+        &self,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, BackendError>;
 
     /// Lists the workspace recursively (at most `max_entries`), without following symlinks.
     async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError>;

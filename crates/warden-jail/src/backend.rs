@@ -257,9 +257,8 @@ impl Backend for JailBackend {
         // A networked sandbox runs only behind Warden's own link and firewall; a host that
         // cannot provide them refuses the profile rather than run it on the host's network.
         if let Some(request) = self.net_request(plan)? {
-            warden_net::check(&request).map_err(|e| {
-                BackendError::Refused(format!("network_enabled = true: {e}"))
-            })?;
+            warden_net::check(&request)
+                .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
         }
         let hierarchy = self
             .hierarchy

@@ -103,7 +103,12 @@ impl Query {
         let flags = u16_at(b, 2)?;
         let is_response = flags & 0x8000 != 0;
         let opcode = (flags >> 11) & 0xF;
-        if is_response || opcode != 0 || u16_at(b, 4)? != 1 || u16_at(b, 6)? != 0 || u16_at(b, 8)? != 0 {
+        if is_response
+            || opcode != 0
+            || u16_at(b, 4)? != 1
+            || u16_at(b, 6)? != 0
+            || u16_at(b, 8)? != 0
+        {
             return Err(WireError::NotAQuery);
         }
         let (name, at) = read_name(b, 12)?;
@@ -155,7 +160,11 @@ impl Query {
 }
 
 /// The upstream's answer to our query: its rcode and A records (address, ttl).
-pub fn parse_upstream(b: &[u8], id: u16, query: &Query) -> Result<(u8, Vec<(Ipv4Addr, u32)>), WireError> {
+pub fn parse_upstream(
+    b: &[u8],
+    id: u16,
+    query: &Query,
+) -> Result<(u8, Vec<(Ipv4Addr, u32)>), WireError> {
     if b.len() < 12 || u16_at(b, 0)? != id {
         return Err(WireError::Mismatch);
     }
@@ -389,7 +398,11 @@ mod tests {
         }
     }
 
-    fn run(policy: &EgressPolicy, msg: &[u8], answers: &[&str]) -> (Vec<u8>, FakeUpstream, FakePinner) {
+    fn run(
+        policy: &EgressPolicy,
+        msg: &[u8],
+        answers: &[&str],
+    ) -> (Vec<u8>, FakeUpstream, FakePinner) {
         let mut up = FakeUpstream {
             answers: answers.iter().map(|a| a.parse().unwrap()).collect(),
             ..Default::default()
@@ -407,7 +420,12 @@ mod tests {
         let query = Query::parse(q).unwrap();
         let mut fixed = reply.to_vec();
         fixed[0..2].copy_from_slice(&5u16.to_be_bytes());
-        parse_upstream(&fixed, 5, &query).unwrap().1.into_iter().map(|(ip, _)| ip).collect()
+        parse_upstream(&fixed, 5, &query)
+            .unwrap()
+            .1
+            .into_iter()
+            .map(|(ip, _)| ip)
+            .collect()
     }
 
     #[test]
@@ -421,13 +439,20 @@ mod tests {
         assert_eq!(pin.0.len(), 2);
         assert_eq!(addresses(&reply, &q), pin.0);
         // TTLs are capped.
-        assert_eq!(&reply[reply.len() - 10..reply.len() - 6], &MAX_TTL.to_be_bytes());
+        assert_eq!(
+            &reply[reply.len() - 10..reply.len() - 6],
+            &MAX_TTL.to_be_bytes()
+        );
     }
 
     #[test]
     fn other_names_are_refused_without_asking_upstream() {
         let p = policy(&["pypi.org"]);
-        for name in ["evil.example", "secret-data.attacker.example", "pypi.org.evil.example"] {
+        for name in [
+            "evil.example",
+            "secret-data.attacker.example",
+            "pypi.org.evil.example",
+        ] {
             let (reply, up, pin) = run(&p, &query(1, name, TYPE_A), &["203.0.113.10"]);
             assert_eq!(rcode(&reply), RCODE_REFUSED, "{name}");
             assert!(up.asked.is_empty() && pin.0.is_empty(), "{name}");
@@ -438,8 +463,15 @@ mod tests {
     fn rebinding_to_blocked_addresses_is_filtered() {
         let p = policy(&["*.example.org"]);
         let q = query(2, "a.example.org", TYPE_A);
-        let (reply, _, pin) = run(&p, &q, &["169.254.169.254", "127.0.0.1", "10.0.0.5", "203.0.113.9"]);
-        assert_eq!(addresses(&reply, &q), ["203.0.113.9".parse::<Ipv4Addr>().unwrap()]);
+        let (reply, _, pin) = run(
+            &p,
+            &q,
+            &["169.254.169.254", "127.0.0.1", "10.0.0.5", "203.0.113.9"],
+        );
+        assert_eq!(
+            addresses(&reply, &q),
+            ["203.0.113.9".parse::<Ipv4Addr>().unwrap()]
+        );
         assert_eq!(pin.0, ["203.0.113.9".parse::<Ipv4Addr>().unwrap()]);
         // Unless the profile allows that range explicitly.
         let mut p = p;
@@ -481,7 +513,10 @@ mod tests {
         assert!(r.is_none() || r.unwrap()[3] & 0xF != 0);
         let mut twoq = query(5, "a.example", TYPE_A);
         twoq[5] = 2;
-        assert_eq!(handle(&p, &twoq, 1, &mut up, &mut pin).unwrap()[3] & 0xF, RCODE_FORMERR);
+        assert_eq!(
+            handle(&p, &twoq, 1, &mut up, &mut pin).unwrap()[3] & 0xF,
+            RCODE_FORMERR
+        );
         assert!(up.asked.is_empty());
         // Truncated after every prefix: never a panic.
         let full = query(6, "files.pythonhosted.org", TYPE_A);

@@ -58,7 +58,8 @@ pub fn check(req: &NetRequest) -> Result<(), HostError> {
     let forward = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap_or_default();
     if forward.trim() != "1" {
         return Err(unavailable(
-            "IPv4 forwarding is off (net.ipv4.ip_forward = 0); scripts/setup-net.sh turns it on".into(),
+            "IPv4 forwarding is off (net.ipv4.ip_forward = 0); scripts/setup-net.sh turns it on"
+                .into(),
         ));
     }
     let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
@@ -228,10 +229,12 @@ pub fn attach(
         SlotState::Dirty => (plan.nft_reset() + &plan.nft_rules(), Some(plan.nft_setup())),
         SlotState::Unknown => (plan.nft_setup(), None),
     };
-    let firewall = sys.start(Cmd::Nft(script)).map_err(|source| HostError::Setup {
-        what: "firewall",
-        source,
-    })?;
+    let firewall = sys
+        .start(Cmd::Nft(script))
+        .map_err(|source| HostError::Setup {
+            what: "firewall",
+            source,
+        })?;
     let mut attached = Attached {
         plan,
         sys,
@@ -268,7 +271,12 @@ fn ensure_forwarding_allowed(sys: &mut dyn NetSys, run_dir: &Path) {
         return;
     }
     let exists = sys
-        .run(Cmd::Iptables(vec!["-w".into(), "-n".into(), "-L".into(), "DOCKER-USER".into()]))
+        .run(Cmd::Iptables(vec![
+            "-w".into(),
+            "-n".into(),
+            "-L".into(),
+            "DOCKER-USER".into(),
+        ]))
         .is_ok();
     if exists {
         let p = crate::pool::IF_PREFIX;
@@ -306,7 +314,13 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
     }
     // SAFETY: prctl and getppid with integer arguments.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
         if libc::getppid() != parent {
             libc::_exit(0);
         }
@@ -316,7 +330,13 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
     let mut pinner = NftPinner {
         set: plan.pin_set(),
     };
-    dns::serve(&socket, plan.slot.sandbox, &plan.egress, &mut upstream, &mut pinner)
+    dns::serve(
+        &socket,
+        plan.slot.sandbox,
+        &plan.egress,
+        &mut upstream,
+        &mut pinner,
+    )
 }
 
 fn upstream_fd(u: &dns::UdpUpstream) -> i32 {
@@ -384,7 +404,11 @@ pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn
             continue;
         };
         let path: PathBuf = entry.path();
-        let Ok(mut file) = std::fs::OpenOptions::new().read(true).write(true).open(&path) else {
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        else {
             continue;
         };
         // SAFETY: flock on a descriptor we own; released when `file` closes.

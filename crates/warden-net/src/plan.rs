@@ -221,13 +221,20 @@ impl NetPlan {
         };
         // Egress: from the sandbox, forwarded. First match wins.
         rule(&mut s, &c, "meta nfproto != ipv4 drop");
-        rule(&mut s, &c, &format!("ip saddr != {} drop", self.slot.sandbox));
+        rule(
+            &mut s,
+            &c,
+            &format!("ip saddr != {} drop", self.slot.sandbox),
+        );
         rule(&mut s, &c, "meta l4proto != tcp meta l4proto != udp drop");
         if let Some(bw) = e.max_bandwidth {
             rule(
                 &mut s,
                 &c,
-                &format!("limit rate over {} bytes/second drop", bw.bytes_per_second()),
+                &format!(
+                    "limit rate over {} bytes/second drop",
+                    bw.bytes_per_second()
+                ),
             );
         }
         rule(&mut s, &c, &format!("ip daddr @{c}_deny drop"));
@@ -244,7 +251,10 @@ impl NetPlan {
         rule(
             &mut s,
             &format!("{c}_in"),
-            &format!("ip saddr {} ip daddr {host} udp dport 53 accept", self.slot.sandbox),
+            &format!(
+                "ip saddr {} ip daddr {host} udp dport 53 accept",
+                self.slot.sandbox
+            ),
         );
         rule(&mut s, &format!("{c}_in"), "drop");
         // Download cap (replies towards the sandbox).
@@ -252,7 +262,10 @@ impl NetPlan {
             rule(
                 &mut s,
                 &format!("{c}_down"),
-                &format!("limit rate over {} bytes/second drop", bw.bytes_per_second()),
+                &format!(
+                    "limit rate over {} bytes/second drop",
+                    bw.bytes_per_second()
+                ),
             );
         }
         s
@@ -298,12 +311,12 @@ pub fn base_ruleset() -> String {
     let mut s = String::new();
     let _ = writeln!(s, "add table inet {TABLE}");
     for map in ["egress", "local", "download"] {
-        let _ = writeln!(
-            s,
-            "add map inet {TABLE} {map} {{ type ifname : verdict; }}"
-        );
+        let _ = writeln!(s, "add map inet {TABLE} {map} {{ type ifname : verdict; }}");
     }
-    for (set, family, v4) in [("blocked4", "ipv4_addr", true), ("blocked6", "ipv6_addr", false)] {
+    for (set, family, v4) in [
+        ("blocked4", "ipv4_addr", true),
+        ("blocked6", "ipv6_addr", false),
+    ] {
         let _ = writeln!(
             s,
             "add set inet {TABLE} {set} {{ type {family}; flags interval; }}"
@@ -398,14 +411,23 @@ mod tests {
         let p = plan(EgressPolicy::default());
         insta::assert_snapshot!(p.nft_setup().strip_prefix(&super::base_ruleset()).unwrap());
         insta::assert_snapshot!(p.ip_setup(4242));
-        assert_eq!(p.resolv_conf(), "nameserver 10.213.0.29\noptions timeout:2 attempts:2\n");
+        assert_eq!(
+            p.resolv_conf(),
+            "nameserver 10.213.0.29\noptions timeout:2 attempts:2\n"
+        );
     }
 
     #[test]
     fn allow_list_setup() {
         let p = plan(EgressPolicy {
-            allow_cidrs: vec!["203.0.113.0/24".parse().unwrap(), "10.9.0.0/16".parse().unwrap()],
-            deny_cidrs: vec!["203.0.113.66".parse().unwrap(), "2001:db8::/32".parse().unwrap()],
+            allow_cidrs: vec![
+                "203.0.113.0/24".parse().unwrap(),
+                "10.9.0.0/16".parse().unwrap(),
+            ],
+            deny_cidrs: vec![
+                "203.0.113.66".parse().unwrap(),
+                "2001:db8::/32".parse().unwrap(),
+            ],
             allow_domains: vec!["pypi.org".parse().unwrap()],
             max_bandwidth: Some("8mbit".parse().unwrap()),
         });

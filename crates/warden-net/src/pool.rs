@@ -181,7 +181,10 @@ mod tests {
         let p = pool("10.213.0.0/16");
         assert_eq!(p.slots(), 16384);
         let s = p.slot(7).unwrap();
-        assert_eq!((s.host.to_string(), s.sandbox.to_string()), ("10.213.0.29".into(), "10.213.0.30".into()));
+        assert_eq!(
+            (s.host.to_string(), s.sandbox.to_string()),
+            ("10.213.0.29".into(), "10.213.0.30".into())
+        );
         assert_eq!(s.network().to_string(), "10.213.0.28/30");
         assert_eq!(s.if_name(), "wdsb7");
         assert!(p.slot(16384).is_none());

@@ -91,9 +91,7 @@ impl NetSys for RealSys {
     fn start(&mut self, cmd: Cmd) -> Result<Box<dyn Pending>, SysError> {
         let tool = cmd.tool();
         let mut c = Command::new(program(tool));
-        c.env_clear()
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        c.env_clear().stdout(Stdio::null()).stderr(Stdio::piped());
         let input = match &cmd {
             Cmd::Nft(script) => {
                 c.args(["-f", "-"]);
@@ -113,7 +111,9 @@ impl NetSys for RealSys {
         } else {
             Stdio::null()
         });
-        let mut child = c.spawn().map_err(|source| SysError::Start { tool, source })?;
+        let mut child = c
+            .spawn()
+            .map_err(|source| SysError::Start { tool, source })?;
         if let Some(script) = input {
             let mut stdin = child.stdin.take().expect("piped stdin");
             // A tool that dies early reports through its status and stderr.

@@ -41,10 +41,12 @@ struct Internet {
 impl Internet {
     fn new() -> Internet {
         sh_quiet("ip netns del wt-inet; ip link del wt-inet-h");
-        sh("ip netns add wt-inet && ip link add wt-inet-h type veth peer name eth0 netns wt-inet && \
+        sh(
+            "ip netns add wt-inet && ip link add wt-inet-h type veth peer name eth0 netns wt-inet && \
             ip addr add 203.0.113.1/24 dev wt-inet-h && ip link set wt-inet-h up && \
             ip -n wt-inet link set lo up && ip -n wt-inet link set eth0 up && \
-            ip -n wt-inet addr add 203.0.113.10/24 dev eth0 && ip -n wt-inet route add default via 203.0.113.1");
+            ip -n wt-inet addr add 203.0.113.10/24 dev eth0 && ip -n wt-inet route add default via 203.0.113.1",
+        );
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("inet.log");
         let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -288,9 +288,7 @@ impl FromStr for Bandwidth {
             "gbit" => 1_000_000_000,
             _ => return Err(bad("the unit must be bit, kbit, mbit or gbit")),
         };
-        let bits_per_second = number
-            .checked_mul(scale)
-            .ok_or_else(|| bad("too large"))?;
+        let bits_per_second = number.checked_mul(scale).ok_or_else(|| bad("too large"))?;
         if bits_per_second < 8_000 {
             return Err(bad("must be at least 8kbit"));
         }
@@ -362,7 +360,12 @@ mod tests {
         assert!("10.1.2.3/8".parse::<Cidr>().is_err());
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("fc00::/7".parse::<Cidr>().is_ok());
-        assert!("0.0.0.0/0".parse::<Cidr>().unwrap().contains("8.8.8.8".parse().unwrap()));
+        assert!(
+            "0.0.0.0/0"
+                .parse::<Cidr>()
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
         let a: Cidr = "10.213.0.0/16".parse().unwrap();
         assert!(a.overlaps(&"10.0.0.0/8".parse().unwrap()));
         assert!(!a.overlaps(&"10.214.0.0/16".parse().unwrap()));
@@ -389,7 +392,10 @@ mod tests {
             "10mbit".parse::<Bandwidth>().unwrap().bits_per_second(),
             10_000_000
         );
-        assert_eq!("8kbit".parse::<Bandwidth>().unwrap().bytes_per_second(), 1000);
+        assert_eq!(
+            "8kbit".parse::<Bandwidth>().unwrap().bytes_per_second(),
+            1000
+        );
         for bad in ["10", "10mb", "mbit", "1bit", "99999999999999gbit"] {
             assert!(bad.parse::<Bandwidth>().is_err(), "{bad}");
         }

@@ -65,7 +65,8 @@ impl World {
             _lock: lock,
         };
         world.remove();
-        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/world_server.py");
+        let fixture =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/world_server.py");
         for (name, host_addr, addrs) in HOSTS {
             let ns = format!("wt-{name}");
             let host_if = format!("wt-{name}-h");
@@ -252,7 +253,10 @@ fn results(v: &serde_json::Value) -> serde_json::Map<String, serde_json::Value> 
 
 fn ok(r: &serde_json::Map<String, serde_json::Value>, key: &str) -> String {
     let v = r[key].as_str().unwrap();
-    assert!(v.starts_with("ok:"), "{key} should be reachable: {v} ({r:?})");
+    assert!(
+        v.starts_with("ok:"),
+        "{key} should be reachable: {v} ({r:?})"
+    );
     v[3..].to_owned()
 }
 
@@ -384,7 +388,10 @@ fn open_internet_but_never_the_host_lan_metadata_or_ipv6() {
     // The servers saw the allowed traffic, NATed to the host's address on that link, and
     // nothing else.
     let inet = world.log("inet");
-    assert!(inet.contains("http 203.0.113.10 /probe 203.0.113.1"), "{inet}");
+    assert!(
+        inet.contains("http 203.0.113.10 /probe 203.0.113.1"),
+        "{inet}"
+    );
     assert!(inet.contains("udp 203.0.113.10 203.0.113.1"), "{inet}");
     assert!(!inet.contains("2001:db8"), "{inet}");
     assert!(!inet.contains("icmp"), "{inet}");
@@ -393,7 +400,10 @@ fn open_internet_but_never_the_host_lan_metadata_or_ipv6() {
         assert_eq!(log.trim(), "ready", "{host} was reached: {log}");
     }
     tcp_listener.set_nonblocking(true).unwrap();
-    assert!(tcp_listener.accept().is_err(), "a host TCP service was reached");
+    assert!(
+        tcp_listener.accept().is_err(),
+        "a host TCP service was reached"
+    );
     udp_listener.set_nonblocking(true).unwrap();
     assert!(
         udp_listener.recv_from(&mut [0u8; 16]).is_err(),
@@ -433,7 +443,10 @@ fn allow_domains_answers_and_pins_only_listed_names() {
     assert_eq!(ok(&lines[2], "udp_pinned"), "ping");
     let inet = world.log("inet");
     assert!(inet.contains("dns allowed.test"), "{inet}");
-    assert!(!inet.contains("dns evil.test"), "refused names must not go upstream: {inet}");
+    assert!(
+        !inet.contains("dns evil.test"),
+        "refused names must not go upstream: {inet}"
+    );
     assert!(!inet.contains("dns cdn.test"), "{inet}");
     assert_eq!(inet.matches("/probe").count(), 2, "{inet}");
     assert_no_state_left();
@@ -519,7 +532,10 @@ fn inbound_connections_are_refused() {
     assert!(stdout.starts_with("10.213.0.1\n"), "not slot 0: {stdout}");
     assert!(stdout.contains("nothing TimeoutError"), "{stdout}");
     assert!(stdout.contains("no tcp bind"), "{stdout}");
-    assert!(!stdout.contains("GOT") && !stdout.contains("TCP BOUND"), "{stdout}");
+    assert!(
+        !stdout.contains("GOT") && !stdout.contains("TCP BOUND"),
+        "{stdout}"
+    );
     drop(world);
     assert_no_state_left();
 }
@@ -579,7 +595,15 @@ fn many_networked_sandboxes_leave_nothing() {
             std::thread::spawn(move || {
                 for i in 0..cycles / 4 {
                     let out = warden_cmd(
-                        &["--config", settings.to_str().unwrap(), "run", "--json", "-l", "bash", "-"],
+                        &[
+                            "--config",
+                            settings.to_str().unwrap(),
+                            "run",
+                            "--json",
+                            "-l",
+                            "bash",
+                            "-",
+                        ],
                         "exec 3<>/dev/tcp/203.0.113.10/80 && echo ok",
                     );
                     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -604,7 +628,10 @@ fn many_networked_sandboxes_leave_nothing() {
                 .starts_with("slot-")
         })
         .count();
-    assert!(slots <= 16, "slots are reused lowest first: {slots} lock files");
+    assert!(
+        slots <= 16,
+        "slots are reused lowest first: {slots} lock files"
+    );
 }
 
 /// Kills a networked sandbox's whole process tree at once (its helper included, so no
@@ -615,7 +642,14 @@ fn crash_a_networked_sandbox(world: &World) {
     let mut child = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
         .arg(common::warden())
-        .args(["--config", settings.to_str().unwrap(), "run", "-l", "python", "-"])
+        .args([
+            "--config",
+            settings.to_str().unwrap(),
+            "run",
+            "-l",
+            "python",
+            "-",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -648,7 +682,10 @@ fn crash_a_networked_sandbox(world: &World) {
         if !String::from_utf8_lossy(&links.stdout).contains("wdsb") {
             break;
         }
-        assert!(Instant::now() < deadline, "the veth pair outlived the namespace");
+        assert!(
+            Instant::now() < deadline,
+            "the veth pair outlived the namespace"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // What a crash leaves: the slot's rules, marked dirty, lease free.

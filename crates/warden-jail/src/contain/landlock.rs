@@ -25,11 +25,7 @@ pub enum LandlockError {
     NotEnforced,
 }
 
-pub fn restrict(
-    networked: bool,
-    writable: &[&str],
-    devices: &[&str],
-) -> Result<(), LandlockError> {
+pub fn restrict(networked: bool, writable: &[&str], devices: &[&str]) -> Result<(), LandlockError> {
     let write = AccessFs::from_write(ABI_WANTED);
     // Handled and not granted means denied: a networked sandbox keeps TCP bind denied and
     // gets connect back.

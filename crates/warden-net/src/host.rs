@@ -213,7 +213,7 @@ pub fn attach(
 ) -> Result<Attached, HostError> {
     let pool = Pool::new(req.pool)?;
     let lease = pool.lease(run_dir)?;
-    let plan = NetPlan::build(req, lease.slot)?;
+    let plan = NetPlan::build(req, lease.slot, generation())?;
     let mut lock_file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -258,6 +258,19 @@ pub fn attach(
         })?;
     attached.resolver = Some(start_resolver(&attached.plan).map_err(HostError::Resolver)?);
     Ok(attached)
+}
+
+/// A fresh connection mark for a sandbox: random, never 0 (the mark of unmarked connections).
+fn generation() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom fills the buffer it is given.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 4, 0) };
+    let g = if n == 4 {
+        u32::from_ne_bytes(bytes)
+    } else {
+        std::process::id() ^ (crate::pool::IF_PREFIX.len() as u32)
+    };
+    g.max(1)
 }
 
 /// Docker sets the FORWARD policy of iptables' filter table to DROP, which would drop the
@@ -329,6 +342,7 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
     let mut upstream = upstream;
     let mut pinner = NftPinner {
         set: plan.pin_set(),
+        pinned: Default::default(),
     };
     dns::serve(
         &socket,
@@ -363,15 +377,24 @@ fn keep_only_fds(keep: &[i32]) {
     }
 }
 
-/// Pins answers into the sandbox's set with `nft add element`.
+/// Pins answers into the sandbox's set with `nft add element` (each address once).
 #[derive(Debug)]
 struct NftPinner {
     set: String,
+    pinned: std::collections::HashSet<Ipv4Addr>,
 }
 
 impl dns::Pinner for NftPinner {
     fn pin(&mut self, ips: &[Ipv4Addr]) -> Result<(), String> {
-        let list: Vec<String> = ips.iter().map(|ip| ip.to_string()).collect();
+        let new: Vec<Ipv4Addr> = ips
+            .iter()
+            .filter(|ip| !self.pinned.contains(ip))
+            .copied()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = new.iter().map(|ip| ip.to_string()).collect();
         let script = format!(
             "add element inet {TABLE} {} {{ {} }}\n",
             self.set,
@@ -379,7 +402,9 @@ impl dns::Pinner for NftPinner {
         );
         crate::sys::RealSys
             .run(Cmd::Nft(script))
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.pinned.extend(new);
+        Ok(())
     }
 }
 
@@ -425,6 +450,7 @@ pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn
             slot,
             egress: Default::default(),
             upstream_dns: "127.0.0.1:53".parse().expect("valid"),
+            generation: 0,
         };
         let cleared_now = if sys.run(Cmd::Nft(plan.nft_reset())).is_ok() {
             write_state(&mut file, SlotState::Clean).is_ok()

@@ -59,16 +59,20 @@ pub struct NetPlan {
     pub slot: Slot,
     pub egress: EgressPolicy,
     pub upstream_dns: SocketAddr,
+    /// This sandbox's mark on its connections (conntrack): replies to a connection marked by
+    /// an earlier holder of the slot (same address) are dropped, never delivered to it.
+    pub generation: u32,
 }
 
 impl NetPlan {
     /// Checks the request against what the jail can enforce and fixes the names and addresses.
-    pub fn build(req: &NetRequest, slot: Slot) -> Result<NetPlan, PlanError> {
+    pub fn build(req: &NetRequest, slot: Slot, generation: u32) -> Result<NetPlan, PlanError> {
         check_request(req)?;
         Ok(NetPlan {
             slot,
             egress: req.egress.clone(),
             upstream_dns: req.upstream_dns,
+            generation,
         })
     }
 
@@ -227,6 +231,11 @@ impl NetPlan {
             &format!("ip saddr != {} drop", self.slot.sandbox),
         );
         rule(&mut s, &c, "meta l4proto != tcp meta l4proto != udp drop");
+        rule(
+            &mut s,
+            &c,
+            &format!("ct mark set {:#010x}", self.generation),
+        );
         if let Some(bw) = e.max_bandwidth {
             rule(
                 &mut s,
@@ -257,7 +266,13 @@ impl NetPlan {
             ),
         );
         rule(&mut s, &format!("{c}_in"), "drop");
-        // Download cap (replies towards the sandbox).
+        // Towards the sandbox (replies only, the base chain drops new connections): only
+        // this sandbox's own connections, then the download cap.
+        rule(
+            &mut s,
+            &format!("{c}_down"),
+            &format!("ct mark != {:#010x} drop", self.generation),
+        );
         if let Some(bw) = e.max_bandwidth {
             rule(
                 &mut s,
@@ -398,7 +413,7 @@ mod tests {
             .unwrap()
             .slot(7)
             .unwrap();
-        NetPlan::build(&request(egress), slot).unwrap()
+        NetPlan::build(&request(egress), slot, 0x5eed_0007).unwrap()
     }
 
     #[test]

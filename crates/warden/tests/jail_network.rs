@@ -726,3 +726,27 @@ fn a_crash_leaves_nothing_that_sweep_or_the_next_start_does_not_remove() {
     assert_eq!(ok(&lines[1], "name"), "203.0.113.10");
     assert_no_state_left();
 }
+
+#[test]
+fn a_new_sandbox_gets_nothing_of_its_predecessors_connections() {
+    require_root!();
+    let world = World::new();
+    // The first sandbox of slot 0 opens a UDP flow whose server answers again 3 s later, and
+    // exits at once. The next sandbox of slot 0 has the same address and listens on the same
+    // port: the late answer matches the old flow's conntrack entry, and must not reach it.
+    let first = world.py(
+        "open",
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', 40404)); s.settimeout(2)\n\
+         s.sendto(b'later 3', ('203.0.113.10', 7)); print(s.recv(100).decode(), gateway())\n",
+    );
+    assert_eq!(stdout_of(&first), "later 3 10.213.0.1\n");
+    let second = world.py(
+        "open",
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('0.0.0.0', 40404)); s.settimeout(5)\n\
+         print(gateway())\n\
+         try:\n    print('GOT', s.recv(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n",
+    );
+    assert_eq!(stdout_of(&second), "10.213.0.1\nnothing TimeoutError\n");
+    assert!(world.log("inet").contains("udp 203.0.113.10"));
+    assert_no_state_left();
+}

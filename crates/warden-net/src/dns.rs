@@ -94,7 +94,9 @@ fn skip_name(b: &[u8], mut at: usize) -> Result<usize, WireError> {
 }
 
 impl Query {
-    /// Parses a client's query: one question, opcode QUERY, not a response.
+    /// Parses a client's query: one question, opcode QUERY, not a response, no answer or
+    /// authority records; additional records (an EDNS OPT) are ignored, and the answer has
+    /// none (a server without EDNS, which every client falls back to).
     pub fn parse(b: &[u8]) -> Result<Query, WireError> {
         if b.len() < 12 {
             return Err(WireError::Short);
@@ -523,6 +525,22 @@ mod tests {
         for n in 0..full.len() {
             let _ = handle(&p, &full[..n], 1, &mut up, &mut pin);
         }
+    }
+
+    #[test]
+    fn an_edns_query_is_answered_without_edns() {
+        let p = policy(&["pypi.org"]);
+        let mut q = query(11, "pypi.org", TYPE_A);
+        q[11] = 1; // one additional record: an OPT pseudo-record
+        q.extend_from_slice(&[0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 0]);
+        let (reply, up, _) = run(&p, &q, &["203.0.113.10"]);
+        assert_eq!(rcode(&reply), 0);
+        assert_eq!(up.asked, ["pypi.org"]);
+        assert_eq!(
+            &reply[10..12],
+            &[0, 0],
+            "no additional records in the answer"
+        );
     }
 
     #[test]

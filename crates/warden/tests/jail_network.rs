@@ -750,3 +750,97 @@ fn a_new_sandbox_gets_nothing_of_its_predecessors_connections() {
     assert!(world.log("inet").contains("udp 203.0.113.10"));
     assert_no_state_left();
 }
+
+#[test]
+fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
+    require_root!();
+    let _world = World::new();
+    use warden_engine::{Backend, ExecPlan, SandboxSpec};
+    let limits = warden_types::Limits {
+        timeout: Duration::from_secs(20),
+        memory_mb: 128,
+        max_pids: 32,
+        cpus: 1.0,
+        max_output_bytes: 1 << 20,
+        max_file_size_bytes: 8 << 20,
+        workspace_mb: 4,
+        max_artifacts: 8,
+        max_artifact_bytes: 1 << 20,
+    };
+    let egress = warden_types::egress::EgressPolicy {
+        allow_domains: vec!["allowed.test".parse().unwrap()],
+        allow_cidrs: vec!["10.250.0.0/24".parse().unwrap()],
+        ..Default::default()
+    };
+    let backend = warden_jail::JailBackend::new(warden_jail::JailSettings {
+        host_paths: warden_config::JailOptions::default().host_paths,
+        fast_cgroup_attach: true,
+        ids: warden_jail::IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        helper_exe: common::warden(),
+        fork_when_single_threaded: false,
+        wait_for_teardown: false,
+        network: warden_jail::NetSettings {
+            pool: "10.213.0.0/16".parse().unwrap(),
+            upstream_dns: Some("203.0.113.10:53".parse().unwrap()),
+        },
+    });
+    let plan = |code: &str| ExecPlan {
+        language: warden_types::Language::new("python").unwrap(),
+        command: vec!["python3".into()],
+        file_name: "main.py".into(),
+        code: format!("{PROBES}\n{code}"),
+        args: vec![],
+        stdin: vec![],
+        limits: limits.clone(),
+        network_enabled: true,
+        egress: egress.clone(),
+        image: None,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sandbox = backend
+            .create_sandbox(SandboxSpec {
+                id: "net-lifetime".into(),
+                limits: limits.clone(),
+                network_enabled: true,
+                egress: egress.clone(),
+                image: None,
+                labels: Default::default(),
+            })
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let r = sandbox
+                .exec(
+                    plan(
+                        "probe_all({'lan': (tcp, '10.250.0.10'), 'meta': (tcp, '169.254.169.254'), \
+                         'inet': (tcp, '203.0.113.11')})\n\
+                         probe_all({'name': (tcp, 'allowed.test')})\n",
+                    ),
+                    None,
+                )
+                .await
+                .unwrap();
+            let lines: Vec<serde_json::Map<_, _>> = r
+                .stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(ok(&lines[0], "lan"), "hello from 10.250.0.10");
+            refused(&lines[0], "meta");
+            refused(&lines[0], "inet");
+            assert_eq!(ok(&lines[1], "name"), "hello from 203.0.113.10");
+        }
+        sandbox.destroy().await.unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_no_state_left();
+}

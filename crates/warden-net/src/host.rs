@@ -120,6 +120,11 @@ impl Attached {
         &self.plan
     }
 
+    /// The resolver's process (a child of this one).
+    pub fn resolver_pid(&self) -> Option<libc::pid_t> {
+        self.resolver
+    }
+
     /// What the sandbox's init configures on its side.
     pub fn interface(&self) -> Interface {
         self.plan.interface()
@@ -339,6 +344,10 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
         }
     }
     keep_only_fds(&[socket.as_raw_fd(), upstream_fd(&upstream)]);
+    if drop_privileges().is_err() {
+        // SAFETY: _exit ends the forked child without running the parent's destructors.
+        unsafe { libc::_exit(1) };
+    }
     let mut upstream = upstream;
     let mut pinner = NftPinner {
         set: plan.pin_set(),
@@ -355,6 +364,77 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
 
 fn upstream_fd(u: &dns::UdpUpstream) -> i32 {
     u.raw_fd()
+}
+
+/// The unprivileged uid and gid the resolver runs as (nobody).
+pub const RESOLVER_ID: u32 = 65534;
+/// The one capability the resolver keeps, for pinning (`nft add element`): CAP_NET_ADMIN.
+pub const CAP_NET_ADMIN: u32 = 12;
+
+/// Makes the resolver nobody with CAP_NET_ADMIN only (ambient, so the `nft` it starts has it
+/// too), and no way to gain more: it parses untrusted input, and its sockets are already bound.
+fn drop_privileges() -> std::io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let check = |r: libc::c_long| {
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: prctl, setgroups, setresgid, setresuid and capset with integers and pointers to
+    // live, correctly laid out structures.
+    unsafe {
+        for cap in 0..64 {
+            if cap != CAP_NET_ADMIN
+                && libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        check(libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) as libc::c_long)?;
+        check(libc::setgroups(0, std::ptr::null()) as libc::c_long)?;
+        check(libc::setresgid(RESOLVER_ID, RESOLVER_ID, RESOLVER_ID) as libc::c_long)?;
+        check(libc::setresuid(RESOLVER_ID, RESOLVER_ID, RESOLVER_ID) as libc::c_long)?;
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let one = Data {
+            effective: 1 << CAP_NET_ADMIN,
+            permitted: 1 << CAP_NET_ADMIN,
+            inheritable: 1 << CAP_NET_ADMIN,
+        };
+        let none = Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        };
+        let data = [one, none];
+        check(libc::syscall(libc::SYS_capset, &header, data.as_ptr()))?;
+        check(libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+            CAP_NET_ADMIN as libc::c_ulong,
+            0,
+            0,
+        ) as libc::c_long)?;
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
+    }
+    Ok(())
 }
 
 /// Closes every descriptor but these (and points stdio at /dev/null), so the resolver holds

@@ -170,6 +170,25 @@ fn root_inside_the_namespace_gets_no_further_than_the_rules() {
     )
     .unwrap();
     attached.wait_firewall().unwrap();
+    // The resolver runs as nobody with CAP_NET_ADMIN alone, and can gain nothing more.
+    let resolver = attached.resolver_pid().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let status = std::fs::read_to_string(format!("/proc/{resolver}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(field("Uid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Gid:"), "65534 65534 65534 65534", "{status}");
+    for caps in ["CapEff:", "CapPrm:", "CapBnd:", "CapAmb:"] {
+        assert_eq!(field(caps), "0000000000001000", "{caps} {status}");
+    }
+    assert_eq!(field("NoNewPrivs:"), "1");
     let iface = attached.interface();
     sh(&format!(
         "nsenter -t {pid} -n sh -c 'ip link set lo up && ip addr add {}/{} dev eth0 && \

@@ -550,9 +550,20 @@ impl Backend for JailBackend {
     /// A sandbox's workspace is a detached tmpfs held only by the daemon's descriptor, so a
     /// crashed daemon leaves no mount or tmpfs; its runs' processes die with their helpers, and
     /// their cgroups are removed by the next run's helper (see
-    /// [`crate::cgroup::Hierarchy::remove_stale`]). Nothing is left to find here.
+    /// [`crate::cgroup::Hierarchy::remove_stale`]). What a crashed networked run left (its
+    /// slot's rules and pinned addresses; its veth pair died with its namespace) is emptied
+    /// here, as the next run on that slot would; returns how many slots were cleared.
     async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
-        Ok(0)
+        let pool = self.settings.network.pool;
+        blocking(move || {
+            let mut sys = warden_net::sys::RealSys;
+            Ok(warden_net::sweep(
+                pool,
+                std::path::Path::new(warden_net::RUN_DIR),
+                &mut sys,
+            ))
+        })
+        .await
     }
 }
 

@@ -725,6 +725,29 @@ fn a_crash_leaves_nothing_that_sweep_or_the_next_start_does_not_remove() {
     refused(&lines[0], "inet");
     assert_eq!(ok(&lines[1], "name"), "203.0.113.10");
     assert_no_state_left();
+    // And once more: the backend's orphan removal (a daemon's start) clears it.
+    crash_a_networked_sandbox(&world);
+    let backend = warden_jail::JailBackend::new(warden_jail::JailSettings {
+        host_paths: vec![],
+        fast_cgroup_attach: false,
+        ids: warden_jail::IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        helper_exe: common::warden(),
+        fork_when_single_threaded: false,
+        wait_for_teardown: false,
+        network: Default::default(),
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let removed = rt.block_on(warden_engine::Backend::remove_orphans(&backend, &[]));
+    assert_eq!(removed, Ok(1));
+    assert_no_state_left();
 }
 
 #[test]

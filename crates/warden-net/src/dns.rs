@@ -327,8 +327,12 @@ pub fn serve(
     let mut buf = vec![0u8; 1500];
     let mut next_id: u16 = std::process::id() as u16;
     loop {
-        let Ok((n, from)) = socket.recv_from(&mut buf) else {
-            continue;
+        let (n, from) = match socket.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // A socket that fails otherwise will not recover: end rather than spin.
+            // SAFETY: _exit ends the resolver (a forked child) at once.
+            Err(_) => unsafe { libc::_exit(1) },
         };
         if from.ip() != IpAddr::V4(sandbox) {
             continue;

@@ -179,24 +179,36 @@ pub enum SlotState {
     Dirty,
 }
 
+/// A fingerprint of the base ruleset (FNV-1a): a slot recorded under another one (an older
+/// Warden) is `Unknown`, so its next set-up re-asserts the current base.
+fn base_tag() -> u64 {
+    crate::plan::base_ruleset()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
 fn write_state(file: &mut std::fs::File, state: SlotState) -> std::io::Result<()> {
     file.set_len(0)?;
     file.rewind()?;
-    match state {
-        SlotState::Unknown => {}
-        SlotState::Clean => file.write_all(b"clean\n")?,
-        SlotState::Dirty => file.write_all(b"dirty\n")?,
-    }
-    Ok(())
+    let word = match state {
+        SlotState::Unknown => return Ok(()),
+        SlotState::Clean => "clean",
+        SlotState::Dirty => "dirty",
+    };
+    file.write_all(format!("{word} {:016x}\n", base_tag()).as_bytes())
 }
 
 fn read_state(file: &mut std::fs::File) -> SlotState {
     let mut s = String::new();
     let _ = file.rewind();
     let _ = file.read_to_string(&mut s);
-    match s.trim() {
-        "clean" => SlotState::Clean,
-        "dirty" => SlotState::Dirty,
+    let current = format!("{:016x}", base_tag());
+    match s.split_whitespace().collect::<Vec<_>>()[..] {
+        ["clean", tag] if tag == current => SlotState::Clean,
+        ["dirty", tag] if tag == current => SlotState::Dirty,
+        // A dirty slot of another base: its rules are removed by the full set-up anyway.
         _ => SlotState::Unknown,
     }
 }
@@ -520,7 +532,10 @@ pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue;
         }
-        if read_state(&mut file) != SlotState::Dirty {
+        // Dirty under any base ruleset: emptying the slot's chains and sets works for all.
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        if !text.starts_with("dirty") {
             continue;
         }
         let Some(slot) = pool.slot(index) else {
@@ -577,7 +592,11 @@ mod tests {
         let held = p.lease(&dir).unwrap();
         let crashed = p.lease(&dir).unwrap();
         for index in [0, 1] {
-            std::fs::write(dir.join(format!("slot-{index}.lock")), "dirty\n").unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join(format!("slot-{index}.lock")))
+                .unwrap();
+            write_state(&mut f, SlotState::Dirty).unwrap();
         }
         drop(crashed);
         let mut sys = FakeSys::default();
@@ -591,6 +610,9 @@ mod tests {
         assert_eq!(slot_state(&dir, 1), SlotState::Clean);
         assert_eq!(slot_state(&dir, 0), SlotState::Dirty);
         assert_eq!(sweep(pool, &dir, &mut sys), 0);
+        // A slot recorded under another base ruleset is unknown: it gets the full set-up.
+        std::fs::write(dir.join("slot-1.lock"), "clean 0123456789abcdef\n").unwrap();
+        assert_eq!(slot_state(&dir, 1), SlotState::Unknown);
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
     }

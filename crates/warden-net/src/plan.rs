@@ -354,11 +354,13 @@ pub fn base_ruleset() -> String {
             "type filter hook forward priority filter - 10; policy accept;",
             &[
                 format!("iifname \"{p}*\" ip6 daddr @blocked6 drop"),
-                format!("iifname \"{p}*\" iifname vmap @egress"),
-                format!("iifname \"{p}*\" drop"),
+                // Towards a sandbox first, whoever sends it (another sandbox too, even one
+                // whose allow-list covers the pool): replies only.
                 format!("oifname \"{p}*\" ct state established,related oifname vmap @download"),
                 format!("oifname \"{p}*\" ct state established,related accept"),
                 format!("oifname \"{p}*\" drop"),
+                format!("iifname \"{p}*\" iifname vmap @egress"),
+                format!("iifname \"{p}*\" drop"),
             ],
         ),
         (

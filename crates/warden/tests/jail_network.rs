@@ -147,6 +147,7 @@ impl World {
                  [sandbox.profiles.listed]\n{net}[sandbox.profiles.listed.egress]\n\
                  allow_domains = [\"allowed.test\", \"*.cdn.test\", \"rebind.test\"]\n\
                  [sandbox.profiles.lan]\n{net}[sandbox.profiles.lan.egress]\nallow_cidrs = [\"10.250.0.0/24\"]\n\
+                 [sandbox.profiles.wide]\n{net}[sandbox.profiles.wide.egress]\nallow_cidrs = [\"10.0.0.0/8\"]\n\
                  [sandbox.profiles.deny]\n{net}[sandbox.profiles.deny.egress]\ndeny_cidrs = [\"203.0.113.10\"]\n\
                  [sandbox.profiles.slow]\n{net}[sandbox.profiles.slow.egress]\nmax_bandwidth = \"4mbit\"\n\
                  [sandbox.profiles.v6]\n{net}[sandbox.profiles.v6.egress]\nallow_cidrs = [\"2001:db8::/32\"]\n"
@@ -283,9 +284,25 @@ fn host_addresses() -> Vec<String> {
 /// listed address, no dirty or held slot. (A used slot keeps its empty skeleton: chains
 /// without rules and sets without elements, which drop everything.)
 fn assert_no_state_left() {
+    // The kernel destroys a dead namespace (and the veth pair in it) asynchronously, after
+    // its last process is reaped, and a helper empties its slot just after sending the
+    // result: give both a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match state_left() {
+            Ok(()) => return,
+            Err(e) if Instant::now() >= deadline => panic!("{e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn state_left() -> Result<(), String> {
     let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
     let links = String::from_utf8_lossy(&links.stdout);
-    assert!(!links.contains("wdsb"), "an interface is left: {links}");
+    if links.contains("wdsb") {
+        return Err(format!("an interface is left: {links}"));
+    }
     let table = Command::new("nft")
         .args(["list", "table", "inet", "warden"])
         .output()
@@ -309,7 +326,9 @@ fn assert_no_state_left() {
                 || line.starts_with("type ")
                 || line.starts_with("flags ")
                 || line.starts_with("size ");
-            assert!(is_spec, "sb{name} still holds {line:?}\n{table}");
+            if !is_spec {
+                return Err(format!("sb{name} still holds {line:?}\n{table}"));
+            }
         }
     }
     if let Ok(entries) = std::fs::read_dir(warden_net::RUN_DIR) {
@@ -323,17 +342,15 @@ fn assert_no_state_left() {
                 continue;
             };
             let dir = Path::new(warden_net::RUN_DIR);
-            assert_ne!(
-                warden_net::host::slot_state(dir, index),
-                warden_net::host::SlotState::Dirty,
-                "{name} is marked dirty"
-            );
-            assert!(
-                !warden_net::pool::Pool::is_leased(dir, index),
-                "{name} is still leased"
-            );
+            if warden_net::host::slot_state(dir, index) == warden_net::host::SlotState::Dirty {
+                return Err(format!("{name} is marked dirty"));
+            }
+            if warden_net::pool::Pool::is_leased(dir, index) {
+                return Err(format!("{name} is still leased"));
+            }
         }
     }
+    Ok(())
 }
 
 #[test]
@@ -864,6 +881,52 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
         }
         sandbox.destroy().await.unwrap();
     });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_no_state_left();
+}
+
+#[test]
+fn sandboxes_cannot_reach_each_other_even_when_their_range_is_allowed() {
+    require_root!();
+    let world = World::new();
+    // B (slot 0: 10.213.0.2) waits for a datagram; A, whose profile allows all of 10.0.0.0/8,
+    // sends it one, and tries its port 9999 over TCP too.
+    let waiter = std::thread::spawn({
+        let settings = world.settings();
+        move || {
+            let out = warden_cmd(
+                &[
+                    "--config",
+                    settings.to_str().unwrap(),
+                    "run",
+                    "--json",
+                    "--profile",
+                    "wide",
+                    "-l",
+                    "python",
+                    "-",
+                ],
+                "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                 s.bind(('0.0.0.0', 9999)); s.settimeout(4)\nprint(open('/etc/resolv.conf').read().split()[1])\n\
+                 try:\n    print('GOT', s.recvfrom(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n",
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let v = world.py(
+        "wide",
+        "print(gateway())\nprobe_all({'udp': (udp, '10.213.0.2', 9999), 'tcp': (tcp, '10.213.0.2', 9999), \
+         'lan': (tcp, '10.250.0.10')})\n",
+    );
+    assert!(stdout_of(&v).starts_with("10.213.0.5\n"), "not slot 1: {v}");
+    let r = results(&v);
+    refused(&r, "udp");
+    refused(&r, "tcp");
+    assert_eq!(ok(&r, "lan"), "hello from 10.250.0.10");
+    let out = waiter.join().unwrap();
+    let b: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stdout_of(&b), "10.213.0.1\nnothing TimeoutError\n", "{b}");
     std::thread::sleep(Duration::from_millis(300));
     assert_no_state_left();
 }

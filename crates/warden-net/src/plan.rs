@@ -359,6 +359,9 @@ pub fn base_ruleset() -> String {
                 format!("oifname \"{p}*\" ct state established,related oifname vmap @download"),
                 format!("oifname \"{p}*\" ct state established,related accept"),
                 format!("oifname \"{p}*\" drop"),
+                // A sandbox's own traffic is never DNATed: what was is the host's (a published
+                // port of a container, a port forward) and counts as the host itself.
+                format!("iifname \"{p}*\" ct status dnat drop"),
                 format!("iifname \"{p}*\" iifname vmap @egress"),
                 format!("iifname \"{p}*\" drop"),
             ],

@@ -930,3 +930,24 @@ fn sandboxes_cannot_reach_each_other_even_when_their_range_is_allowed() {
     std::thread::sleep(Duration::from_millis(300));
     assert_no_state_left();
 }
+
+#[test]
+fn the_hosts_port_forwards_are_the_host() {
+    require_root!();
+    let world = World::new();
+    // The host forwards its port 18080 to the "internet" server, as Docker does for a
+    // published port: from a sandbox that is still the host, even though the target itself
+    // is reachable directly.
+    sh("nft add table ip wt_dnat && \
+        nft add chain ip wt_dnat pre '{ type nat hook prerouting priority dstnat; policy accept; }' && \
+        nft add rule ip wt_dnat pre tcp dport 18080 dnat to 203.0.113.10:80");
+    let v = world.py(
+        "open",
+        "probe_all({'forwarded': (tcp, gateway(), 18080), 'direct': (tcp, '203.0.113.10')})\n",
+    );
+    sh_quiet("nft delete table ip wt_dnat");
+    let r = results(&v);
+    refused(&r, "forwarded");
+    assert_eq!(ok(&r, "direct"), "hello from 203.0.113.10");
+    assert_no_state_left();
+}

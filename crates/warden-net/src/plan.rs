@@ -24,6 +24,11 @@ pub const TABLE: &str = "warden";
 pub const SANDBOX_IF: &str = "eth0";
 /// Addresses pinned by the resolver, per sandbox, at most.
 pub const MAX_PINNED: u32 = 4096;
+/// New connections (conntrack entries) a sandbox may open per second, after a burst of
+/// [`NEW_CONNECTIONS_BURST`]: the host's connection-tracking table is shared, and a sandbox
+/// must not fill it.
+pub const NEW_CONNECTIONS_PER_SECOND: u32 = 100;
+pub const NEW_CONNECTIONS_BURST: u32 = 200;
 
 /// What a networked sandbox asks for: carried in the jail's plan to the helper.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +236,13 @@ impl NetPlan {
             &format!("ip saddr != {} drop", self.slot.sandbox),
         );
         rule(&mut s, &c, "meta l4proto != tcp meta l4proto != udp drop");
+        rule(
+            &mut s,
+            &c,
+            &format!(
+                "ct state new limit rate over {NEW_CONNECTIONS_PER_SECOND}/second burst {NEW_CONNECTIONS_BURST} packets drop"
+            ),
+        );
         rule(
             &mut s,
             &c,

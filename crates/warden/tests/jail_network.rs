@@ -208,6 +208,15 @@ impl Drop for World {
     }
 }
 
+/// Waits until the "internet" server logged `what` (a sandbox saying it is ready).
+fn wait_for_log(world: &World, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !world.log("inet").contains(what) {
+        assert!(Instant::now() < deadline, "{what} never arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Probes run inside the sandbox: each prints "ok:…" or "err:ExceptionName".
 const PROBES: &str = r#"
 import socket, json, concurrent.futures as cf
@@ -508,8 +517,9 @@ fn allow_and_deny_cidrs() {
 fn inbound_connections_are_refused() {
     require_root!();
     let world = World::new();
-    // The sandbox waits for a datagram on its own address while the host and the "internet"
-    // send it one each (slot 0: tests run one world at a time, lowest slot first).
+    // The sandbox listens on its own address, says so to the "internet" server, and waits
+    // while the host and the "internet" send it a datagram each (slot 0: tests run one world
+    // at a time, lowest slot first).
     let waiter = std::thread::spawn({
         let settings = world.settings();
         move || {
@@ -523,15 +533,18 @@ fn inbound_connections_are_refused() {
                     "python",
                     "-",
                 ],
-                "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-                 s.bind(('0.0.0.0', 9999)); s.settimeout(4)\nprint(open('/etc/resolv.conf').read().split()[1], flush=True)\n\
-                 try:\n    print('GOT', s.recvfrom(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n\
-                 try:\n    socket.socket().bind(('0.0.0.0', 8080)); print('TCP BOUND')\nexcept OSError as e:\n    print('no tcp bind', e.errno)\n",
+                &format!(
+                    "{PROBES}\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                     s.bind(('0.0.0.0', 9999)); s.settimeout(4)\nprint(gateway())\n\
+                     tcp('203.0.113.10', 80, 5, '/ready-inbound')\n\
+                     try:\n    print('GOT', s.recvfrom(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n\
+                     try:\n    socket.socket().bind(('0.0.0.0', 8080)); print('TCP BOUND')\nexcept OSError as e:\n    print('no tcp bind', e.errno)\n"
+                ),
             );
             String::from_utf8_lossy(&out.stdout).into_owned()
         }
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_log(&world, "/ready-inbound");
     let sandbox = "10.213.0.2";
     let host = UdpSocket::bind("0.0.0.0:0").unwrap();
     let _ = host.send_to(b"from host", (sandbox, 9999));
@@ -889,8 +902,9 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
 fn sandboxes_cannot_reach_each_other_even_when_their_range_is_allowed() {
     require_root!();
     let world = World::new();
-    // B (slot 0: 10.213.0.2) waits for a datagram; A, whose profile allows all of 10.0.0.0/8,
-    // sends it one, and tries its port 9999 over TCP too.
+    // B (slot 0: 10.213.0.2) listens, says so to the "internet" server and waits for a
+    // datagram; A, whose profile allows all of 10.0.0.0/8, sends it one, and tries its port
+    // 9999 over TCP too.
     let waiter = std::thread::spawn({
         let settings = world.settings();
         move || {
@@ -900,20 +914,21 @@ fn sandboxes_cannot_reach_each_other_even_when_their_range_is_allowed() {
                     settings.to_str().unwrap(),
                     "run",
                     "--json",
-                    "--profile",
-                    "wide",
                     "-l",
                     "python",
                     "-",
                 ],
-                "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-                 s.bind(('0.0.0.0', 9999)); s.settimeout(4)\nprint(open('/etc/resolv.conf').read().split()[1])\n\
-                 try:\n    print('GOT', s.recvfrom(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n",
+                &format!(
+                    "{PROBES}\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                     s.bind(('0.0.0.0', 9999)); s.settimeout(4)\nprint(gateway())\n\
+                     tcp('203.0.113.10', 80, 5, '/ready-b')\n\
+                     try:\n    print('GOT', s.recvfrom(100))\nexcept OSError as e:\n    print('nothing', type(e).__name__)\n"
+                ),
             );
             String::from_utf8_lossy(&out.stdout).into_owned()
         }
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_log(&world, "/ready-b");
     let v = world.py(
         "wide",
         "print(gateway())\nprobe_all({'udp': (udp, '10.213.0.2', 9999), 'tcp': (tcp, '10.213.0.2', 9999), \
@@ -949,5 +964,28 @@ fn the_hosts_port_forwards_are_the_host() {
     let r = results(&v);
     refused(&r, "forwarded");
     assert_eq!(ok(&r, "direct"), "hello from 203.0.113.10");
+    assert_no_state_left();
+}
+
+#[test]
+fn new_connections_are_rate_limited() {
+    require_root!();
+    let world = World::new();
+    // 1000 UDP flows (one socket each) in a fraction of a second: the burst (200) and the
+    // rate (100/s) for that time get through, not the rest.
+    let v = world.py(
+        "open",
+        "import time\nt = time.time()\n\
+         for i in range(1000):\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'x', ('203.0.113.10', 7)); s.close()\n\
+         print(round(time.time() - t, 2))\n",
+    );
+    let secs: f64 = stdout_of(&v).trim().parse().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let arrived = world.log("inet").matches("udp 203.0.113.10").count();
+    let most = 200 + (secs * 100.0) as usize + 20;
+    assert!(
+        (150..=most).contains(&arrived),
+        "{arrived} of 1000 flows arrived in {secs}s (at most {most} expected)"
+    );
     assert_no_state_left();
 }

@@ -34,6 +34,12 @@ print(f"\nwarden / bare python3 = {w / p:.2f} (target <= 1.5)")
 print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
 PY
 
+# The daemon: HTTP exec latency against `warden run`, and a 32-connection load run.
+# Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.
+if [ "${LOAD_SECONDS:-60}" != 0 ]; then
+  python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}"
+fi
+
 # Extra start-up of a networked sandbox (issue 9): the same `true.sh` in an offline profile and
 # in a networked one (own veth pair, NAT, firewall, resolver), interleaved. Needs root, nft, ip.
 if [ "${WARDEN_BENCH_NET:-1}" = 1 ]; then

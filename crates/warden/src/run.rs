@@ -208,6 +208,9 @@ pub fn error_json(e: &EngineError) -> serde_json::Value {
         EngineError::Backend(warden_engine::BackendError::Refused(_)) => "refused",
         EngineError::Backend(warden_engine::BackendError::Command(_)) => "command_failed",
         EngineError::Backend(_) => "backend_error",
+        EngineError::SandboxNotFound(_) => "sandbox_not_found",
+        EngineError::NameTaken(_) => "name_taken",
+        EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
     };
     let mut error = serde_json::json!({ "code": code, "message": e.to_string() });
     if let EngineError::PolicyViolation(v) = e {

@@ -1,5 +1,4 @@
-//! `warden serve`: the HTTP API on a loopback address (API keys, and so other addresses, come
-//! with the daemon's next steps).
+//! `warden serve`: the HTTP API. Without API keys in the settings it listens only on loopback.
 
 use crate::cli::load_settings;
 use crate::run::{HelperMode, engine_with};
@@ -10,7 +9,7 @@ use warden_server::{AppState, ServerLimits, router};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on; loopback only until API keys exist.
+    /// Address to listen on; other than loopback only with API keys configured.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Executions running at once.
@@ -21,17 +20,31 @@ pub struct ServeArgs {
     pub max_queued: usize,
 }
 
-pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
-    if !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "--listen {}: a non-loopback address needs API keys, which this build does not have yet; listen on 127.0.0.1 or [::1]",
-            args.listen
-        );
+/// Ctrl-C or SIGTERM (what a service manager or `docker stop` sends).
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
     }
+}
+
+pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
     if args.max_concurrent == 0 {
         anyhow::bail!("--max-concurrent must be at least 1");
     }
     let settings = load_settings(config)?;
+    if !args.listen.ip().is_loopback() && settings.server.api_keys.is_empty() {
+        anyhow::bail!(
+            "--listen {}: a non-loopback address needs API keys ([[server.api_keys]] in the settings); listen on 127.0.0.1 or [::1], or configure keys",
+            args.listen
+        );
+    }
     let engine = engine_with(settings, None, HelperMode::Exec)?;
     let limits = ServerLimits {
         max_concurrent: args.max_concurrent,
@@ -42,13 +55,25 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        // What a crashed predecessor left (containers, pods, cgroups) goes first.
+        for (backend, removed) in engine.remove_orphans().await {
+            match removed {
+                Ok(0) => {}
+                Ok(n) => {
+                    eprintln!("warden: removed {n} leftover sandboxes of the {backend} backend")
+                }
+                Err(e) => eprintln!("warden: could not clean up the {backend} backend: {e}"),
+            }
+        }
+        let state = AppState::new(engine, limits);
+        let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
-        axum::serve(listener, router(AppState::new(engine, limits)))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+        axum::serve(listener, router(state.clone()))
+            .with_graceful_shutdown(shutdown_signal())
             .await?;
+        reaper.abort();
+        state.sandboxes().destroy_all().await;
         anyhow::Ok(0)
     })
 }

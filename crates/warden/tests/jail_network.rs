@@ -775,8 +775,11 @@ fn a_crash_leaves_nothing_that_sweep_or_the_next_start_does_not_remove() {
         .enable_all()
         .build()
         .unwrap();
-    let removed = rt.block_on(warden_engine::Backend::remove_orphans(&backend, &[]));
-    assert_eq!(removed, Ok(1));
+    // (It also counts the crashed helper's stale cgroup, if any.)
+    let removed = rt
+        .block_on(warden_engine::Backend::remove_orphans(&backend, &[]))
+        .unwrap();
+    assert!(removed >= 1, "{removed}");
     assert_no_state_left();
 }
 

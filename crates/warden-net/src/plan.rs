@@ -127,13 +127,17 @@ impl NetPlan {
     }
 
     /// The slot's objects: its chains and its sets (with their specs).
-    fn objects(&self) -> (Vec<String>, Vec<(String, &'static str)>) {
+    fn objects(&self) -> (Vec<String>, Vec<(String, String)>) {
         let c = self.chain();
         let chains = vec![c.clone(), format!("{c}_in"), format!("{c}_down")];
+        let interval = "type ipv4_addr; flags interval;".to_owned();
         let sets = vec![
-            (format!("{c}_allow"), "type ipv4_addr; flags interval;"),
-            (format!("{c}_deny"), "type ipv4_addr; flags interval;"),
-            (format!("{c}_dns"), "type ipv4_addr; size 4096;"),
+            (format!("{c}_allow"), interval.clone()),
+            (format!("{c}_deny"), interval),
+            (
+                format!("{c}_dns"),
+                format!("type ipv4_addr; size {MAX_PINNED};"),
+            ),
         ];
         (chains, sets)
     }

@@ -24,3 +24,5 @@ fi
 
 # The Python SDK's venv (pytest, langchain-core, openai) for its tests.
 bash "$(dirname "$0")/setup-python-sdk.sh"
+bash "$(dirname "$0")/setup-net.sh"
+

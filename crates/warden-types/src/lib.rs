@@ -6,6 +6,7 @@
 //! change.
 
 mod bytes_b64;
+pub mod egress;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

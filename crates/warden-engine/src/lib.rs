@@ -10,7 +10,10 @@
 pub mod backend;
 pub mod sandboxes;
 
-pub use backend::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+pub use backend::{
+    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, NO_CONTEXTS,
+    SandboxSpec,
+};
 pub use sandboxes::{CreateSandbox, PreparedExec, SandboxExec, SandboxInfo, Sandboxes};
 
 use std::collections::HashMap;

@@ -135,7 +135,14 @@ pub struct JailPlan {
     /// artifacts unless changed.
     #[serde(default)]
     pub known_outputs: Vec<crate::artifacts::FileStamp>,
+    /// A long-lived run (a context's interpreter, see [`crate::session`]): the program gets
+    /// the reply pipe at descriptor [`SESSION_REPLY_FD`], and init forwards SIGINT to it.
+    #[serde(default)]
+    pub session: bool,
 }
+
+/// The descriptor at which a session's program writes its replies.
+pub const SESSION_REPLY_FD: i32 = 3;
 
 /// Why a plan could not be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -390,6 +397,7 @@ impl JailPlan {
             fast_cgroup_attach: false,
             shared_workspace_fd: input.shared_workspace_fd,
             known_outputs: Vec::new(),
+            session: false,
         })
     }
 }

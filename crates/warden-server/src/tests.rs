@@ -50,6 +50,7 @@ impl Backend for EchoBackend {
             stderr_truncated: false,
             artifacts: vec![],
             skipped_artifacts: vec![],
+            cell: Default::default(),
         })
     }
 

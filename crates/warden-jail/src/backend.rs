@@ -9,11 +9,11 @@
 use crate::cgroup::Hierarchy;
 use crate::context::{CellEnd, JailContext, PYTHON_DRIVER, PYTHON_DRIVER_FILE};
 use crate::helper::HELPER_ENV;
-use crate::session::CellRequest;
-use std::collections::BTreeMap;
 use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
 use crate::protocol::{self, HelperError, Tag};
+use crate::session::CellRequest;
 use crate::workspace::{Workspace, WorkspaceError};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -235,7 +235,9 @@ impl JailSandbox {
             .expect("not poisoned")
             .get(id)
             .cloned()
-            .ok_or_else(|| BackendError::NotFound(format!("no context {id:?} in sandbox {}", self.id)))
+            .ok_or_else(|| {
+                BackendError::NotFound(format!("no context {id:?} in sandbox {}", self.id))
+            })
     }
 
     /// The session plan of a context: the sandbox's run plan with the driver as its code.
@@ -407,7 +409,12 @@ impl BackendSandbox for JailSandbox {
 
     async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
         let _turn = self.one_at_a_time.lock().await;
-        if self.contexts.lock().expect("not poisoned").contains_key(&spec.id) {
+        if self
+            .contexts
+            .lock()
+            .expect("not poisoned")
+            .contains_key(&spec.id)
+        {
             return Err(BackendError::Refused(format!(
                 "context {:?} exists already",
                 spec.id

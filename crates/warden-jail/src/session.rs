@@ -136,7 +136,13 @@ impl FrameReader {
         if self.buf.len() < 5 {
             return Ok(None);
         }
-        let header = [self.buf[0], self.buf[1], self.buf[2], self.buf[3], self.buf[4]];
+        let header = [
+            self.buf[0],
+            self.buf[1],
+            self.buf[2],
+            self.buf[3],
+            self.buf[4],
+        ];
         let (tag, len) = protocol::parse_header(header)?;
         if self.buf.len() < 5 + len {
             return Ok(None);
@@ -413,7 +419,9 @@ impl<W: Write> Session<'_, W> {
                 1000
             } else {
                 deadline.map_or(-1, |d| {
-                    d.saturating_duration_since(now).as_millis().min(i32::MAX as u128) as i32
+                    d.saturating_duration_since(now)
+                        .as_millis()
+                        .min(i32::MAX as u128) as i32
                 })
             };
             let mut raw: Vec<libc::pollfd> = pfds.iter().map(|(p, _)| *p).collect();
@@ -767,8 +775,7 @@ impl<W: Write> Session<'_, W> {
             Some(c) => (c.timed_out, c.output_exceeded, c.start, c.known),
             None => (false, false, self.core.start, HashSet::new()),
         };
-        let reason =
-            supervisor::reason_of(output_exceeded, oom, pids, timed_out, signal.is_some());
+        let reason = supervisor::reason_of(output_exceeded, oom, pids, timed_out, signal.is_some());
         let (artifacts, skipped) = match &self.scratch {
             Some(scratch) => artifacts::collect(scratch.as_fd(), &self.plan.limits, &known),
             None => (Vec::new(), Vec::new()),
@@ -815,7 +822,9 @@ mod tests {
     #[test]
     fn driver_replies_are_parsed_and_bounded() {
         let mut r = ReplyReader {
-            buf: reply(r#"{"type":"done","execution_count":2,"text":"3","results":[{"data":{"text/plain":"3"},"is_main_result":true}],"error":null}"#),
+            buf: reply(
+                r#"{"type":"done","execution_count":2,"text":"3","results":[{"data":{"text/plain":"3"},"is_main_result":true}],"error":null}"#,
+            ),
             max: 1024,
         };
         match r.next().unwrap() {

@@ -207,7 +207,13 @@ pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError
         .map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?;
     if pid == 0 {
         drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r));
-        sandbox_init(plan_r, go_r, ws_child, [in_r, out_w, err_w, ctl_w], status_w);
+        sandbox_init(
+            plan_r,
+            go_r,
+            ws_child,
+            [in_r, out_w, err_w, ctl_w],
+            status_w,
+        );
     }
     let pid = pid as libc::pid_t;
     drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w));
@@ -307,7 +313,10 @@ pub(crate) fn launch(started: Started, plan: &JailPlan) -> Result<Launched, Jail
 
 /// Reads init's report on the status pipe: the program's wait status, `None` if init was
 /// killed before it could report; a setup step or the exec that failed is an error.
-pub(crate) fn read_status(status_r: BorrowedFd<'_>, plan: &JailPlan) -> Result<Option<i32>, JailError> {
+pub(crate) fn read_status(
+    status_r: BorrowedFd<'_>,
+    plan: &JailPlan,
+) -> Result<Option<i32>, JailError> {
     while let Some((tag, payload)) = next_message(status_r) {
         match tag {
             MSG_STEP_FAILED => {

@@ -101,6 +101,7 @@ async fn run(state: AppState, id: String, code: String, timeout_seconds: Option<
         stdin: None,
         args: Vec::new(),
         stream: false,
+        context: None,
     };
     let response = match exec_in(state, None, id, body).await {
         Ok(r) => r,

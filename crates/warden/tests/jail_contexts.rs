@@ -150,7 +150,11 @@ fn a_timeout_interrupts_the_cell_and_the_context_survives() {
         plan.timeout = Duration::from_millis(500);
         let started = Instant::now();
         let r = sb.exec_in_context("c", plan, None).await.unwrap();
-        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(r.reason, Reason::Timeout, "{r:?}");
         assert_eq!(r.cell.context_restarted, Some(false));
         assert_eq!(r.cell.error.as_ref().unwrap().name, "KeyboardInterrupt");
@@ -199,7 +203,12 @@ fn a_memory_kill_restarts_the_context_and_says_so() {
         let sb = sandbox(&b, "ctx-memory", 96).await;
         sb.create_context(spec("c", 96)).await.unwrap();
         run(&sb, "c", "before = 1").await;
-        let r = run(&sb, "c", "hog = []\nwhile True:\n    hog.append(bytearray(8 << 20))").await;
+        let r = run(
+            &sb,
+            "c",
+            "hog = []\nwhile True:\n    hog.append(bytearray(8 << 20))",
+        )
+        .await;
         assert_eq!(r.reason, Reason::Memory, "{r:?}");
         assert_eq!(r.cell.context_restarted, Some(true));
         let r = run(&sb, "c", "'before' in globals()").await;

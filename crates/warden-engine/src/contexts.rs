@@ -333,3 +333,305 @@ impl Sandboxes {
         Ok(result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, BackendError, BackendSandbox, ExecPlan, SandboxSpec};
+    use crate::sandboxes::{CreateSandbox, SandboxExec};
+    use crate::{Engine, Sandboxes};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use warden_config::{BackendKind, Settings};
+    use warden_types::{CellOutput, Reason};
+
+    /// A sandbox whose contexts are counters: each cell answers with the context's id and how
+    /// many cells it ran; `supports: false` keeps the trait's refusing defaults.
+    #[derive(Debug, Default)]
+    struct FakeSandbox {
+        supports: bool,
+        created: Mutex<Vec<ContextSpec>>,
+        cells: Mutex<Vec<(String, CellPlan)>>,
+        destroyed: Mutex<Vec<String>>,
+        die_next: AtomicBool,
+    }
+
+    fn result(cell: CellOutput) -> ExecResult {
+        ExecResult {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell,
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl BackendSandbox for FakeSandbox {
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Ok(result(CellOutput::default()))
+        }
+        async fn write_file(
+            &self,
+            _: &warden_types::WorkspacePath,
+            _: Vec<u8>,
+        ) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn read_file(
+            &self,
+            _: &warden_types::WorkspacePath,
+            _: u64,
+        ) -> Result<Vec<u8>, BackendError> {
+            Ok(vec![])
+        }
+        async fn list_files(&self, _: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
+            Ok(vec![])
+        }
+        async fn destroy(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+            if !self.supports {
+                return Err(BackendError::Refused(crate::NO_CONTEXTS.into()));
+            }
+            // Slow enough for two concurrent first uses of `default` to overlap.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.created.lock().unwrap().push(spec);
+            Ok(())
+        }
+        async fn exec_in_context(
+            &self,
+            id: &str,
+            cell: CellPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            let mut cells = self.cells.lock().unwrap();
+            cells.push((id.to_owned(), cell));
+            let n = cells.iter().filter(|(c, _)| c == id).count() as u64;
+            let died = self.die_next.swap(false, Ordering::SeqCst);
+            Ok(result(CellOutput {
+                text: Some(id.to_owned()),
+                execution_count: Some(n),
+                context_restarted: Some(died),
+                ..CellOutput::default()
+            }))
+        }
+        async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
+            self.destroyed.lock().unwrap().push(id.to_owned());
+            Ok(())
+        }
+        async fn restart_context(&self, _: &str) -> Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    #[derive(Debug)]
+    struct FakeBackend(Arc<FakeSandbox>);
+
+    #[async_trait::async_trait]
+    impl Backend for FakeBackend {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Ok(result(CellOutput::default()))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            Ok(self.0.clone())
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+    }
+
+    async fn setup(supports: bool) -> (Sandboxes, Arc<FakeSandbox>, String) {
+        let sandbox = Arc::new(FakeSandbox {
+            supports,
+            ..FakeSandbox::default()
+        });
+        let engine = Engine::new(Arc::new(Settings::builtin()))
+            .with_backend(BackendKind::Jail, Arc::new(FakeBackend(sandbox.clone())));
+        let sandboxes = Sandboxes::new(engine, 4);
+        let info = sandboxes.create(CreateSandbox::default()).await.unwrap();
+        (sandboxes, sandbox, info.id)
+    }
+
+    fn cell(code: &str, context: &str) -> SandboxExec {
+        SandboxExec {
+            code: code.into(),
+            context: Some(context.into()),
+            ..SandboxExec::default()
+        }
+    }
+
+    async fn exec(s: &Sandboxes, id: &str, req: SandboxExec) -> Result<ExecResult, EngineError> {
+        let prepared = s.prepare_exec(None, id, req)?;
+        s.run_exec(prepared, None).await
+    }
+
+    #[tokio::test]
+    async fn the_default_context_is_made_once_on_first_use_and_counted() {
+        let (s, fake, id) = setup(true).await;
+        let (a, b) = tokio::join!(
+            exec(&s, &id, cell("x = 1", DEFAULT_CONTEXT)),
+            exec(&s, &id, cell("x", DEFAULT_CONTEXT))
+        );
+        a.unwrap();
+        b.unwrap();
+        let created = fake.created.lock().unwrap().clone();
+        assert_eq!(created.len(), 1, "{created:?}");
+        assert_eq!(created[0].id, DEFAULT_CONTEXT);
+        assert_eq!(created[0].language.as_str(), "python");
+        assert_eq!(created[0].command, ["python3"]);
+        // The sandbox's limits (the standard profile's), and the cell's own timeout.
+        assert_eq!(created[0].limits.memory_mb, 128);
+        let (_, plan) = fake.cells.lock().unwrap()[0].clone();
+        assert_eq!(plan.timeout, Duration::from_secs(30));
+        assert_eq!(plan.interrupt_grace, INTERRUPT_GRACE);
+        fake.die_next.store(true, Ordering::SeqCst);
+        let r = exec(&s, &id, cell("1", DEFAULT_CONTEXT)).await.unwrap();
+        assert_eq!(r.cell.context_restarted, Some(true));
+        let info = s.get_context(None, &id, DEFAULT_CONTEXT).unwrap();
+        assert_eq!((info.executions, info.restarts), (3, 1));
+        assert_eq!(info.sandbox_id, id);
+    }
+
+    #[tokio::test]
+    async fn cells_are_checked_like_executions() {
+        let (s, fake, id) = setup(true).await;
+        let ctx = s
+            .create_context(None, &id, CreateContext::default())
+            .await
+            .unwrap();
+        assert!(ctx.id.starts_with("ctx-"), "{ctx:?}");
+        // The profile's policies apply to cells (standard: forbidden_imports).
+        let err = exec(&s, &id, cell("import os", &ctx.id)).await.unwrap_err();
+        assert!(matches!(err, EngineError::PolicyViolation(_)), "{err:?}");
+        let err = exec(&s, &id, cell("1", "ctx-missing")).await.unwrap_err();
+        assert_eq!(err, EngineError::ContextNotFound("ctx-missing".into()));
+        let mut with_stdin = cell("1", &ctx.id);
+        with_stdin.stdin = b"x".to_vec();
+        let err = exec(&s, &id, with_stdin).await.unwrap_err();
+        assert!(
+            matches!(err, EngineError::InvalidRequest { field: "stdin", .. }),
+            "{err:?}"
+        );
+        let mut bash = cell("echo", &ctx.id);
+        bash.language = Some("bash".into());
+        let err = exec(&s, &id, bash).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidRequest {
+                    field: "language",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // An alias of the context's language is the same language.
+        let mut py = cell("1", &ctx.id);
+        py.language = Some("py".into());
+        exec(&s, &id, py).await.unwrap();
+        let err = s
+            .create_context(
+                None,
+                &id,
+                CreateContext {
+                    language: Some("bash".into()),
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidRequest {
+                    field: "language",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            fake.cells.lock().unwrap().len(),
+            1,
+            "only the accepted cell ran"
+        );
+        // Plain executions still run as fresh runs.
+        let plain = exec(
+            &s,
+            &id,
+            SandboxExec {
+                code: "print(1)".into(),
+                ..SandboxExec::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(plain.cell, CellOutput::default());
+    }
+
+    #[tokio::test]
+    async fn contexts_are_bounded_listed_and_destroyed() {
+        let (s, fake, id) = setup(true).await;
+        for _ in 0..MAX_CONTEXTS {
+            s.create_context(None, &id, CreateContext::default())
+                .await
+                .unwrap();
+        }
+        let err = s
+            .create_context(None, &id, CreateContext::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err, EngineError::TooManyContexts { max: MAX_CONTEXTS });
+        let list = s.list_contexts(None, &id).unwrap();
+        assert_eq!(list.len(), MAX_CONTEXTS);
+        let victim = list[0].id.clone();
+        assert_eq!(s.destroy_context(None, &id, &victim).await.unwrap(), victim);
+        assert_eq!(*fake.destroyed.lock().unwrap(), [victim.clone()]);
+        assert_eq!(
+            s.get_context(None, &id, &victim).unwrap_err(),
+            EngineError::ContextNotFound(victim.clone())
+        );
+        assert!(s.destroy_context(None, &id, &victim).await.is_err());
+        let restarted = s.restart_context(None, &id, &list[1].id).await.unwrap();
+        assert_eq!(restarted.restarts, 1);
+        assert!(matches!(
+            s.list_contexts(None, "sb-none"),
+            Err(EngineError::SandboxNotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_backend_without_contexts_refuses() {
+        let (s, _, id) = setup(false).await;
+        let err = exec(&s, &id, cell("1", DEFAULT_CONTEXT)).await.unwrap_err();
+        assert_eq!(
+            err,
+            EngineError::Backend(BackendError::Refused(crate::NO_CONTEXTS.into()))
+        );
+        assert!(s.list_contexts(None, &id).unwrap().is_empty());
+    }
+}

@@ -338,6 +338,65 @@ mod tests {
     }
 
     #[test]
+    fn cell_fields_are_absent_from_plain_results_and_round_trip() {
+        let mut r = ExecResult {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell: CellOutput::default(),
+        };
+        let plain = serde_json::to_value(&r).unwrap();
+        for key in [
+            "text",
+            "results",
+            "error",
+            "execution_count",
+            "context_restarted",
+        ] {
+            assert!(plain.get(key).is_none(), "{key}: {plain}");
+        }
+        // An old client's JSON (no cell fields) still decodes.
+        assert_eq!(serde_json::from_value::<ExecResult>(plain).unwrap(), r);
+        let mut png = RichResult {
+            data: [
+                ("image/png".to_owned(), "iVBO".to_owned()),
+                ("text/plain".to_owned(), "<Figure>".to_owned()),
+            ]
+            .into(),
+            ..RichResult::default()
+        };
+        png.normalize();
+        r.cell = CellOutput {
+            text: Some("2".into()),
+            results: vec![png],
+            error: Some(CellError {
+                name: "ValueError".into(),
+                value: "bad".into(),
+                traceback: "Traceback ...".into(),
+            }),
+            execution_count: Some(3),
+            context_restarted: Some(false),
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["text"], "2");
+        assert_eq!(json["execution_count"], 3);
+        assert_eq!(json["context_restarted"], false);
+        assert_eq!(json["error"]["name"], "ValueError");
+        assert_eq!(
+            json["results"][0]["mime_types"],
+            serde_json::json!(["image/png", "text/plain"])
+        );
+        assert_eq!(serde_json::from_value::<ExecResult>(json).unwrap(), r);
+    }
+
+    #[test]
     fn artifact_bytes_are_base64_in_json() {
         let a = Artifact {
             name: "a.txt".into(),

@@ -386,6 +386,21 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
     let a = server.addr.clone();
     let (_, body) = post(&a, "/v1/sandboxes", r#"{"profile": "test"}"#);
     let id = json(&body)["id"].as_str().unwrap().to_owned();
+    // An idle context with a process of its own: it must die with the daemon too.
+    let (status, body) = post(
+        &a,
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "import subprocess\nsubprocess.Popen(['sleep', '62.75'])", "context": "default"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let in_context = || {
+        let out = Command::new("pgrep")
+            .args(["-f", "sleep 62.75"])
+            .output()
+            .unwrap();
+        !out.stdout.is_empty()
+    };
+    assert!(in_context(), "the context's process never started");
     let pending = std::thread::spawn(move || {
         let mut s = TcpStream::connect(&a).unwrap();
         let body = r#"{"code": "import os\nif os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '62.5'])\nos.execvp('sleep', ['sleep', '62.5'])"}"#;
@@ -416,10 +431,10 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
     server.child.wait().unwrap();
     pending.join().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while sleeping() {
+    while sleeping() || in_context() {
         assert!(
             std::time::Instant::now() < deadline,
-            "the sandbox outlived its daemon"
+            "the sandbox or its context outlived the daemon"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

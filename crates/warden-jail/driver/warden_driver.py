@@ -38,6 +38,8 @@ REPLY_FD = 3
 # The rich outputs of one cell, in bytes, at most (the supervisor refuses larger messages).
 RESULT_BUDGET = int(os.environ.pop("WARDEN_RESULT_BUDGET", str(16 * 1024 * 1024)))
 MAX_REPR = 256 * 1024
+# An exception's value and traceback are cut at this many characters each.
+MAX_ERROR_TEXT = 64 * 1024
 
 # MIME type -> the _repr_*_ method that gives it, and whether its data is binary (base64).
 REPR_METHODS = [
@@ -107,9 +109,13 @@ def _safe_repr(value):
         if isinstance(e, KeyboardInterrupt):
             raise
         text = "<repr failed: %s: %s>" % (type(e).__name__, e)
-    if len(text) > MAX_REPR:
-        text = text[:MAX_REPR] + "... [warden: repr truncated at %d characters]" % MAX_REPR
-    return text
+    return _cut(text, MAX_REPR)
+
+
+def _cut(text, limit):
+    if len(text) <= limit:
+        return text
+    return text[:limit] + "... [warden: cut at %d characters]" % limit
 
 
 def _is_matplotlib_figure(value):
@@ -263,7 +269,11 @@ class Driver:
             value = str(exc)
         except Exception:
             value = "<str failed>"
-        return {"name": type(exc).__name__, "value": value, "traceback": "".join(lines)}
+        return {
+            "name": type(exc).__name__,
+            "value": _cut(value, MAX_ERROR_TEXT),
+            "traceback": _cut("".join(lines), MAX_ERROR_TEXT),
+        }
 
     def run(self, code):
         """Runs one cell; returns its report."""

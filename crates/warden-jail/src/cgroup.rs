@@ -229,28 +229,24 @@ impl Hierarchy {
     }
 
     /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
-    /// with the pid namespace they ran in, or by `kill -9`): a leaf is named
-    /// `run-<helper pid>-<time>`, and one whose helper is gone and that holds no process is
-    /// stale. Returns how many were removed.
+    /// with the pid namespace they ran in, or by `kill -9`): a leaf of this pid namespace (see
+    /// [`leaf_name`]) whose helper is gone and that holds no process is stale; a leaf of
+    /// another pid namespace (whose helper's pid means nothing here), or with an older name,
+    /// is stale once it has been empty and untouched for [`FOREIGN_STALE_AFTER`] — never while
+    /// its helper may still be setting it up. Returns how many were removed.
     pub fn remove_stale(&self) -> usize {
+        let own_ns = own_pid_ns();
         let mut removed = 0;
         for parent in self.parents() {
             let Ok(entries) = fs::read_dir(&parent) else {
                 continue;
             };
             for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("run-"))
-                    .and_then(|n| n.split('-').next())
-                    .and_then(|p| p.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                let helper_alive = Path::new(&format!("/proc/{pid}")).exists();
                 let path = entry.path();
-                if !helper_alive && procs(&path).is_empty() && fs::remove_dir(&path).is_ok() {
+                if is_stale(&path, own_ns)
+                    && procs(&path).is_empty()
+                    && fs::remove_dir(&path).is_ok()
+                {
                     removed += 1;
                 }
             }
@@ -262,7 +258,7 @@ impl Hierarchy {
     /// supervisor then sees the sandbox end and tears it down as usual. Returns how many
     /// processes were signalled.
     pub fn kill_runs_of(&self, helper_pid: u32) -> usize {
-        let prefix = format!("run-{helper_pid}-");
+        let prefix = format!("run-{}-{helper_pid}-", own_pid_ns());
         let mut killed = 0;
         for parent in self.parents() {
             for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
@@ -280,22 +276,15 @@ impl Hierarchy {
         killed
     }
 
-    /// Whether a leaf of a helper that is gone is still there (see [`Hierarchy::remove_stale`]).
+    /// Whether a stale leaf is still there (see [`Hierarchy::remove_stale`]).
     pub fn has_stale(&self) -> bool {
+        let own_ns = own_pid_ns();
         self.parents().iter().any(|parent| {
             fs::read_dir(parent)
                 .into_iter()
                 .flatten()
                 .flatten()
-                .any(|entry| {
-                    entry
-                        .file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_prefix("run-"))
-                        .and_then(|n| n.split('-').next())
-                        .and_then(|p| p.parse::<u32>().ok())
-                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-                })
+                .any(|entry| is_stale(&entry.path(), own_ns))
         })
     }
 
@@ -308,6 +297,46 @@ impl Hierarchy {
                 .map(|p| p.join(PARENT))
                 .collect(),
             Hierarchy::V2 { base, .. } => vec![base.join(PARENT)],
+        }
+    }
+}
+
+/// How long an empty leaf of another pid namespace (or with an older name) is left alone.
+pub const FOREIGN_STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// The name of a sandbox's cgroup: `run-<pid namespace inode>-<helper pid>-<unique>`. Helpers
+/// of several pid namespaces (a test harness's, a container's) share the host's hierarchy, and
+/// a helper's pid identifies it only within its own namespace.
+pub fn leaf_name(unique: u64) -> String {
+    format!("run-{}-{}-{unique:x}", own_pid_ns(), std::process::id())
+}
+
+fn own_pid_ns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// Whether the leaf at `path` is stale: see [`Hierarchy::remove_stale`].
+fn is_stale(path: &Path, own_ns: u64) -> bool {
+    let Some(rest) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("run-"))
+    else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('-').collect();
+    match parts[..] {
+        [ns, pid, _] if ns.parse() == Ok(own_ns) => pid
+            .parse::<u32>()
+            .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()),
+        _ => {
+            procs(path).is_empty()
+                && fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= FOREIGN_STALE_AFTER)
         }
     }
 }
@@ -569,13 +598,23 @@ mod tests {
             pids: Some(tmp.path().join("pids")),
             cpu: Some(tmp.path().join("cpu")),
         };
-        let own = format!("run-{}-1", std::process::id());
+        let own = leaf_name(1);
         h.create(&own).unwrap();
         // pid 0x7fffffff never exists.
+        let dead = format!("run-{}-2147483647-1", own_pid_ns());
+        h.create(&dead).unwrap();
+        // A young leaf of another pid namespace, and one with the older name: their helpers
+        // may be alive elsewhere, so they are kept.
+        h.create("run-1-2147483647-1").unwrap();
         h.create("run-2147483647-1").unwrap();
+        assert!(h.has_stale());
         assert_eq!(h.remove_stale(), 3);
-        assert!(tmp.path().join("memory/warden").join(&own).exists());
-        assert!(!tmp.path().join("memory/warden/run-2147483647-1").exists());
+        assert!(!h.has_stale());
+        let leaves = tmp.path().join("memory/warden");
+        assert!(leaves.join(&own).exists());
+        assert!(!leaves.join(&dead).exists());
+        assert!(leaves.join("run-1-2147483647-1").exists());
+        assert!(leaves.join("run-2147483647-1").exists());
     }
 
     #[test]

@@ -680,6 +680,10 @@ impl<W: Write> Session<'_, W> {
                     return Err(e);
                 }
             };
+            if self.ending {
+                // A reply that raced with the kill: the session's final frame reports the cell.
+                continue;
+            }
             match message {
                 DriverMessage::Ready { language, version } if !self.ready => {
                     self.ready = true;

@@ -165,11 +165,7 @@ impl std::fmt::Debug for Started {
 /// mount, network, ipc and uts namespaces. Init waits for its plan; dropping the result kills
 /// it and removes the cgroup.
 pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError> {
-    let name = format!(
-        "run-{}-{:x}",
-        std::process::id(),
-        (crate::monotonic_ms() * 1e6) as u64
-    );
+    let name = crate::cgroup::leaf_name((crate::monotonic_ms() * 1e6) as u64);
     let cgroup = match hierarchy {
         Ok(h) => {
             h.remove_stale();

@@ -203,6 +203,22 @@ fn exceptions_are_reported_with_the_users_frames_only() {
         (Some("E"), Some("<str failed>"))
     );
     assert_eq!(d.run("1 + 1")["execution_count"], 5);
+    // Huge values are cut, so a reply stays bounded.
+    let r = d.run("raise ValueError('v' * 1_000_000)");
+    let value = r["error"]["value"].as_str().unwrap();
+    assert!(
+        value.len() < 70_000 && value.ends_with("cut at 65536 characters]"),
+        "{}",
+        value.len()
+    );
+    assert!(r["error"]["traceback"].as_str().unwrap().len() < 70_000);
+    let r = d.run("'t' * 1_000_000");
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.len() < 300_000 && text.ends_with("characters]"),
+        "{}",
+        text.len()
+    );
     d.finish();
 }
 

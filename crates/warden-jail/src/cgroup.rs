@@ -232,8 +232,8 @@ impl Hierarchy {
     /// with the pid namespace they ran in, or by `kill -9`): a leaf of this pid namespace (see
     /// [`leaf_name`]) whose helper is gone and that holds no process is stale; a leaf of
     /// another pid namespace (whose helper's pid means nothing here), or with an older name,
-    /// is stale once it has been empty and untouched for [`FOREIGN_STALE_AFTER`] — never while
-    /// its helper may still be setting it up. Returns how many were removed.
+    /// is stale once it is empty and older than [`FOREIGN_STALE_AFTER`] — never while its
+    /// helper may still be setting it up. Returns how many were removed.
     pub fn remove_stale(&self) -> usize {
         let own_ns = own_pid_ns();
         let mut removed = 0;
@@ -258,11 +258,12 @@ impl Hierarchy {
     /// supervisor then sees the sandbox end and tears it down as usual. Returns how many
     /// processes were signalled.
     pub fn kill_runs_of(&self, helper_pid: u32) -> usize {
-        let prefix = format!("run-{}-{helper_pid}-", own_pid_ns());
+        let (prefix, suffix) = (format!("run-{helper_pid}-"), format!("-{}", own_pid_ns()));
         let mut killed = 0;
         for parent in self.parents() {
             for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !(name.starts_with(&prefix) && name.ends_with(&suffix)) {
                     continue;
                 }
                 for pid in procs(&entry.path()) {
@@ -301,14 +302,17 @@ impl Hierarchy {
     }
 }
 
-/// How long an empty leaf of another pid namespace (or with an older name) is left alone.
-pub const FOREIGN_STALE_AFTER: Duration = Duration::from_secs(60);
+/// How long an empty leaf of another pid namespace (or with an older name) is left alone: a
+/// leaf is empty only while its helper sets it up or tears it down (milliseconds), or after the
+/// helper died.
+pub const FOREIGN_STALE_AFTER: Duration = Duration::from_secs(2);
 
-/// The name of a sandbox's cgroup: `run-<pid namespace inode>-<helper pid>-<unique>`. Helpers
+/// The name of a sandbox's cgroup: `run-<helper pid>-<unique>-<pid namespace inode>`. Helpers
 /// of several pid namespaces (a test harness's, a container's) share the host's hierarchy, and
-/// a helper's pid identifies it only within its own namespace.
+/// a helper's pid identifies it only within its own namespace. (The pid stays second, where
+/// binaries that predate the namespace part look for it.)
 pub fn leaf_name(unique: u64) -> String {
-    format!("run-{}-{}-{unique:x}", own_pid_ns(), std::process::id())
+    format!("run-{}-{unique:x}-{}", std::process::id(), own_pid_ns())
 }
 
 fn own_pid_ns() -> u64 {
@@ -327,7 +331,7 @@ fn is_stale(path: &Path, own_ns: u64) -> bool {
     };
     let parts: Vec<&str> = rest.split('-').collect();
     match parts[..] {
-        [ns, pid, _] if ns.parse() == Ok(own_ns) => pid
+        [pid, _, ns] if ns.parse() == Ok(own_ns) => pid
             .parse::<u32>()
             .is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()),
         _ => {
@@ -601,11 +605,11 @@ mod tests {
         let own = leaf_name(1);
         h.create(&own).unwrap();
         // pid 0x7fffffff never exists.
-        let dead = format!("run-{}-2147483647-1", own_pid_ns());
+        let dead = format!("run-2147483647-1-{}", own_pid_ns());
         h.create(&dead).unwrap();
         // A young leaf of another pid namespace, and one with the older name: their helpers
         // may be alive elsewhere, so they are kept.
-        h.create("run-1-2147483647-1").unwrap();
+        h.create("run-2147483647-1-1").unwrap();
         h.create("run-2147483647-1").unwrap();
         assert!(h.has_stale());
         assert_eq!(h.remove_stale(), 3);
@@ -613,7 +617,7 @@ mod tests {
         let leaves = tmp.path().join("memory/warden");
         assert!(leaves.join(&own).exists());
         assert!(!leaves.join(&dead).exists());
-        assert!(leaves.join("run-1-2147483647-1").exists());
+        assert!(leaves.join("run-2147483647-1-1").exists());
         assert!(leaves.join("run-2147483647-1").exists());
     }
 

@@ -610,7 +610,10 @@ mod tests {
         assert_eq!(list.len(), MAX_CONTEXTS);
         let victim = list[0].id.clone();
         assert_eq!(s.destroy_context(None, &id, &victim).await.unwrap(), victim);
-        assert_eq!(*fake.destroyed.lock().unwrap(), [victim.clone()]);
+        assert_eq!(
+            *fake.destroyed.lock().unwrap(),
+            std::slice::from_ref(&victim)
+        );
         assert_eq!(
             s.get_context(None, &id, &victim).unwrap_err(),
             EngineError::ContextNotFound(victim.clone())

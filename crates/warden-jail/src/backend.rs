@@ -444,6 +444,17 @@ impl BackendSandbox for JailSandbox {
         let mut slot = slot.lock().await;
         let workspace = self.workspace()?;
         let known_outputs = blocking(move || Ok(workspace.output_stamps())).await?;
+        // An interpreter that died since the last cell (its state is gone) is replaced first,
+        // and the result says so.
+        let mut restarted = false;
+        if let Some(live) = slot.live.as_mut()
+            && !live.is_alive()
+        {
+            if let Some(dead) = slot.live.take() {
+                dead.close().await;
+            }
+            restarted = true;
+        }
         if slot.live.is_none() {
             let live = self.start_context(&slot.spec).await?;
             slot.live = Some(live);
@@ -463,7 +474,12 @@ impl BackendSandbox for JailSandbox {
             }
         };
         match outcome {
-            Some(Ok(CellEnd::Alive(result))) => Ok(result),
+            Some(Ok(CellEnd::Alive(mut result))) => {
+                if restarted {
+                    result.cell.context_restarted = Some(true);
+                }
+                Ok(result)
+            }
             Some(Ok(CellEnd::Died(mut result))) => {
                 // The state is gone: start a fresh interpreter now, so the next cell finds one.
                 if let Some(old) = slot.live.take() {

@@ -182,6 +182,12 @@ impl JailContext {
         }
     }
 
+    /// Whether the helper still runs (a context whose interpreter died between cells, e.g. a
+    /// background thread that called `os._exit`, has a helper that has reported and exited).
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Ends the context: closing the helper's stdin makes it kill the sandbox and remove its
     /// cgroup; a helper that does not exit in time is killed. Returns whether it had to be.
     pub async fn close(self) -> bool {

@@ -284,6 +284,11 @@ pub async fn create_context(
             }
         }
     };
+    // Starting an interpreter costs as much as an execution: it takes a slot.
+    let _slot = match admit(&state).await {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
     let created = state
         .sandboxes
         .create_context(
@@ -332,6 +337,10 @@ pub async fn restart_context(
     State(state): State<AppState>,
     Path((id, context)): Path<(String, String)>,
 ) -> Response {
+    let _slot = match admit(&state).await {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
     match state.sandboxes.restart_context(None, &id, &context).await {
         Ok(info) => Json(info).into_response(),
         Err(e) => ApiError::from(e).into_response(),

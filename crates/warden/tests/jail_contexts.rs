@@ -312,3 +312,29 @@ fn rich_outputs_figures_dataframes_and_display() {
         sb.destroy().await.unwrap();
     });
 }
+
+#[test]
+fn an_interpreter_that_dies_between_cells_is_replaced_and_the_next_cell_says_so() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-idle-death", 128).await;
+        sb.create_context(spec("c", 128)).await.unwrap();
+        let r = run(
+            &sb,
+            "c",
+            "import os, threading, time\ndoomed = 1\nthreading.Thread(target=lambda: (time.sleep(0.2), os._exit(0))).start()",
+        )
+        .await;
+        assert_eq!(r.cell.context_restarted, Some(false), "{r:?}");
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let r = run(&sb, "c", "'doomed' in globals()").await;
+        assert_eq!(r.cell.text.as_deref(), Some("False"), "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(true));
+        assert_eq!(r.cell.execution_count, Some(1));
+        let r = run(&sb, "c", "1").await;
+        assert_eq!(r.cell.context_restarted, Some(false));
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}

@@ -277,7 +277,9 @@ impl Hierarchy {
         killed
     }
 
-    /// Whether a stale leaf is still there (see [`Hierarchy::remove_stale`]).
+    /// Whether a leaf of a gone helper of this pid namespace is still there (see
+    /// [`Hierarchy::remove_stale`]). Leaves of other namespaces are left out: other processes
+    /// (a test harness's) may be making and leaving them at any time.
     pub fn has_stale(&self) -> bool {
         let own_ns = own_pid_ns();
         self.parents().iter().any(|parent| {
@@ -285,7 +287,7 @@ impl Hierarchy {
                 .into_iter()
                 .flatten()
                 .flatten()
-                .any(|entry| is_stale(&entry.path(), own_ns))
+                .any(|entry| is_own_leaf(&entry.path(), own_ns) && is_stale(&entry.path(), own_ns))
         })
     }
 
@@ -318,6 +320,17 @@ pub fn leaf_name(unique: u64) -> String {
 fn own_pid_ns() -> u64 {
     use std::os::unix::fs::MetadataExt;
     fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// Whether the leaf at `path` was made by a helper of the pid namespace `own_ns`.
+fn is_own_leaf(path: &Path, own_ns: u64) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("run-"))
+        .is_some_and(|rest| {
+            let parts: Vec<&str> = rest.split('-').collect();
+            matches!(parts[..], [_, _, ns] if ns.parse() == Ok(own_ns))
+        })
 }
 
 /// Whether the leaf at `path` is stale: see [`Hierarchy::remove_stale`].
@@ -614,10 +627,24 @@ mod tests {
         assert!(h.has_stale());
         assert_eq!(h.remove_stale(), 3);
         assert!(!h.has_stale());
+        // Once empty and old enough, a foreign leaf is stale too (but not "ours" for has_stale).
+        let old = std::time::SystemTime::now() - FOREIGN_STALE_AFTER * 2;
+        for controller in ["memory", "pids", "cpu"] {
+            let leaf = tmp
+                .path()
+                .join(controller)
+                .join("warden/run-2147483647-1-1");
+            std::fs::File::open(&leaf)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        assert!(!h.has_stale());
+        assert_eq!(h.remove_stale(), 3);
         let leaves = tmp.path().join("memory/warden");
         assert!(leaves.join(&own).exists());
         assert!(!leaves.join(&dead).exists());
-        assert!(leaves.join("run-2147483647-1-1").exists());
+        assert!(!leaves.join("run-2147483647-1-1").exists());
         assert!(leaves.join("run-2147483647-1").exists());
     }
 

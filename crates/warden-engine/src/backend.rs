@@ -78,6 +78,32 @@ pub struct SandboxSpec {
     pub labels: BTreeMap<String, String>,
 }
 
+/// A context to start in a sandbox: a persistent interpreter (see
+/// [`BackendSandbox::create_context`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextSpec {
+    /// Unique within its sandbox, `[a-z0-9-]`, chosen by the engine.
+    pub id: String,
+    pub language: Language,
+    /// The interpreter command (the runtime's); the backend appends its driver's path.
+    pub command: Vec<String>,
+    /// The sandbox's limits; `timeout` bounds the interpreter's start.
+    pub limits: Limits,
+}
+
+/// One cell to run in a context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellPlan {
+    pub code: String,
+    /// From the cell's start to the interrupt (KeyboardInterrupt in Python).
+    pub timeout: std::time::Duration,
+    /// From the interrupt to the kill of the context (which is then restarted).
+    pub interrupt_grace: std::time::Duration,
+}
+
+/// The refusal of a backend without contexts.
+pub const NO_CONTEXTS: &str = "contexts are not supported by this backend";
+
 /// A live sandbox of one backend. Executions share its workspace (`/workspace`): a file one
 /// run writes is there for the next.
 ///
@@ -106,8 +132,42 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     /// Lists the workspace recursively (at most `max_entries`), without following symlinks.
     async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError>;
 
-    /// Removes everything the sandbox holds. Idempotent.
+    /// Removes everything the sandbox holds, its contexts included. Idempotent.
     async fn destroy(&self) -> Result<(), BackendError>;
+
+    /// Starts a context: a persistent interpreter with exactly the isolation of one of this
+    /// sandbox's executions (same limits, policies and workspace), in its own process(es), so
+    /// that no state is shared with another context. Returns once the interpreter is ready.
+    async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+        let _ = spec;
+        Err(BackendError::Refused(NO_CONTEXTS.into()))
+    }
+
+    /// Runs one cell in a context (one at a time per sandbox, like executions). The result's
+    /// `cell` part is filled in; `cell.context_restarted` says whether the context survived
+    /// (`Some(false)`) or was restarted with fresh state (`Some(true)`: the grace after the
+    /// interrupt passed, the memory limit killed it, or the interpreter exited).
+    async fn exec_in_context(
+        &self,
+        id: &str,
+        cell: CellPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let _ = (id, cell, events);
+        Err(BackendError::Refused(NO_CONTEXTS.into()))
+    }
+
+    /// Replaces a context's interpreter with a fresh one (its state is lost).
+    async fn restart_context(&self, id: &str) -> Result<(), BackendError> {
+        let _ = id;
+        Err(BackendError::Refused(NO_CONTEXTS.into()))
+    }
+
+    /// Ends a context. Idempotent.
+    async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
+        let _ = id;
+        Err(BackendError::Refused(NO_CONTEXTS.into()))
+    }
 }
 
 #[async_trait::async_trait]

@@ -8,9 +8,14 @@
 //! refused, never run on another backend.
 
 pub mod backend;
+pub mod contexts;
 pub mod sandboxes;
 
-pub use backend::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+pub use backend::{
+    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
+    NO_CONTEXTS, SandboxSpec,
+};
+pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use sandboxes::{CreateSandbox, PreparedExec, SandboxExec, SandboxInfo, Sandboxes};
 
 use std::collections::HashMap;
@@ -65,6 +70,10 @@ pub enum EngineError {
     NameTaken(String),
     #[error("{max} sandboxes are live, the most allowed; destroy one first")]
     TooManySandboxes { max: usize },
+    #[error("no context {0:?} in this sandbox")]
+    ContextNotFound(String),
+    #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
+    TooManyContexts { max: usize },
 }
 
 /// The service. Cheap to clone.

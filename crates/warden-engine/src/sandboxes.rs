@@ -41,6 +41,9 @@ pub struct SandboxExec {
     pub timeout: Option<Duration>,
     pub stdin: Vec<u8>,
     pub args: Vec<String>,
+    /// Run as a cell of this context (see [`crate::contexts`]); `default` is the sandbox's
+    /// default Python context, made on first use. `None`: a fresh run, as always.
+    pub context: Option<String>,
 }
 
 /// A sandbox as the API shows it.
@@ -62,25 +65,26 @@ pub struct SandboxInfo {
 }
 
 #[derive(Debug)]
-struct Entry {
-    id: String,
+pub(crate) struct Entry {
+    pub(crate) id: String,
     name: Option<String>,
     owner: Option<String>,
-    profile: String,
-    language: String,
+    pub(crate) profile: String,
+    pub(crate) language: String,
     labels: BTreeMap<String, String>,
-    limits: Limits,
+    pub(crate) limits: Limits,
     backend: &'static str,
     idle_ttl: Duration,
     max_lifetime: Duration,
     created_ms: u64,
     created: Instant,
-    handle: Arc<dyn BackendSandbox>,
+    pub(crate) handle: Arc<dyn BackendSandbox>,
     usage: Mutex<Usage>,
+    pub(crate) contexts: crate::contexts::Contexts,
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Use {
+pub(crate) enum Use {
     ExecStart,
     ExecEnd,
     Files,
@@ -123,7 +127,7 @@ impl Entry {
             || (usage.running == 0 && now.duration_since(usage.last_used) >= self.idle_ttl)
     }
 
-    fn touch(&self, use_: Use) {
+    pub(crate) fn touch(&self, use_: Use) {
         let mut usage = self.usage.lock().expect("not poisoned");
         usage.last_used = Instant::now();
         usage.last_used_ms = warden_types::now_ms();
@@ -149,8 +153,10 @@ pub struct Sandboxes {
 /// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_exec`]).
 #[derive(Debug)]
 pub struct PreparedExec {
-    entry: Arc<Entry>,
+    pub(crate) entry: Arc<Entry>,
     pub plan: ExecPlan,
+    /// The context the cell runs in, if any.
+    pub(crate) context: Option<String>,
 }
 
 impl PreparedExec {
@@ -288,6 +294,7 @@ impl Sandboxes {
                 executions: 0,
                 running: 0,
             }),
+            contexts: Default::default(),
         });
         let info = entry.info();
         let raced = {
@@ -307,7 +314,11 @@ impl Sandboxes {
     }
 
     /// Finds a live sandbox of `owner` by id, or else by name.
-    fn find(&self, owner: Option<&str>, id_or_name: &str) -> Result<Arc<Entry>, EngineError> {
+    pub(crate) fn find(
+        &self,
+        owner: Option<&str>,
+        id_or_name: &str,
+    ) -> Result<Arc<Entry>, EngineError> {
         let live = self.live.lock().expect("not poisoned");
         live.get(id_or_name)
             .filter(|e| e.owner.as_deref() == owner)
@@ -393,9 +404,16 @@ impl Sandboxes {
         req: SandboxExec,
     ) -> Result<PreparedExec, EngineError> {
         let entry = self.find(owner, id)?;
+        let language = match &req.context {
+            Some(context) => {
+                let runs = Self::check_context_exec(&entry, context, &req.stdin, &req.args)?;
+                req.language.unwrap_or(runs)
+            }
+            None => req.language.unwrap_or_else(|| entry.language.clone()),
+        };
         let (_, mut plan) = self.engine.prepare(&ExecRequest {
             code: req.code,
-            language: Some(req.language.unwrap_or_else(|| entry.language.clone())),
+            language: Some(language),
             profile: Some(entry.profile.clone()),
             timeout: req.timeout,
             memory_mb: None,
@@ -406,15 +424,25 @@ impl Sandboxes {
         let timeout = plan.limits.timeout;
         plan.limits = entry.limits.clone();
         plan.limits.timeout = timeout;
-        Ok(PreparedExec { entry, plan })
+        if let Some(context) = &req.context {
+            Self::check_context_language(&entry, context, &plan.language)?;
+        }
+        Ok(PreparedExec {
+            entry,
+            plan,
+            context: req.context,
+        })
     }
 
     pub async fn run_exec(
         &self,
-        prepared: PreparedExec,
+        mut prepared: PreparedExec,
         events: Option<EventSender>,
     ) -> Result<ExecResult, EngineError> {
-        let PreparedExec { entry, plan } = prepared;
+        if let Some(context) = prepared.context.take() {
+            return self.run_in_context(prepared, context, events).await;
+        }
+        let PreparedExec { entry, plan, .. } = prepared;
         entry.touch(Use::ExecStart);
         let result = entry.handle.exec(plan, events).await;
         entry.touch(Use::ExecEnd);

@@ -37,6 +37,7 @@ impl Backend for RecordingBackend {
             stderr_truncated: false,
             artifacts: vec![],
             skipped_artifacts: vec![],
+            cell: Default::default(),
         })
     }
 

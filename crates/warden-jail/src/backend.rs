@@ -7,16 +7,22 @@
 //! plan's timeout by a safety margin — a stuck helper becomes an error, never a hang.
 
 use crate::cgroup::Hierarchy;
+use crate::context::{CellEnd, JailContext, PYTHON_DRIVER, PYTHON_DRIVER_FILE};
 use crate::helper::HELPER_ENV;
 use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
 use crate::protocol::{self, HelperError, Tag};
+use crate::session::CellRequest;
 use crate::workspace::{Workspace, WorkspaceError};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
+    SandboxSpec,
+};
 use warden_types::{ExecEvent, ExecResult, FileEntry, WorkspacePath};
 
 /// What the jail needs from the settings.
@@ -270,6 +276,16 @@ pub struct JailSandbox {
     one_at_a_time: tokio::sync::Mutex<()>,
     /// Set by `destroy`: a running execution is killed.
     destroyed: tokio::sync::watch::Sender<bool>,
+    /// The contexts, by id: each its own helper and sandbox (see [`crate::context`]).
+    contexts: std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ContextSlot>>>>,
+}
+
+/// A context: what it was created with, and its running interpreter (`None` between a failed
+/// restart and the next cell, which starts one).
+#[derive(Debug)]
+struct ContextSlot {
+    spec: ContextSpec,
+    live: Option<JailContext>,
 }
 
 impl JailSandbox {
@@ -279,6 +295,72 @@ impl JailSandbox {
             .expect("not poisoned")
             .clone()
             .ok_or_else(|| BackendError::Gone(format!("sandbox {} was destroyed", self.id)))
+    }
+
+    fn context_slot(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContextSlot>>, BackendError> {
+        self.contexts
+            .lock()
+            .expect("not poisoned")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                BackendError::NotFound(format!("no context {id:?} in sandbox {}", self.id))
+            })
+    }
+
+    /// The session plan of a context: the sandbox's run plan with the driver as its code.
+    fn context_plan(&self, spec: &ContextSpec) -> Result<JailPlan, BackendError> {
+        if spec.language.as_str() != "python" {
+            return Err(BackendError::Refused(format!(
+                "contexts of language {} are not supported by the jail backend (python only)",
+                spec.language
+            )));
+        }
+        let b = &self.backend;
+        let mut argv = spec.command.clone();
+        argv.push(format!("{CODE_DIR}/{PYTHON_DRIVER_FILE}"));
+        let budget = spec.limits.max_artifact_bytes.max(1024 * 1024);
+        let mut plan = JailPlan::build(PlanInput {
+            argv,
+            code: PYTHON_DRIVER.into(),
+            code_file_name: PYTHON_DRIVER_FILE.into(),
+            stdin: Vec::new(),
+            limits: spec.limits.clone(),
+            host_paths: &b.host_paths,
+            ids: b.ids,
+            extra_env: vec![("WARDEN_RESULT_BUDGET".into(), budget.to_string())],
+            shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+        })
+        .map_err(|e| BackendError::Refused(e.to_string()))?;
+        plan.session = true;
+        plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        Ok(plan)
+    }
+
+    async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
+        let workspace = self.workspace()?;
+        let plan = self.context_plan(spec)?;
+        use std::os::fd::AsRawFd;
+        JailContext::start(&self.backend.helper_exe, &plan, workspace.fd().as_raw_fd()).await
+    }
+
+    /// Removes the cgroups of helpers that had to be killed (their sandboxes are on their
+    /// way out, so a few tries suffice).
+    async fn remove_stale_cgroups() -> Result<(), BackendError> {
+        blocking(|| {
+            if let Ok(h) = Hierarchy::detect() {
+                for _ in 0..50 {
+                    h.remove_stale();
+                    if !h.has_stale() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -383,26 +465,150 @@ impl BackendSandbox for JailSandbox {
     /// processes), removes the cgroups it could not, and drops the workspace: the tmpfs goes
     /// with the last descriptor.
     async fn destroy(&self) -> Result<(), BackendError> {
-        let was_running = self.one_at_a_time.try_lock().is_err();
+        let mut killed = self.one_at_a_time.try_lock().is_err();
         self.destroyed.send_replace(true);
         let _turn = self.one_at_a_time.lock().await;
         self.workspace.lock().expect("not poisoned").take();
-        if was_running {
-            // The killed helper could not remove its cgroup; its processes are on their way
-            // out, so a few tries suffice.
-            blocking(|| {
-                if let Ok(h) = Hierarchy::detect() {
-                    for _ in 0..50 {
-                        h.remove_stale();
-                        if !h.has_stale() {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+        let contexts = std::mem::take(&mut *self.contexts.lock().expect("not poisoned"));
+        for slot in contexts.into_values() {
+            if let Some(live) = slot.lock().await.live.take() {
+                killed |= live.close().await;
+            }
+        }
+        if killed {
+            // A killed helper could not remove its cgroup.
+            Self::remove_stale_cgroups().await?;
+        }
+        Ok(())
+    }
+
+    async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        if self
+            .contexts
+            .lock()
+            .expect("not poisoned")
+            .contains_key(&spec.id)
+        {
+            return Err(BackendError::Refused(format!(
+                "context {:?} exists already",
+                spec.id
+            )));
+        }
+        let live = self.start_context(&spec).await?;
+        let id = spec.id.clone();
+        let slot = ContextSlot {
+            spec,
+            live: Some(live),
+        };
+        self.contexts
+            .lock()
+            .expect("not poisoned")
+            .insert(id, Arc::new(tokio::sync::Mutex::new(slot)));
+        Ok(())
+    }
+
+    async fn exec_in_context(
+        &self,
+        id: &str,
+        cell: CellPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        let workspace = self.workspace()?;
+        let known_outputs = blocking(move || Ok(workspace.output_stamps())).await?;
+        // An interpreter that died since the last cell (its state is gone) is replaced first,
+        // and the result says so.
+        let mut restarted = false;
+        if let Some(live) = slot.live.as_mut()
+            && !live.is_alive()
+        {
+            if let Some(dead) = slot.live.take() {
+                dead.close().await;
+            }
+            restarted = true;
+        }
+        if slot.live.is_none() {
+            let live = self.start_context(&slot.spec).await?;
+            slot.live = Some(live);
+        }
+        let request = CellRequest {
+            code: cell.code,
+            timeout_ms: cell.timeout.as_millis() as u64,
+            grace_ms: cell.interrupt_grace.as_millis() as u64,
+            known_outputs,
+        };
+        let mut cancel = self.destroyed.subscribe();
+        let outcome = {
+            let live = slot.live.as_mut().expect("started above");
+            tokio::select! {
+                end = live.exec(&request, events) => Some(end),
+                () = async { drop(cancel.wait_for(|destroyed| *destroyed).await) } => None,
+            }
+        };
+        match outcome {
+            Some(Ok(CellEnd::Alive(mut result))) => {
+                if restarted {
+                    result.cell.context_restarted = Some(true);
                 }
-                Ok(())
-            })
-            .await?;
+                Ok(result)
+            }
+            Some(Ok(CellEnd::Died(mut result))) => {
+                // The state is gone: start a fresh interpreter now, so the next cell finds one.
+                if let Some(old) = slot.live.take() {
+                    old.close().await;
+                }
+                match self.start_context(&slot.spec).await {
+                    Ok(live) => slot.live = Some(live),
+                    // The next cell tries again.
+                    Err(e) => eprintln!("warden: restarting context {id} of {}: {e}", self.id),
+                }
+                result.cell.context_restarted = Some(true);
+                Ok(result)
+            }
+            Some(Err(e)) => {
+                if let Some(live) = slot.live.take() {
+                    live.kill().await;
+                }
+                Err(e)
+            }
+            None => {
+                if let Some(live) = slot.live.take() {
+                    live.kill().await;
+                }
+                Err(BackendError::Gone(
+                    "the sandbox was destroyed during this execution".into(),
+                ))
+            }
+        }
+    }
+
+    async fn restart_context(&self, id: &str) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        if let Some(old) = slot.live.take()
+            && old.close().await
+        {
+            Self::remove_stale_cgroups().await?;
+        }
+        let live = self.start_context(&slot.spec).await?;
+        slot.live = Some(live);
+        Ok(())
+    }
+
+    async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
+        let Some(slot) = self.contexts.lock().expect("not poisoned").remove(id) else {
+            return Ok(());
+        };
+        // A running cell holds the slot; destroying waits for it (its timeout bounds that).
+        let live = slot.lock().await.live.take();
+        if let Some(live) = live
+            && live.close().await
+        {
+            Self::remove_stale_cgroups().await?;
         }
         Ok(())
     }
@@ -544,6 +750,7 @@ impl Backend for JailBackend {
             workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
             one_at_a_time: tokio::sync::Mutex::new(()),
             destroyed: tokio::sync::watch::Sender::new(false),
+            contexts: std::sync::Mutex::new(BTreeMap::new()),
         }))
     }
 
@@ -575,20 +782,18 @@ impl Backend for JailBackend {
     }
 }
 
-/// Starts an exec'd helper (with a sandbox's workspace at
-/// [`crate::helper::INHERITED_WORKSPACE_FD`], if given) and converses with it.
-async fn exec_helper(
+/// The command that starts an exec'd helper in `mode` (`1`: one run; `session`: a context),
+/// with an empty environment, dying with this process, and with a sandbox's workspace at
+/// [`crate::helper::INHERITED_WORKSPACE_FD`] if given.
+pub(crate) fn helper_command(
     helper_exe: &std::path::Path,
-    jail_plan: &JailPlan,
-    events: Option<EventSender>,
-    margin: Duration,
     workspace: Option<std::os::fd::RawFd>,
-    cancel: Option<tokio::sync::watch::Receiver<bool>>,
-) -> Result<ExecResult, BackendError> {
+    mode: &str,
+) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(helper_exe);
     command
         .env_clear()
-        .env(HELPER_ENV, "1")
+        .env(HELPER_ENV, mode)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -621,6 +826,20 @@ async fn exec_helper(
             Ok(())
         });
     }
+    command
+}
+
+/// Starts an exec'd helper (with a sandbox's workspace at
+/// [`crate::helper::INHERITED_WORKSPACE_FD`], if given) and converses with it.
+async fn exec_helper(
+    helper_exe: &std::path::Path,
+    jail_plan: &JailPlan,
+    events: Option<EventSender>,
+    margin: Duration,
+    workspace: Option<std::os::fd::RawFd>,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<ExecResult, BackendError> {
+    let mut command = helper_command(helper_exe, workspace, "1");
     let mut child = command.spawn().map_err(|e| {
         BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
     })?;
@@ -711,58 +930,87 @@ impl JailBackend {
     }
 }
 
+/// Reads one frame of the helper's; the end of the stream is an error (the helper died).
+pub(crate) async fn read_frame(
+    stdout: &mut (impl tokio::io::AsyncRead + Unpin),
+) -> Result<(Tag, Vec<u8>), BackendError> {
+    let mut header = [0u8; 5];
+    if stdout.read_exact(&mut header).await.is_err() {
+        return Err(BackendError::Internal(
+            "the sandbox helper ended without a result".into(),
+        ));
+    }
+    let (tag, len) = protocol::parse_header(header)
+        .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+    let mut body = vec![0u8; len];
+    stdout
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+    Ok((tag, body))
+}
+
+/// Turns output frames into events, decoding UTF-8 across chunk boundaries.
+#[derive(Debug, Default)]
+pub(crate) struct OutputEvents {
+    out: Utf8Carry,
+    err: Utf8Carry,
+}
+
+impl OutputEvents {
+    /// Sends a `Stdout` or `Stderr` frame's chunk as an event, if anyone listens.
+    pub(crate) async fn relay(&mut self, tag: Tag, body: &[u8], events: Option<&EventSender>) {
+        let Some(tx) = events else {
+            return;
+        };
+        let event = if tag == Tag::Stdout {
+            ExecEvent::Stdout {
+                text: self.out.push(body),
+                timestamp: warden_types::now_ms(),
+            }
+        } else {
+            ExecEvent::Stderr {
+                text: self.err.push(body),
+                timestamp: warden_types::now_ms(),
+            }
+        };
+        // A receiver that went away only loses the live view.
+        let _ = tx.send(event).await;
+    }
+}
+
+/// The engine's error for a helper's `Error` frame.
+pub(crate) fn helper_error(body: &[u8]) -> BackendError {
+    match serde_json::from_slice::<HelperError>(body) {
+        Ok(e) => match e.kind.as_str() {
+            "refused" => BackendError::Refused(e.message),
+            "setup" => BackendError::Setup(e.message),
+            "command" => BackendError::Command(e.message),
+            _ => BackendError::Internal(e.message),
+        },
+        Err(e) => BackendError::Internal(format!("helper error: {e}")),
+    }
+}
+
 /// Reads the helper's frames: output chunks become events, the final frame the result.
 async fn read_frames(
     mut stdout: impl tokio::io::AsyncRead + Unpin,
     events: Option<EventSender>,
 ) -> Result<ExecResult, BackendError> {
-    let mut out = Utf8Carry::default();
-    let mut err = Utf8Carry::default();
+    let mut output = OutputEvents::default();
     loop {
-        let mut header = [0u8; 5];
-        if stdout.read_exact(&mut header).await.is_err() {
-            return Err(BackendError::Internal(
-                "the sandbox helper ended without a result".into(),
-            ));
-        }
-        let (tag, len) = protocol::parse_header(header)
-            .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
-        let mut body = vec![0u8; len];
-        stdout
-            .read_exact(&mut body)
-            .await
-            .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+        let (tag, body) = read_frame(&mut stdout).await?;
         match tag {
-            Tag::Stdout | Tag::Stderr => {
-                if let Some(tx) = &events {
-                    let event = if tag == Tag::Stdout {
-                        ExecEvent::Stdout {
-                            text: out.push(&body),
-                            timestamp: warden_types::now_ms(),
-                        }
-                    } else {
-                        ExecEvent::Stderr {
-                            text: err.push(&body),
-                            timestamp: warden_types::now_ms(),
-                        }
-                    };
-                    // A receiver that went away only loses the live view.
-                    let _ = tx.send(event).await;
-                }
-            }
+            Tag::Stdout | Tag::Stderr => output.relay(tag, &body, events.as_ref()).await,
             Tag::Result => {
                 return serde_json::from_slice::<ExecResult>(&body)
                     .map_err(|e| BackendError::Internal(format!("helper result: {e}")));
             }
-            Tag::Error => {
-                let e: HelperError = serde_json::from_slice(&body)
-                    .map_err(|e| BackendError::Internal(format!("helper error: {e}")))?;
-                return Err(match e.kind.as_str() {
-                    "refused" => BackendError::Refused(e.message),
-                    "setup" => BackendError::Setup(e.message),
-                    "command" => BackendError::Command(e.message),
-                    _ => BackendError::Internal(e.message),
-                });
+            Tag::Error => return Err(helper_error(&body)),
+            other => {
+                return Err(BackendError::Internal(format!(
+                    "unexpected helper frame {other:?}"
+                )));
             }
         }
     }

@@ -26,12 +26,23 @@ pub const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
 /// [`crate::plan::JailPlan::shared_workspace_fd`]).
 pub const INHERITED_WORKSPACE_FD: i32 = 3;
 
+/// The value of [`HELPER_ENV`] that starts a session (a context's long-lived run, see
+/// [`crate::session`]) instead of a one-shot run.
+pub const SESSION_MODE: &str = "session";
+
 /// Runs the exec'd helper: the plan from stdin, frames to stdout; returns the exit status.
 pub fn main() -> i32 {
     // Inherited without close-on-exec on purpose; the sandboxed program must not get it.
     crate::sys::set_cloexec(INHERITED_WORKSPACE_FD);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    if std::env::var_os(HELPER_ENV).is_some_and(|v| v == SESSION_MODE) {
+        use std::os::fd::AsFd;
+        let Ok(input) = std::io::stdin().as_fd().try_clone_to_owned() else {
+            return 1;
+        };
+        return crate::session::serve(input, &mut out);
+    }
     serve(&mut std::io::stdin().lock(), &mut out)
 }
 

@@ -138,6 +138,10 @@ pub struct JailPlan {
     /// A networked sandbox (`network_enabled`): `None` keeps it on loopback only.
     #[serde(default)]
     pub network: Option<JailNetwork>,
+    /// A long-lived run (a context's interpreter, see [`crate::session`]): the program gets
+    /// the reply pipe at descriptor [`SESSION_REPLY_FD`], and init forwards SIGINT to it.
+    #[serde(default)]
+    pub session: bool,
 }
 
 /// A networked sandbox's part of the plan: what it may reach, and (filled in by the helper
@@ -148,6 +152,9 @@ pub struct JailNetwork {
     #[serde(default)]
     pub interface: Option<warden_net::Interface>,
 }
+
+/// The descriptor at which a session's program writes its replies.
+pub const SESSION_REPLY_FD: i32 = 3;
 
 /// Why a plan could not be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -403,6 +410,7 @@ impl JailPlan {
             shared_workspace_fd: input.shared_workspace_fd,
             known_outputs: Vec::new(),
             network: None,
+            session: false,
         })
     }
 }

@@ -4,6 +4,11 @@
 //! A frame is one tag byte, a little-endian u32 payload length, then the payload. Invariant:
 //! the last frame of a run is exactly one `Result` or `Error`; a stream that ends without one
 //! means the helper died, and the engine reports that as an error.
+//!
+//! A session (a context: a long-lived run, see [`crate::session`]) uses frames both ways: the
+//! engine sends `Plan` once, then one `Exec` per cell; the helper answers `Ready` once the
+//! interpreter is up, output frames as they come, one `Cell` per finished cell, and a final
+//! `Result` (or `Error`) only when the context itself ends.
 
 use std::io::{self, Read, Write};
 
@@ -18,6 +23,14 @@ pub enum Tag {
     Result = 3,
     /// JSON `HelperError`.
     Error = 4,
+    /// Session: JSON `session::Ready`, once the interpreter is up.
+    Ready = 5,
+    /// Session: JSON `warden_types::ExecResult` of one finished cell (the context lives on).
+    Cell = 6,
+    /// Session, engine to helper: the JSON `JailPlan`, first.
+    Plan = 7,
+    /// Session, engine to helper: JSON `session::CellRequest`.
+    Exec = 8,
 }
 
 impl Tag {
@@ -27,6 +40,10 @@ impl Tag {
             2 => Tag::Stderr,
             3 => Tag::Result,
             4 => Tag::Error,
+            5 => Tag::Ready,
+            6 => Tag::Cell,
+            7 => Tag::Plan,
+            8 => Tag::Exec,
             _ => return None,
         })
     }

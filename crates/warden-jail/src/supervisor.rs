@@ -55,7 +55,7 @@ pub enum Stream {
 }
 
 /// Removes the cgroup whatever way `run` returns.
-struct CgroupGuard(Box<dyn Cgroup>);
+pub(crate) struct CgroupGuard(pub Box<dyn Cgroup>);
 
 impl Drop for CgroupGuard {
     fn drop(&mut self) {
@@ -96,8 +96,8 @@ fn read_plan(fd: BorrowedFd<'_>) -> Option<JailPlan> {
 /// the kernel is still tearing down) and remove the cgroup. Dropping it does both; the helper
 /// sends the result first, so callers don't wait for the teardown.
 pub struct Teardown {
-    _init: KillOnDrop,
-    _cgroup: CgroupGuard,
+    pub(crate) _init: KillOnDrop,
+    pub(crate) _cgroup: CgroupGuard,
     /// Whether the plan asked for timing traces.
     pub trace: bool,
 }
@@ -151,6 +151,8 @@ pub struct Started {
     go_w: OwnedFd,
     status_r: OwnedFd,
     ws_parent: OwnedFd,
+    /// Read end of the reply pipe of a session's program (unused by one-shot runs).
+    ctl_r: OwnedFd,
 }
 
 impl Started {
@@ -192,6 +194,7 @@ pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError
     let (go_r, go_w) = sys::pipe().map_err(os("pipe"))?;
     let (status_r, status_w) = sys::pipe().map_err(os("pipe"))?;
     let (ws_parent, ws_child) = sys::socketpair().map_err(os("socketpair"))?;
+    let (ctl_r, ctl_w) = sys::pipe().map_err(os("pipe"))?;
 
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -210,11 +213,17 @@ pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError
     let pid = unsafe { sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES) }
         .map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?;
     if pid == 0 {
-        drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent));
-        sandbox_init(plan_r, go_r, ws_child, [in_r, out_w, err_w], status_w);
+        drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r));
+        sandbox_init(
+            plan_r,
+            go_r,
+            ws_child,
+            [in_r, out_w, err_w, ctl_w],
+            status_w,
+        );
     }
     let pid = pid as libc::pid_t;
-    drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child));
+    drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w));
     Ok(Started {
         pid,
         // Kill the sandbox if anything fails before the normal end; reap it in any case.
@@ -227,29 +236,38 @@ pub fn start(hierarchy: Result<&Hierarchy, String>) -> Result<Started, JailError
         go_w,
         status_r,
         ws_parent,
+        ctl_r,
     })
 }
 
-/// Runs the plan in a started sandbox and relays output to `on_output` as it arrives. Returns
-/// the result as soon as every process of the sandbox but its init is gone, with the rest of
-/// the clean-up.
-pub fn run(
-    started: Started,
-    plan: &JailPlan,
-    on_output: &mut dyn FnMut(Stream, &[u8]),
-) -> Result<(ExecResult, Teardown), JailError> {
-    run_with(started, plan, on_output, &mut || Ok(()))
+/// A sandbox whose program has been told to start: init has its plan, the cgroup its limits,
+/// and the "go" byte is sent. What [`run`] and a session ([`crate::session`]) continue from.
+pub(crate) struct Launched {
+    pub pid: libc::pid_t,
+    pub kill_guard: KillOnDrop,
+    pub cgroup: CgroupGuard,
+    pub pidfd: OwnedFd,
+    pub out_r: OwnedFd,
+    pub err_r: OwnedFd,
+    pub in_w: OwnedFd,
+    pub status_r: OwnedFd,
+    pub ws_parent: OwnedFd,
+    pub ctl_r: OwnedFd,
+    /// When the go byte was sent.
+    pub start: Instant,
 }
 
-/// [`run`], with `before_go` called once the sandbox is in its cgroup and just before its
-/// program may start (a networked sandbox waits for its firewall there); an error ends the
-/// sandbox before the program runs.
-pub fn run_with(
+/// Maps the ids, sends init its plan, applies the cgroup limits, moves init into the cgroup
+/// and sends the go byte (fail closed: a limit that cannot be applied ends the sandbox).
+///
+/// `before_go` is called once the sandbox is in its cgroup and just before its program may
+/// start (a networked sandbox waits for its firewall there); an error ends the sandbox before
+/// the program runs.
+pub(crate) fn launch(
     started: Started,
     plan: &JailPlan,
-    on_output: &mut dyn FnMut(Stream, &[u8]),
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
-) -> Result<(ExecResult, Teardown), JailError> {
+) -> Result<Launched, JailError> {
     let trace = |what: &str| {
         if plan.trace_timing {
             eprintln!(
@@ -269,6 +287,7 @@ pub fn run_with(
         go_w,
         status_r,
         ws_parent,
+        ctl_r,
     } = started;
     let cgroup = cgroup?;
     // SAFETY: geteuid has no preconditions.
@@ -293,22 +312,28 @@ pub fn run_with(
     // A failed write means init is gone; its status message says why.
     let _ = sys::write_all(go_w.as_fd(), b"g");
     drop(go_w);
-    let start = Instant::now();
-
-    let relay = relay_output(
-        plan,
-        [out_r, err_r, in_w],
-        status_r.as_fd(),
-        &pidfd,
+    Ok(Launched {
         pid,
-        start,
-        on_output,
-    )?;
-    trace("output relayed");
-    // Init reports the program's status once it has killed and reaped everything else in the
-    // sandbox; if init was killed (timeout, output cap), the pipe just ends.
-    let mut program_status = None;
-    while let Some((tag, payload)) = next_message(status_r.as_fd()) {
+        kill_guard,
+        cgroup,
+        pidfd,
+        out_r,
+        err_r,
+        in_w,
+        status_r,
+        ws_parent,
+        ctl_r,
+        start: Instant::now(),
+    })
+}
+
+/// Reads init's report on the status pipe: the program's wait status, `None` if init was
+/// killed before it could report; a setup step or the exec that failed is an error.
+pub(crate) fn read_status(
+    status_r: BorrowedFd<'_>,
+    plan: &JailPlan,
+) -> Result<Option<i32>, JailError> {
+    while let Some((tag, payload)) = next_message(status_r) {
         match tag {
             MSG_STEP_FAILED => {
                 let text = String::from_utf8_lossy(&payload);
@@ -325,24 +350,83 @@ pub fn run_with(
                 });
             }
             MSG_EXIT_STATUS if payload.len() == 4 => {
-                program_status = Some(i32::from_le_bytes([
+                return Ok(Some(i32::from_le_bytes([
                     payload[0], payload[1], payload[2], payload[3],
-                ]));
-                break;
+                ])));
             }
             _ => {}
         }
     }
-    let duration = start.elapsed();
-    trace("status received");
+    Ok(None)
+}
 
-    let (exit_code, signal) = match program_status {
+/// The exit code and signal of a wait status; a program whose status never came (init was
+/// killed: timeout, output cap) died with the namespace, by SIGKILL.
+pub(crate) fn exit_of(status: Option<i32>) -> (Option<i32>, Option<i32>) {
+    match status {
         Some(s) if libc::WIFEXITED(s) => (Some(libc::WEXITSTATUS(s)), None),
         Some(s) if libc::WIFSIGNALED(s) => (None, Some(libc::WTERMSIG(s))),
-        // Init was killed (timeout, output cap) before it could report: the program died
-        // with the namespace, by SIGKILL.
         _ => (None, Some(libc::SIGKILL)),
+    }
+}
+
+/// Runs the plan in a started sandbox and relays output to `on_output` as it arrives. Returns
+/// the result as soon as every process of the sandbox but its init is gone, with the rest of
+/// the clean-up.
+pub fn run(
+    started: Started,
+    plan: &JailPlan,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+) -> Result<(ExecResult, Teardown), JailError> {
+    run_with(started, plan, on_output, &mut || Ok(()))
+}
+
+/// [`run`], with `before_go` (see [`launch`]).
+pub fn run_with(
+    started: Started,
+    plan: &JailPlan,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+    before_go: &mut dyn FnMut() -> Result<(), JailError>,
+) -> Result<(ExecResult, Teardown), JailError> {
+    let trace = |what: &str| {
+        if plan.trace_timing {
+            eprintln!(
+                "warden-trace: {:.3} supervisor {what}",
+                crate::monotonic_ms()
+            );
+        }
     };
+    let Launched {
+        pid,
+        kill_guard,
+        cgroup,
+        pidfd,
+        out_r,
+        err_r,
+        in_w,
+        status_r,
+        ws_parent,
+        ctl_r,
+        start,
+    } = launch(started, plan, before_go)?;
+    drop(ctl_r);
+
+    let relay = relay_output(
+        plan,
+        [out_r, err_r, in_w],
+        status_r.as_fd(),
+        &pidfd,
+        pid,
+        start,
+        on_output,
+    )?;
+    trace("output relayed");
+    // Init reports the program's status once it has killed and reaped everything else in the
+    // sandbox; if init was killed (timeout, output cap), the pipe just ends.
+    let program_status = read_status(status_r.as_fd(), plan)?;
+    let duration = start.elapsed();
+    trace("status received");
+    let (exit_code, signal) = exit_of(program_status);
     let oom = cgroup.0.oom_killed();
     let pids_hit = cgroup.0.pids_limit_hit();
     let reason = reason(&relay, oom, pids_hit, signal.is_some());
@@ -375,6 +459,7 @@ pub fn run_with(
         stderr_truncated: relay.stderr_truncated,
         artifacts,
         skipped_artifacts,
+        cell: Default::default(),
     };
     Ok((
         result,
@@ -390,14 +475,20 @@ pub fn run_with(
 /// sandbox hit during the run (memory: the OOM killer ended a process; pids: a fork failed) —
 /// even if the program then carried on or exited 0, because an agent must know its code hit a
 /// wall — then the timeout, then a signal, else a normal exit.
-fn reason(relay: &Relay, oom: bool, pids_hit: bool, signaled: bool) -> Reason {
-    if relay.output_exceeded {
+pub(crate) fn reason_of(
+    output_exceeded: bool,
+    oom: bool,
+    pids_hit: bool,
+    timed_out: bool,
+    signaled: bool,
+) -> Reason {
+    if output_exceeded {
         Reason::Output
     } else if oom {
         Reason::Memory
     } else if pids_hit {
         Reason::Pids
-    } else if relay.timed_out {
+    } else if timed_out {
         Reason::Timeout
     } else if signaled {
         Reason::Signal
@@ -406,12 +497,22 @@ fn reason(relay: &Relay, oom: bool, pids_hit: bool, signaled: bool) -> Reason {
     }
 }
 
+fn reason(relay: &Relay, oom: bool, pids_hit: bool, signaled: bool) -> Reason {
+    reason_of(
+        relay.output_exceeded,
+        oom,
+        pids_hit,
+        relay.timed_out,
+        signaled,
+    )
+}
+
 /// The marker appended to a stream cut at the output cap.
 pub fn truncation_marker(limit: u64) -> String {
     format!("\n[warden: output truncated at {limit} bytes]\n")
 }
 
-fn finish_text(bytes: Vec<u8>, truncated: bool, limit: u64) -> String {
+pub(crate) fn finish_text(bytes: Vec<u8>, truncated: bool, limit: u64) -> String {
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if truncated {
         text.push_str(&truncation_marker(limit));
@@ -420,7 +521,7 @@ fn finish_text(bytes: Vec<u8>, truncated: bool, limit: u64) -> String {
 }
 
 /// Kills (a no-op once it is exiting) and reaps the sandbox's init.
-struct KillOnDrop(libc::pid_t);
+pub(crate) struct KillOnDrop(pub libc::pid_t);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -647,7 +748,7 @@ fn sandbox_init(
     plan_r: OwnedFd,
     go: OwnedFd,
     workspace_socket: OwnedFd,
-    stdio: [OwnedFd; 3],
+    stdio: [OwnedFd; 4],
     status: OwnedFd,
 ) -> ! {
     let status_fd = status.as_raw_fd();
@@ -717,10 +818,14 @@ fn sandbox_init(
         unsafe { libc::_exit(126) };
     }
     if child == 0 {
-        let [stdin, stdout, stderr] = &stdio;
+        let [stdin, stdout, stderr, reply] = &stdio;
+        // The sources are all above 3 (the helper's 0-2 were open when the pipes were made,
+        // and an exec'd helper holds 3 for the workspace), so no dup2 clobbers a later source.
         let ok = sys::dup2(stdin.as_raw_fd(), 0).is_ok()
             && sys::dup2(stdout.as_raw_fd(), 1).is_ok()
             && sys::dup2(stderr.as_raw_fd(), 2).is_ok()
+            && (!plan.session
+                || sys::dup2(reply.as_raw_fd(), crate::plan::SESSION_REPLY_FD).is_ok())
             && sys::chdir(&plan.cwd).is_ok();
         if ok {
             // SAFETY: every pointer array is NUL-terminated and points at live C strings.
@@ -738,6 +843,9 @@ fn sandbox_init(
         unsafe { libc::_exit(127) };
     }
     drop(stdio);
+    if plan.session {
+        forward_interrupts_to(child);
+    }
     loop {
         let mut st = 0;
         // SAFETY: `st` is a valid int; -1 waits for any child (init reaps orphans too).
@@ -765,6 +873,32 @@ fn sandbox_init(
             // SAFETY: as above.
             unsafe { libc::_exit(0) };
         }
+    }
+}
+
+/// The program's pid (inside the sandbox) for [`forward_interrupt`].
+static PROGRAM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_interrupt(_: libc::c_int) {
+    let pid = PROGRAM.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe and takes integers.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+    }
+}
+
+/// A session's supervisor interrupts a cell by sending SIGINT to init (it cannot name the
+/// program, whose pid is the sandbox's own): init passes it on. As pid 1 of its namespace,
+/// init gets a signal from outside only if it handles it, so without this SIGINT is dropped.
+fn forward_interrupts_to(child: libc::pid_t) {
+    PROGRAM.store(child, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction with a valid handler; no SA_RESTART, so init's waitpid sees
+    // EINTR and goes round its loop again.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = forward_interrupt as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
     }
 }
 

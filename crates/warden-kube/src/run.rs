@@ -239,6 +239,7 @@ pub async fn execute(
         stderr_truncated: relay.stderr_truncated,
         artifacts,
         skipped_artifacts,
+        cell: Default::default(),
     })
 }
 

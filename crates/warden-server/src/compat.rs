@@ -111,6 +111,7 @@ async fn run(
         stdin: None,
         args: Vec::new(),
         stream: false,
+        context: None,
     };
     let response = match exec_in(state, caller, id, body).await {
         Ok(r) => r,

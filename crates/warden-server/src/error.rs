@@ -71,6 +71,12 @@ impl From<EngineError> for ApiError {
                 ApiError::new(S::NOT_FOUND, "sandbox_not_found", e.to_string())
             }
             EngineError::NameTaken(_) => ApiError::new(S::CONFLICT, "name_taken", e.to_string()),
+            EngineError::ContextNotFound(_) => {
+                ApiError::new(S::NOT_FOUND, "context_not_found", e.to_string())
+            }
+            EngineError::TooManyContexts { .. } => {
+                ApiError::new(S::TOO_MANY_REQUESTS, "too_many_contexts", e.to_string())
+            }
             EngineError::TooManySandboxes { .. } => {
                 ApiError::new(S::TOO_MANY_REQUESTS, "too_many_sandboxes", e.to_string())
             }

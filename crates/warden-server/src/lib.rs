@@ -138,6 +138,18 @@ pub fn router(state: AppState) -> Router {
             get(sandboxes::get).delete(sandboxes::destroy),
         )
         .route("/v1/sandboxes/{id}/exec", post(sandboxes::exec))
+        .route(
+            "/v1/sandboxes/{id}/contexts",
+            post(sandboxes::create_context).get(sandboxes::list_contexts),
+        )
+        .route(
+            "/v1/sandboxes/{id}/contexts/{context}",
+            get(sandboxes::get_context).delete(sandboxes::destroy_context),
+        )
+        .route(
+            "/v1/sandboxes/{id}/contexts/{context}/restart",
+            post(sandboxes::restart_context),
+        )
         .route("/v1/sandboxes/{id}/files", get(sandboxes::list_files))
         .route(
             "/v1/sandboxes/{id}/files/{*path}",

@@ -8,7 +8,7 @@
 
 use crate::compat;
 use crate::piston::{PistonRequest, PistonResponse, PistonRuntime};
-use crate::sandboxes::{CreateBody, ExecBody};
+use crate::sandboxes::{CreateBody, CreateContextBody, ExecBody};
 use crate::{AppState, ExecuteBody};
 use axum::Json;
 use axum::extract::State;
@@ -16,7 +16,7 @@ use axum::response::Html;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Value, json};
 use std::sync::OnceLock;
-use warden_engine::SandboxInfo;
+use warden_engine::{ContextInfo, SandboxInfo};
 use warden_types::{ExecEvent, ExecResult, FileEntry};
 
 /// What a request or response body is.
@@ -76,6 +76,12 @@ pub struct SandboxList {
 pub struct Destroyed {
     pub id: String,
     pub destroyed: bool,
+}
+
+#[derive(Debug, serde::Serialize, JsonSchema)]
+pub struct ContextList {
+    pub contexts: Vec<ContextInfo>,
+    pub count: usize,
 }
 
 #[derive(Debug, serde::Serialize, JsonSchema)]
@@ -239,6 +245,46 @@ pub const OPERATIONS: &[Operation] = &[
         request: Body::Bytes,
         status: 201,
         response: Body::Json(schema::<Uploaded>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/contexts",
+        summary: "Start a persistent interpreter (a notebook context) in a sandbox; the body is optional",
+        request: Body::Json(schema::<CreateContextBody>),
+        status: 201,
+        response: Body::Json(schema::<ContextInfo>),
+    },
+    Operation {
+        method: "get",
+        path: "/v1/sandboxes/{id}/contexts",
+        summary: "List a sandbox's contexts",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<ContextList>),
+    },
+    Operation {
+        method: "get",
+        path: "/v1/sandboxes/{id}/contexts/{context}",
+        summary: "A context",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<ContextInfo>),
+    },
+    Operation {
+        method: "delete",
+        path: "/v1/sandboxes/{id}/contexts/{context}",
+        summary: "End a context",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<Destroyed>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/contexts/{context}/restart",
+        summary: "Restart a context (its state is lost)",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<ContextInfo>),
     },
     Operation {
         method: "post",

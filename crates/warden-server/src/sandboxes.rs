@@ -14,7 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use warden_engine::{CreateSandbox, SandboxExec};
+use warden_engine::{CreateContext, CreateSandbox, SandboxExec};
 use warden_types::WorkspacePath;
 
 /// Who is asking: the API key's name (`None`: no keys configured).
@@ -164,6 +164,10 @@ pub struct ExecBody {
     pub args: Vec<String>,
     #[serde(default)]
     pub stream: bool,
+    /// Run as a cell of this context (`"default"`: the sandbox's default Python context, made
+    /// on first use); absent: a fresh run, as before contexts existed.
+    #[serde(default)]
+    pub context: Option<String>,
 }
 
 pub async fn exec(
@@ -193,6 +197,7 @@ pub(crate) async fn exec_in(
         timeout: timeout_from(body.timeout_seconds)?,
         stdin: body.stdin.map(String::into_bytes).unwrap_or_default(),
         args: body.args,
+        context: body.context,
     };
     // Unknown sandbox: answer before queueing.
     let info = state.sandboxes.get(owner.as_deref(), &id)?;
@@ -296,6 +301,116 @@ pub async fn list_files(
         .await
     {
         Ok(files) => Json(serde_json::json!({ "files": files })).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `POST /v1/sandboxes/{id}/contexts`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateContextBody {
+    #[serde(default)]
+    pub language: Option<String>,
+}
+
+pub async fn create_context(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    // The body is optional: no body is `{}`.
+    let body: CreateContextBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CreateContextBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string())
+                    .into_response();
+            }
+        }
+    };
+    // Starting an interpreter costs as much as an execution: it takes a slot.
+    let _slot = match admit(&state, &caller).await {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
+    let created = state
+        .sandboxes
+        .create_context(
+            caller.owner().as_deref(),
+            &id,
+            CreateContext {
+                language: body.language,
+            },
+        )
+        .await;
+    match created {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+pub async fn list_contexts(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    match state
+        .sandboxes
+        .list_contexts(caller.owner().as_deref(), &id)
+    {
+        Ok(contexts) => Json(serde_json::json!({ "count": contexts.len(), "contexts": contexts }))
+            .into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+pub async fn get_context(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((id, context)): Path<(String, String)>,
+) -> Response {
+    match state
+        .sandboxes
+        .get_context(caller.owner().as_deref(), &id, &context)
+    {
+        Ok(info) => Json(info).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+pub async fn destroy_context(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((id, context)): Path<(String, String)>,
+) -> Response {
+    match state
+        .sandboxes
+        .destroy_context(caller.owner().as_deref(), &id, &context)
+        .await
+    {
+        Ok(id) => Json(serde_json::json!({ "id": id, "destroyed": true })).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+pub async fn restart_context(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((id, context)): Path<(String, String)>,
+) -> Response {
+    let _slot = match admit(&state, &caller).await {
+        Ok(slot) => slot,
+        Err(e) => return e.into_response(),
+    };
+    match state
+        .sandboxes
+        .restart_context(caller.owner().as_deref(), &id, &context)
+        .await
+    {
+        Ok(info) => Json(info).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -50,6 +50,7 @@ impl Backend for EchoBackend {
             stderr_truncated: false,
             artifacts: vec![],
             skipped_artifacts: vec![],
+            cell: Default::default(),
         })
     }
 
@@ -539,7 +540,11 @@ async fn openapi_describes_exactly_the_routes_served() {
     // …and each described method is served (not 404 "no such route" nor 405).
     let app = app();
     for op in openapi::OPERATIONS {
-        let path = op.path.replace("{*path}", "x.txt").replace("{id}", "nope");
+        let path = op
+            .path
+            .replace("{*path}", "x.txt")
+            .replace("{id}", "nope")
+            .replace("{context}", "c");
         let (status, body) = call(&app, &op.method.to_uppercase(), &path, "{}").await;
         assert!(
             status != StatusCode::METHOD_NOT_ALLOWED && !body.contains("no such route"),

@@ -193,6 +193,68 @@ pub struct ExecResult {
     /// files (symlinks, devices, …), with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_artifacts: Vec<SkippedArtifact>,
+    /// What a cell run in a context produced (the last expression's value, rich outputs, the
+    /// exception, the execution count); all absent for a plain execution, so the JSON of a
+    /// plain execution is unchanged.
+    #[serde(flatten)]
+    pub cell: CellOutput,
+}
+
+/// The notebook-like part of a result: present only for executions in a context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CellOutput {
+    /// The repr of the cell's trailing expression, like a notebook's `Out[n]` (absent when the
+    /// cell ends with a statement, a trailing `;`, or the value is `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Rich outputs in the order they were made: `display()` calls, figures, and last the main
+    /// result (the trailing expression's MIME bundle).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<RichResult>,
+    /// The exception the cell raised, with the traceback trimmed to the user's code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<CellError>,
+    /// The context's execution counter after this cell (1 for the first cell; a restart
+    /// starts again at 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_count: Option<u64>,
+    /// Whether the context was restarted (state lost) because this cell ended it: the grace
+    /// period after the interrupt passed, the memory limit killed the interpreter, or it
+    /// exited. `Some(false)`: the context survived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_restarted: Option<bool>,
+}
+
+/// One rich output: the same value in one or more MIME types.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RichResult {
+    /// The MIME types present in `data`, sorted.
+    #[serde(default)]
+    pub mime_types: Vec<String>,
+    /// MIME type → data: text as is (`text/plain`, `text/html`, `text/markdown`,
+    /// `image/svg+xml`, …), binary data base64 (`image/png`, `image/jpeg`).
+    pub data: std::collections::BTreeMap<String, String>,
+    /// The trailing expression's value (at most one per cell).
+    #[serde(default)]
+    pub is_main_result: bool,
+}
+
+impl RichResult {
+    /// Sets `mime_types` from the keys of `data`.
+    pub fn normalize(&mut self) {
+        self.mime_types = self.data.keys().cloned().collect();
+    }
+}
+
+/// An exception raised by a cell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CellError {
+    /// The exception's class name, e.g. `ZeroDivisionError`.
+    pub name: String,
+    /// `str()` of the exception.
+    pub value: String,
+    /// The formatted traceback, from the user's code on (the driver's frames left out).
+    pub traceback: String,
 }
 
 impl ExecResult {
@@ -275,6 +337,7 @@ mod tests {
             stderr_truncated: false,
             artifacts: vec![],
             skipped_artifacts: vec![],
+            cell: CellOutput::default(),
         };
         assert_eq!(r.shell_status(), 3);
         r.reason = Reason::Timeout;
@@ -283,6 +346,65 @@ mod tests {
         assert_eq!(r.shell_status(), 124);
         r.reason = Reason::Signal;
         assert_eq!(r.shell_status(), 137);
+    }
+
+    #[test]
+    fn cell_fields_are_absent_from_plain_results_and_round_trip() {
+        let mut r = ExecResult {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell: CellOutput::default(),
+        };
+        let plain = serde_json::to_value(&r).unwrap();
+        for key in [
+            "text",
+            "results",
+            "error",
+            "execution_count",
+            "context_restarted",
+        ] {
+            assert!(plain.get(key).is_none(), "{key}: {plain}");
+        }
+        // An old client's JSON (no cell fields) still decodes.
+        assert_eq!(serde_json::from_value::<ExecResult>(plain).unwrap(), r);
+        let mut png = RichResult {
+            data: [
+                ("image/png".to_owned(), "iVBO".to_owned()),
+                ("text/plain".to_owned(), "<Figure>".to_owned()),
+            ]
+            .into(),
+            ..RichResult::default()
+        };
+        png.normalize();
+        r.cell = CellOutput {
+            text: Some("2".into()),
+            results: vec![png],
+            error: Some(CellError {
+                name: "ValueError".into(),
+                value: "bad".into(),
+                traceback: "Traceback ...".into(),
+            }),
+            execution_count: Some(3),
+            context_restarted: Some(false),
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["text"], "2");
+        assert_eq!(json["execution_count"], 3);
+        assert_eq!(json["context_restarted"], false);
+        assert_eq!(json["error"]["name"], "ValueError");
+        assert_eq!(
+            json["results"][0]["mime_types"],
+            serde_json::json!(["image/png", "text/plain"])
+        );
+        assert_eq!(serde_json::from_value::<ExecResult>(json).unwrap(), r);
     }
 
     #[test]

@@ -213,6 +213,8 @@ pub fn error_json(e: &EngineError) -> serde_json::Value {
         EngineError::SandboxNotFound(_) => "sandbox_not_found",
         EngineError::NameTaken(_) => "name_taken",
         EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
+        EngineError::ContextNotFound(_) => "context_not_found",
+        EngineError::TooManyContexts { .. } => "too_many_contexts",
     };
     let mut error = serde_json::json!({ "code": code, "message": e.to_string() });
     if let EngineError::PolicyViolation(v) = e {

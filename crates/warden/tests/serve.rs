@@ -386,6 +386,21 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
     let a = server.addr.clone();
     let (_, body) = post(&a, "/v1/sandboxes", r#"{"profile": "test"}"#);
     let id = json(&body)["id"].as_str().unwrap().to_owned();
+    // An idle context with a process of its own: it must die with the daemon too.
+    let (status, body) = post(
+        &a,
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "import subprocess\nsubprocess.Popen(['sleep', '62.75'])", "context": "default"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let in_context = || {
+        let out = Command::new("pgrep")
+            .args(["-f", "sleep 62.75"])
+            .output()
+            .unwrap();
+        !out.stdout.is_empty()
+    };
+    assert!(in_context(), "the context's process never started");
     let pending = std::thread::spawn(move || {
         let mut s = TcpStream::connect(&a).unwrap();
         let body = r#"{"code": "import os\nif os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '62.5'])\nos.execvp('sleep', ['sleep', '62.5'])"}"#;
@@ -416,10 +431,10 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
     server.child.wait().unwrap();
     pending.join().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while sleeping() {
+    while sleeping() || in_context() {
         assert!(
             std::time::Instant::now() < deadline,
-            "the sandbox outlived its daemon"
+            "the sandbox or its context outlived the daemon"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -429,4 +444,225 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
     let _next = start();
     let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
     assert!(!h.has_stale(), "stale cgroups after the restart");
+}
+
+#[test]
+fn contexts_over_http_keep_state_and_plain_exec_is_unchanged() {
+    require_root!();
+    let server = start();
+    let a = &server.addr;
+    let (status, body) = post(a, "/v1/sandboxes", r#"{"profile": "test"}"#);
+    assert_eq!(status, 201, "{body}");
+    let id = json(&body)["id"].as_str().unwrap().to_owned();
+    let exec = |body: &str| {
+        let (status, body) = post(a, &format!("/v1/sandboxes/{id}/exec"), body);
+        (status, json(&body))
+    };
+
+    // A context made explicitly, with no body at all.
+    let (status, body) = post(a, &format!("/v1/sandboxes/{id}/contexts"), "");
+    assert_eq!(status, 201, "{body}");
+    let ctx = json(&body);
+    let cid = ctx["id"].as_str().unwrap().to_owned();
+    assert!(cid.starts_with("ctx-"), "{ctx}");
+    assert_eq!(
+        (ctx["language"].as_str(), ctx["sandbox_id"].as_str()),
+        (Some("python"), Some(id.as_str()))
+    );
+    let (status, v) = exec(&format!(
+        r#"{{"code": "x = 20\nprint('set')", "context": "{cid}"}}"#
+    ));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["stdout"].as_str(), v["execution_count"].as_u64()),
+        (Some("set\n"), Some(1))
+    );
+    assert!(v.get("text").is_none(), "{v}");
+    assert_eq!(v["context_restarted"], false);
+    let (_, v) = exec(&format!(r#"{{"code": "x + 22", "context": "{cid}"}}"#));
+    assert_eq!(v["text"], "42", "{v}");
+    assert_eq!(v["execution_count"], 2);
+    assert_eq!(
+        v["results"][0]["mime_types"],
+        serde_json::json!(["text/plain"])
+    );
+    assert_eq!(v["results"][0]["is_main_result"], true);
+    let (_, v) = exec(&format!(
+        r#"{{"code": "undefined_name", "context": "{cid}"}}"#
+    ));
+    assert_eq!(v["error"]["name"], "NameError", "{v}");
+    assert!(
+        v["error"]["traceback"]
+            .as_str()
+            .unwrap()
+            .contains("<cell 3>"),
+        "{v}"
+    );
+
+    // The default context: made by the first execution that names it.
+    let (_, v) = exec(r#"{"code": "y = 5", "context": "default"}"#);
+    assert_eq!(v["execution_count"], 1, "{v}");
+    let (_, v) =
+        exec(r#"{"code": "(y, 'x' in globals())", "context": "default", "language": "py"}"#);
+    assert_eq!(v["text"], "(5, False)", "{v}");
+    // Plain executions are as before: a fresh process, no cell fields.
+    let (status, v) = exec(r#"{"code": "print('y' in globals())"}"#);
+    assert_eq!(
+        (status, v["stdout"].as_str()),
+        (200, Some("False\n")),
+        "{v}"
+    );
+    for key in [
+        "execution_count",
+        "text",
+        "results",
+        "error",
+        "context_restarted",
+    ] {
+        assert!(v.get(key).is_none(), "{key} in a plain result: {v}");
+    }
+
+    let (status, body) = request(a, "GET", &format!("/v1/sandboxes/{id}/contexts"), b"");
+    assert_eq!(status, 200);
+    let list = json(&body);
+    assert_eq!(list["count"], 2, "{list}");
+    let (status, body) = request(a, "GET", &format!("/v1/sandboxes/{id}/contexts/{cid}"), b"");
+    assert_eq!(
+        (status, json(&body)["executions"].as_u64()),
+        (200, Some(3)),
+        "{body}"
+    );
+
+    // Streaming a cell: output events, then the end with the cell's result.
+    let (status, body) = post(
+        a,
+        &format!("/v1/sandboxes/{id}/exec"),
+        &format!(r#"{{"code": "print('streamed')\nx * 2", "context": "{cid}", "stream": true}}"#),
+    );
+    assert_eq!(status, 200);
+    let events: Vec<serde_json::Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "stdout", "{body}");
+    let end = events.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["text"].as_str()),
+        (Some("end"), Some("40")),
+        "{body}"
+    );
+
+    // Refusals: an unknown context, stdin in a context, another language, javascript contexts.
+    let (status, v) = exec(r#"{"code": "1", "context": "ctx-nope"}"#);
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("context_not_found")),
+        "{v}"
+    );
+    let (status, v) = exec(&format!(
+        r#"{{"code": "1", "context": "{cid}", "stdin": "x"}}"#
+    ));
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = exec(&format!(
+        r#"{{"code": "echo", "context": "{cid}", "language": "bash"}}"#
+    ));
+    assert_eq!(status, 400, "{v}");
+    let (status, body) = post(
+        a,
+        &format!("/v1/sandboxes/{id}/contexts"),
+        r#"{"language": "bash"}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(
+        a,
+        &format!("/v1/sandboxes/{id}/contexts"),
+        r#"{"lang": "python"}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+
+    // Restart: the state is gone, the count starts again.
+    let (status, body) = post(a, &format!("/v1/sandboxes/{id}/contexts/{cid}/restart"), "");
+    assert_eq!(
+        (status, json(&body)["restarts"].as_u64()),
+        (200, Some(1)),
+        "{body}"
+    );
+    let (_, v) = exec(&format!(
+        r#"{{"code": "'x' in globals()", "context": "{cid}"}}"#
+    ));
+    assert_eq!(
+        (v["text"].as_str(), v["execution_count"].as_u64()),
+        (Some("False"), Some(1)),
+        "{v}"
+    );
+
+    // A process the default context leaves running, to see that destroy ends it.
+    let (_, v) = exec(
+        r#"{"code": "import subprocess\nsubprocess.Popen(['sleep', '73.25'])", "context": "default"}"#,
+    );
+    assert!(v.get("error").is_none(), "{v}");
+    let (status, _) = request(
+        a,
+        "DELETE",
+        &format!("/v1/sandboxes/{id}/contexts/{cid}"),
+        b"",
+    );
+    assert_eq!(status, 200);
+    let (status, body) = request(a, "GET", &format!("/v1/sandboxes/{id}/contexts/{cid}"), b"");
+    assert_eq!(
+        (status, json(&body)["error"]["code"].as_str()),
+        (404, Some("context_not_found"))
+    );
+    let (status, _) = request(a, "DELETE", &format!("/v1/sandboxes/{id}"), b"");
+    assert_eq!(status, 200);
+    let (status, _) = request(a, "GET", &format!("/v1/sandboxes/{id}/contexts"), b"");
+    assert_eq!(status, 404);
+    // Destroying the sandbox ended its contexts and everything they started.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = Command::new("pgrep")
+        .args(["-f", "sleep 73.25"])
+        .output()
+        .unwrap();
+    assert!(
+        out.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_cell_timeout_over_http_interrupts_and_keeps_the_context() {
+    require_root!();
+    let server = start();
+    let a = &server.addr;
+    let (_, body) = post(a, "/v1/sandboxes", r#"{"profile": "test"}"#);
+    let id = json(&body)["id"].as_str().unwrap().to_owned();
+    let (status, body) = post(
+        a,
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "z = 1", "context": "default"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let started = std::time::Instant::now();
+    let (status, body) = post(
+        a,
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "while True:\n    pass", "context": "default", "timeout_seconds": 0.5}"#,
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    let v = json(&body);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (v["reason"].as_str(), v["context_restarted"].as_bool()),
+        (Some("timeout"), Some(false)),
+        "{v}"
+    );
+    assert_eq!(v["error"]["name"], "KeyboardInterrupt");
+    let (_, body) = post(
+        a,
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "z", "context": "default"}"#,
+    );
+    assert_eq!(json(&body)["text"], "1", "{body}");
+    request(a, "DELETE", &format!("/v1/sandboxes/{id}"), b"");
 }

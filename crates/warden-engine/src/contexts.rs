@@ -1,0 +1,640 @@
+//! Contexts: persistent interpreters inside a sandbox with a lifetime (variables survive
+//! between executions, like a notebook's kernel). The engine keeps their ids and counters; the
+//! backend runs them ([`crate::BackendSandbox::create_context`] and the methods after it).
+//!
+//! Invariants: a context belongs to one sandbox and dies with it; its cells go through the
+//! same resolution and policies as the sandbox's executions (only the timeout is the cell's
+//! own); ids are unique within a sandbox; `default` is the id of the sandbox's default Python
+//! context, created by the first execution that names it; at most [`MAX_CONTEXTS`] live per
+//! sandbox; creation is serialized per sandbox, so two requests for the default context make
+//! one; only Python has a driver so far, other languages are refused with a clear error.
+
+use crate::backend::{CellPlan, ContextSpec, EventSender};
+use crate::sandboxes::{Entry, PreparedExec, Use};
+use crate::{EngineError, ExecRequest, Sandboxes};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use warden_types::{ExecResult, Language};
+
+/// The id of a sandbox's default context (`"context": "default"` in an execution).
+pub const DEFAULT_CONTEXT: &str = "default";
+
+/// Live contexts per sandbox, at most (each is an interpreter with the sandbox's memory limit).
+pub const MAX_CONTEXTS: usize = 8;
+
+/// After a cell's timeout interrupts it (KeyboardInterrupt), how long it has to stop before
+/// the context is killed and restarted.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
+
+/// The languages that have a context driver.
+const CONTEXT_LANGUAGES: &[&str] = &["python"];
+
+/// What a caller asks for when creating a context.
+#[derive(Debug, Clone, Default)]
+pub struct CreateContext {
+    /// Default: the sandbox's language.
+    pub language: Option<String>,
+}
+
+/// A context as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ContextInfo {
+    pub id: String,
+    pub sandbox_id: String,
+    pub language: String,
+    pub created_at: String,
+    pub last_used_at: String,
+    /// Cells run in it.
+    pub executions: u64,
+    /// Times its interpreter was replaced by a fresh one (after a kill, or on request).
+    pub restarts: u64,
+}
+
+/// The engine's record of a context.
+#[derive(Debug, Clone)]
+pub(crate) struct ContextMeta {
+    id: String,
+    language: Language,
+    created_ms: u64,
+    last_used_ms: u64,
+    executions: u64,
+    restarts: u64,
+}
+
+impl ContextMeta {
+    fn info(&self, sandbox_id: &str) -> ContextInfo {
+        ContextInfo {
+            id: self.id.clone(),
+            sandbox_id: sandbox_id.to_owned(),
+            language: self.language.to_string(),
+            created_at: warden_types::rfc3339(self.created_ms),
+            last_used_at: warden_types::rfc3339(self.last_used_ms),
+            executions: self.executions,
+            restarts: self.restarts,
+        }
+    }
+}
+
+/// A sandbox's contexts.
+#[derive(Debug, Default)]
+pub(crate) struct Contexts {
+    live: std::sync::Mutex<BTreeMap<String, ContextMeta>>,
+    /// Held while a context is created.
+    creating: tokio::sync::Mutex<()>,
+}
+
+impl Contexts {
+    fn get(&self, id: &str) -> Option<ContextMeta> {
+        self.live.lock().expect("not poisoned").get(id).cloned()
+    }
+
+    fn update(&self, id: &str, f: impl FnOnce(&mut ContextMeta)) {
+        if let Some(meta) = self.live.lock().expect("not poisoned").get_mut(id) {
+            f(meta);
+        }
+    }
+}
+
+impl Sandboxes {
+    /// Resolves a context's language (default: the sandbox's) to its runtime command.
+    fn context_runtime(
+        &self,
+        entry: &Entry,
+        language: Option<String>,
+    ) -> Result<(Language, Vec<String>), EngineError> {
+        let (_, plan) = self.engine().prepare(&ExecRequest {
+            code: String::new(),
+            language: Some(language.unwrap_or_else(|| entry.language.clone())),
+            profile: Some(entry.profile.clone()),
+            ..ExecRequest::default()
+        })?;
+        if !CONTEXT_LANGUAGES.contains(&plan.language.as_str()) {
+            return Err(EngineError::InvalidRequest {
+                field: "language",
+                message: format!(
+                    "contexts support {} only, not {}",
+                    CONTEXT_LANGUAGES.join(", "),
+                    plan.language
+                ),
+            });
+        }
+        Ok((plan.language, plan.command))
+    }
+
+    /// Creates a context with `id` (the caller holds `entry.contexts.creating`).
+    async fn start_context(
+        &self,
+        entry: &Entry,
+        id: String,
+        language: Language,
+        command: Vec<String>,
+    ) -> Result<ContextMeta, EngineError> {
+        if entry.contexts.live.lock().expect("not poisoned").len() >= MAX_CONTEXTS {
+            return Err(EngineError::TooManyContexts { max: MAX_CONTEXTS });
+        }
+        entry
+            .handle
+            .create_context(ContextSpec {
+                id: id.clone(),
+                language: language.clone(),
+                command: command.clone(),
+                limits: entry.limits.clone(),
+            })
+            .await?;
+        let now = warden_types::now_ms();
+        let meta = ContextMeta {
+            id: id.clone(),
+            language,
+            created_ms: now,
+            last_used_ms: now,
+            executions: 0,
+            restarts: 0,
+        };
+        entry
+            .contexts
+            .live
+            .lock()
+            .expect("not poisoned")
+            .insert(id, meta.clone());
+        Ok(meta)
+    }
+
+    /// Starts a new context in a sandbox; returns once its interpreter is ready.
+    pub async fn create_context(
+        &self,
+        owner: Option<&str>,
+        sandbox: &str,
+        req: CreateContext,
+    ) -> Result<ContextInfo, EngineError> {
+        let entry = self.find(owner, sandbox)?;
+        let (language, command) = self.context_runtime(&entry, req.language)?;
+        entry.touch(Use::Files);
+        let _creating = entry.contexts.creating.lock().await;
+        let id = format!("ctx-{}", &uuid::Uuid::now_v7().simple().to_string()[20..32]);
+        let meta = self.start_context(&entry, id, language, command).await?;
+        Ok(meta.info(&entry.id))
+    }
+
+    /// The sandbox's contexts, oldest first.
+    pub fn list_contexts(
+        &self,
+        owner: Option<&str>,
+        sandbox: &str,
+    ) -> Result<Vec<ContextInfo>, EngineError> {
+        let entry = self.find(owner, sandbox)?;
+        let live = entry.contexts.live.lock().expect("not poisoned");
+        let mut out: Vec<_> = live.values().map(|m| m.info(&entry.id)).collect();
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    pub fn get_context(
+        &self,
+        owner: Option<&str>,
+        sandbox: &str,
+        id: &str,
+    ) -> Result<ContextInfo, EngineError> {
+        let entry = self.find(owner, sandbox)?;
+        let meta = entry
+            .contexts
+            .get(id)
+            .ok_or_else(|| EngineError::ContextNotFound(id.to_owned()))?;
+        Ok(meta.info(&entry.id))
+    }
+
+    /// Ends a context (its state is lost); returns its id.
+    pub async fn destroy_context(
+        &self,
+        owner: Option<&str>,
+        sandbox: &str,
+        id: &str,
+    ) -> Result<String, EngineError> {
+        let entry = self.find(owner, sandbox)?;
+        let removed = entry.contexts.live.lock().expect("not poisoned").remove(id);
+        if removed.is_none() {
+            return Err(EngineError::ContextNotFound(id.to_owned()));
+        }
+        entry.handle.destroy_context(id).await?;
+        Ok(id.to_owned())
+    }
+
+    /// Replaces a context's interpreter with a fresh one (its state is lost).
+    pub async fn restart_context(
+        &self,
+        owner: Option<&str>,
+        sandbox: &str,
+        id: &str,
+    ) -> Result<ContextInfo, EngineError> {
+        let entry = self.find(owner, sandbox)?;
+        if entry.contexts.get(id).is_none() {
+            return Err(EngineError::ContextNotFound(id.to_owned()));
+        }
+        entry.touch(Use::Files);
+        entry.handle.restart_context(id).await?;
+        entry.contexts.update(id, |m| {
+            m.restarts += 1;
+            m.last_used_ms = warden_types::now_ms();
+        });
+        let meta = entry
+            .contexts
+            .get(id)
+            .ok_or_else(|| EngineError::ContextNotFound(id.to_owned()))?;
+        Ok(meta.info(&entry.id))
+    }
+
+    /// Checks an execution that names a context, before it is admitted: the context exists
+    /// (or is the default one, made on first use) and there is no stdin or args. Returns the
+    /// context's language, the one its cells run in.
+    pub(crate) fn check_context_exec(
+        entry: &Entry,
+        context: &str,
+        stdin: &[u8],
+        args: &[String],
+    ) -> Result<String, EngineError> {
+        if !stdin.is_empty() || !args.is_empty() {
+            return Err(EngineError::InvalidRequest {
+                field: if stdin.is_empty() { "args" } else { "stdin" },
+                message: "not available in a context (the interpreter is already running)".into(),
+            });
+        }
+        match entry.contexts.get(context) {
+            Some(meta) => Ok(meta.language.to_string()),
+            None if context == DEFAULT_CONTEXT => Ok(CONTEXT_LANGUAGES[0].to_owned()),
+            None => Err(EngineError::ContextNotFound(context.to_owned())),
+        }
+    }
+
+    /// Refuses a cell whose language (resolved: aliases are the same language) is not its
+    /// context's.
+    pub(crate) fn check_context_language(
+        entry: &Entry,
+        context: &str,
+        language: &Language,
+    ) -> Result<(), EngineError> {
+        let runs = entry
+            .contexts
+            .get(context)
+            .map(|m| m.language)
+            .unwrap_or_else(|| Language::new(CONTEXT_LANGUAGES[0]).expect("a valid name"));
+        if &runs != language {
+            return Err(EngineError::InvalidRequest {
+                field: "language",
+                message: format!("context {context:?} runs {runs}, not {language}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a prepared cell in its context, creating the default context on first use.
+    pub(crate) async fn run_in_context(
+        &self,
+        prepared: PreparedExec,
+        context: String,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, EngineError> {
+        let entry: Arc<Entry> = prepared.entry;
+        let plan = prepared.plan;
+        if entry.contexts.get(&context).is_none() {
+            if context != DEFAULT_CONTEXT {
+                return Err(EngineError::ContextNotFound(context));
+            }
+            let _creating = entry.contexts.creating.lock().await;
+            if entry.contexts.get(&context).is_none() {
+                let (language, command) = (plan.language.clone(), plan.command.clone());
+                self.start_context(&entry, context.clone(), language, command)
+                    .await?;
+            }
+        }
+        entry.touch(Use::ExecStart);
+        let result = entry
+            .handle
+            .exec_in_context(
+                &context,
+                CellPlan {
+                    code: plan.code,
+                    timeout: plan.limits.timeout,
+                    interrupt_grace: INTERRUPT_GRACE,
+                },
+                events,
+            )
+            .await;
+        entry.touch(Use::ExecEnd);
+        let result = result?;
+        let restarted = result.cell.context_restarted == Some(true);
+        entry.contexts.update(&context, |m| {
+            m.executions += 1;
+            m.last_used_ms = warden_types::now_ms();
+            if restarted {
+                m.restarts += 1;
+            }
+        });
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, BackendError, BackendSandbox, ExecPlan, SandboxSpec};
+    use crate::sandboxes::{CreateSandbox, SandboxExec};
+    use crate::{Engine, Sandboxes};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use warden_config::{BackendKind, Settings};
+    use warden_types::{CellOutput, Reason};
+
+    /// A sandbox whose contexts are counters: each cell answers with the context's id and how
+    /// many cells it ran; `supports: false` keeps the trait's refusing defaults.
+    #[derive(Debug, Default)]
+    struct FakeSandbox {
+        supports: bool,
+        created: Mutex<Vec<ContextSpec>>,
+        cells: Mutex<Vec<(String, CellPlan)>>,
+        destroyed: Mutex<Vec<String>>,
+        die_next: AtomicBool,
+    }
+
+    fn result(cell: CellOutput) -> ExecResult {
+        ExecResult {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell,
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl BackendSandbox for FakeSandbox {
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Ok(result(CellOutput::default()))
+        }
+        async fn write_file(
+            &self,
+            _: &warden_types::WorkspacePath,
+            _: Vec<u8>,
+        ) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn read_file(
+            &self,
+            _: &warden_types::WorkspacePath,
+            _: u64,
+        ) -> Result<Vec<u8>, BackendError> {
+            Ok(vec![])
+        }
+        async fn list_files(&self, _: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
+            Ok(vec![])
+        }
+        async fn destroy(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+            if !self.supports {
+                return Err(BackendError::Refused(crate::NO_CONTEXTS.into()));
+            }
+            // Slow enough for two concurrent first uses of `default` to overlap.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.created.lock().unwrap().push(spec);
+            Ok(())
+        }
+        async fn exec_in_context(
+            &self,
+            id: &str,
+            cell: CellPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            let mut cells = self.cells.lock().unwrap();
+            cells.push((id.to_owned(), cell));
+            let n = cells.iter().filter(|(c, _)| c == id).count() as u64;
+            let died = self.die_next.swap(false, Ordering::SeqCst);
+            Ok(result(CellOutput {
+                text: Some(id.to_owned()),
+                execution_count: Some(n),
+                context_restarted: Some(died),
+                ..CellOutput::default()
+            }))
+        }
+        async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
+            self.destroyed.lock().unwrap().push(id.to_owned());
+            Ok(())
+        }
+        async fn restart_context(&self, _: &str) -> Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    #[derive(Debug)]
+    struct FakeBackend(Arc<FakeSandbox>);
+
+    #[async_trait::async_trait]
+    impl Backend for FakeBackend {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Ok(result(CellOutput::default()))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            Ok(self.0.clone())
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+    }
+
+    async fn setup(supports: bool) -> (Sandboxes, Arc<FakeSandbox>, String) {
+        let sandbox = Arc::new(FakeSandbox {
+            supports,
+            ..FakeSandbox::default()
+        });
+        let engine = Engine::new(Arc::new(Settings::builtin()))
+            .with_backend(BackendKind::Jail, Arc::new(FakeBackend(sandbox.clone())));
+        let sandboxes = Sandboxes::new(engine, 4);
+        let info = sandboxes.create(CreateSandbox::default()).await.unwrap();
+        (sandboxes, sandbox, info.id)
+    }
+
+    fn cell(code: &str, context: &str) -> SandboxExec {
+        SandboxExec {
+            code: code.into(),
+            context: Some(context.into()),
+            ..SandboxExec::default()
+        }
+    }
+
+    async fn exec(s: &Sandboxes, id: &str, req: SandboxExec) -> Result<ExecResult, EngineError> {
+        let prepared = s.prepare_exec(None, id, req)?;
+        s.run_exec(prepared, None).await
+    }
+
+    #[tokio::test]
+    async fn the_default_context_is_made_once_on_first_use_and_counted() {
+        let (s, fake, id) = setup(true).await;
+        let (a, b) = tokio::join!(
+            exec(&s, &id, cell("x = 1", DEFAULT_CONTEXT)),
+            exec(&s, &id, cell("x", DEFAULT_CONTEXT))
+        );
+        a.unwrap();
+        b.unwrap();
+        let created = fake.created.lock().unwrap().clone();
+        assert_eq!(created.len(), 1, "{created:?}");
+        assert_eq!(created[0].id, DEFAULT_CONTEXT);
+        assert_eq!(created[0].language.as_str(), "python");
+        assert_eq!(created[0].command, ["python3"]);
+        // The sandbox's limits (the standard profile's), and the cell's own timeout.
+        assert_eq!(created[0].limits.memory_mb, 128);
+        let (_, plan) = fake.cells.lock().unwrap()[0].clone();
+        assert_eq!(plan.timeout, Duration::from_secs(30));
+        assert_eq!(plan.interrupt_grace, INTERRUPT_GRACE);
+        fake.die_next.store(true, Ordering::SeqCst);
+        let r = exec(&s, &id, cell("1", DEFAULT_CONTEXT)).await.unwrap();
+        assert_eq!(r.cell.context_restarted, Some(true));
+        let info = s.get_context(None, &id, DEFAULT_CONTEXT).unwrap();
+        assert_eq!((info.executions, info.restarts), (3, 1));
+        assert_eq!(info.sandbox_id, id);
+    }
+
+    #[tokio::test]
+    async fn cells_are_checked_like_executions() {
+        let (s, fake, id) = setup(true).await;
+        let ctx = s
+            .create_context(None, &id, CreateContext::default())
+            .await
+            .unwrap();
+        assert!(ctx.id.starts_with("ctx-"), "{ctx:?}");
+        // The profile's policies apply to cells (standard: forbidden_imports).
+        let err = exec(&s, &id, cell("import os", &ctx.id)).await.unwrap_err();
+        assert!(matches!(err, EngineError::PolicyViolation(_)), "{err:?}");
+        let err = exec(&s, &id, cell("1", "ctx-missing")).await.unwrap_err();
+        assert_eq!(err, EngineError::ContextNotFound("ctx-missing".into()));
+        let mut with_stdin = cell("1", &ctx.id);
+        with_stdin.stdin = b"x".to_vec();
+        let err = exec(&s, &id, with_stdin).await.unwrap_err();
+        assert!(
+            matches!(err, EngineError::InvalidRequest { field: "stdin", .. }),
+            "{err:?}"
+        );
+        let mut bash = cell("echo", &ctx.id);
+        bash.language = Some("bash".into());
+        let err = exec(&s, &id, bash).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidRequest {
+                    field: "language",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        // An alias of the context's language is the same language.
+        let mut py = cell("1", &ctx.id);
+        py.language = Some("py".into());
+        exec(&s, &id, py).await.unwrap();
+        let err = s
+            .create_context(
+                None,
+                &id,
+                CreateContext {
+                    language: Some("bash".into()),
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidRequest {
+                    field: "language",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            fake.cells.lock().unwrap().len(),
+            1,
+            "only the accepted cell ran"
+        );
+        // Plain executions still run as fresh runs.
+        let plain = exec(
+            &s,
+            &id,
+            SandboxExec {
+                code: "print(1)".into(),
+                ..SandboxExec::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(plain.cell, CellOutput::default());
+    }
+
+    #[tokio::test]
+    async fn contexts_are_bounded_listed_and_destroyed() {
+        let (s, fake, id) = setup(true).await;
+        for _ in 0..MAX_CONTEXTS {
+            s.create_context(None, &id, CreateContext::default())
+                .await
+                .unwrap();
+        }
+        let err = s
+            .create_context(None, &id, CreateContext::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err, EngineError::TooManyContexts { max: MAX_CONTEXTS });
+        let list = s.list_contexts(None, &id).unwrap();
+        assert_eq!(list.len(), MAX_CONTEXTS);
+        let victim = list[0].id.clone();
+        assert_eq!(s.destroy_context(None, &id, &victim).await.unwrap(), victim);
+        assert_eq!(
+            *fake.destroyed.lock().unwrap(),
+            std::slice::from_ref(&victim)
+        );
+        assert_eq!(
+            s.get_context(None, &id, &victim).unwrap_err(),
+            EngineError::ContextNotFound(victim.clone())
+        );
+        assert!(s.destroy_context(None, &id, &victim).await.is_err());
+        let restarted = s.restart_context(None, &id, &list[1].id).await.unwrap();
+        assert_eq!(restarted.restarts, 1);
+        assert!(matches!(
+            s.list_contexts(None, "sb-none"),
+            Err(EngineError::SandboxNotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_backend_without_contexts_refuses() {
+        let (s, _, id) = setup(false).await;
+        let err = exec(&s, &id, cell("1", DEFAULT_CONTEXT)).await.unwrap_err();
+        assert_eq!(
+            err,
+            EngineError::Backend(BackendError::Refused(crate::NO_CONTEXTS.into()))
+        );
+        assert!(s.list_contexts(None, &id).unwrap().is_empty());
+    }
+}

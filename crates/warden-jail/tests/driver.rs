@@ -1,0 +1,362 @@
+//! The Python driver on its own, outside any sandbox: /usr/bin/python3 runs the embedded
+//! driver with its protocol pipes at descriptors 0 (requests) and 3 (replies), as the
+//! sandbox's init sets them up, and these tests speak the protocol to it.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+struct Driver {
+    child: Child,
+    requests: std::fs::File,
+    replies: std::fs::File,
+    _dir: tempfile::TempDir,
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is valid for two ints.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+impl Driver {
+    fn start(env: &[(&str, &str)]) -> Option<Driver> {
+        if !std::path::Path::new(PYTHON).exists() {
+            eprintln!("skipped: no {PYTHON}");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join(warden_jail::context::PYTHON_DRIVER_FILE);
+        std::fs::write(&script, warden_jail::context::PYTHON_DRIVER).unwrap();
+        let (req_r, req_w) = pipe();
+        let (rep_r, rep_w) = pipe();
+        let (req_fd, rep_fd) = (req_r.as_raw_fd(), rep_w.as_raw_fd());
+        let mut command = Command::new(PYTHON);
+        command
+            .arg(&script)
+            .env_clear()
+            .env("PYTHONUNBUFFERED", "1")
+            .env("MPLBACKEND", "Agg")
+            .env("MPLCONFIGDIR", dir.path())
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: only dup2 (async-signal-safe) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::dup2(req_fd, 0) < 0 || libc::dup2(rep_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        drop((req_r, rep_w));
+        let mut d = Driver {
+            child,
+            requests: req_w.into(),
+            replies: rep_r.into(),
+            _dir: dir,
+        };
+        let ready = d.receive();
+        assert_eq!(ready["type"], "ready", "{ready}");
+        assert_eq!(ready["language"], "python");
+        Some(d)
+    }
+
+    fn receive(&mut self) -> serde_json::Value {
+        let mut len = [0u8; 4];
+        self.replies.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+        self.replies.read_exact(&mut body).unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    fn send(&mut self, code: &str) {
+        let body = serde_json::to_vec(&serde_json::json!({ "code": code })).unwrap();
+        self.requests
+            .write_all(&(body.len() as u32).to_le_bytes())
+            .unwrap();
+        self.requests.write_all(&body).unwrap();
+    }
+
+    fn run(&mut self, code: &str) -> serde_json::Value {
+        self.send(code);
+        let reply = self.receive();
+        assert_eq!(reply["type"], "done", "{reply}");
+        reply
+    }
+
+    fn interrupt(&self) {
+        // SAFETY: kill with integers, on our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+    }
+
+    /// Closes the requests (the driver exits) and returns its stdout and stderr.
+    fn finish(mut self) -> (String, String) {
+        drop(self.requests);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+        let mut out = String::new();
+        let mut err = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (out, err)
+    }
+}
+
+fn has_module(name: &str) -> bool {
+    Command::new(PYTHON)
+        .args(["-c", &format!("import {name}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn globals_persist_and_the_trailing_expression_is_the_result() {
+    let Some(mut d) = Driver::start(&[]) else {
+        return;
+    };
+    let r = d.run("x = 40\nprint('hello')");
+    assert_eq!(r["execution_count"], 1);
+    assert!(r["text"].is_null() && r["error"].is_null(), "{r}");
+    assert_eq!(r["results"], serde_json::json!([]));
+    let r = d.run("x + 2");
+    assert_eq!(
+        (r["text"].as_str(), r["execution_count"].as_u64()),
+        (Some("42"), Some(2))
+    );
+    assert_eq!(
+        r["results"],
+        serde_json::json!([{"data": {"text/plain": "42"}, "is_main_result": true}])
+    );
+    // A trailing `;` hides the value, None is no result, `_` is the last value.
+    assert!(d.run("x;")["text"].is_null());
+    assert!(d.run("None")["text"].is_null());
+    assert_eq!(d.run("_ * 2")["text"], "84");
+    assert_eq!(d.run("'a' + 'b'")["text"], "'ab'");
+    // Code after the last expression's line is not mistaken for an expression.
+    assert!(d.run("for i in range(2):\n    x += i")["text"].is_null());
+    assert_eq!(d.run("x")["text"], "41");
+    let (out, err) = d.finish();
+    assert_eq!(out, "hello\n");
+    assert_eq!(err, "");
+}
+
+#[test]
+fn exceptions_are_reported_with_the_users_frames_only() {
+    let Some(mut d) = Driver::start(&[]) else {
+        return;
+    };
+    let r = d.run(
+        "def inner():\n    raise ValueError('bad value')\n\ndef outer():\n    inner()\n\nouter()",
+    );
+    let e = &r["error"];
+    assert_eq!(
+        (e["name"].as_str(), e["value"].as_str()),
+        (Some("ValueError"), Some("bad value"))
+    );
+    let tb = e["traceback"].as_str().unwrap();
+    assert!(
+        tb.starts_with("Traceback (most recent call last):\n  File \"<cell 1>\", line 7"),
+        "{tb}"
+    );
+    assert!(
+        tb.contains("raise ValueError('bad value')"),
+        "the source line is shown: {tb}"
+    );
+    assert!(!tb.contains("warden_driver"), "{tb}");
+    // A syntax error never ran: no traceback, just where it is.
+    let r = d.run("x = (1,");
+    let e = &r["error"];
+    assert_eq!(e["name"], "SyntaxError");
+    let tb = e["traceback"].as_str().unwrap();
+    assert!(tb.starts_with("  File \"<cell 2>\", line 1"), "{tb}");
+    // SystemExit and exceptions whose str() fails end the cell, not the driver.
+    assert_eq!(
+        d.run("import sys\nsys.exit(3)")["error"]["name"],
+        "SystemExit"
+    );
+    let r =
+        d.run("class E(Exception):\n    def __str__(self):\n        raise RuntimeError\nraise E()");
+    assert_eq!(
+        (r["error"]["name"].as_str(), r["error"]["value"].as_str()),
+        (Some("E"), Some("<str failed>"))
+    );
+    assert_eq!(d.run("1 + 1")["execution_count"], 5);
+    // Huge values are cut, so a reply stays bounded.
+    let r = d.run("raise ValueError('v' * 1_000_000)");
+    let value = r["error"]["value"].as_str().unwrap();
+    assert!(
+        value.len() < 70_000 && value.ends_with("cut at 65536 characters]"),
+        "{}",
+        value.len()
+    );
+    assert!(r["error"]["traceback"].as_str().unwrap().len() < 70_000);
+    let r = d.run("'t' * 1_000_000");
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.len() < 300_000 && text.ends_with("characters]"),
+        "{}",
+        text.len()
+    );
+    d.finish();
+}
+
+#[test]
+fn the_protocol_descriptors_are_out_of_the_users_reach() {
+    let Some(mut d) = Driver::start(&[]) else {
+        return;
+    };
+    // stdin is empty for the user's code; descriptor 3 is not the reply pipe any more.
+    assert_eq!(d.run("input()")["error"]["name"], "EOFError");
+    let r = d.run("import os\nos.write(3, b'forged')");
+    assert_eq!(r["error"]["name"], "OSError", "{r}");
+    let r = d.run("import subprocess\nsubprocess.run(['ls', '/proc/self/fd'], capture_output=True, text=True).stdout.split()");
+    assert_eq!(
+        r["text"], "['0', '1', '2', '3']",
+        "only ls's own descriptors: {r}"
+    );
+    assert_eq!(d.run("2 + 2")["text"], "4");
+    d.finish();
+}
+
+#[test]
+fn sigint_interrupts_a_cell_and_is_ignored_between_cells() {
+    let Some(mut d) = Driver::start(&[]) else {
+        return;
+    };
+    d.run("state = 'kept'");
+    d.interrupt();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        d.run("state")["text"],
+        "'kept'",
+        "an idle interrupt changes nothing"
+    );
+    d.send("import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)");
+    std::thread::sleep(Duration::from_millis(300));
+    d.interrupt();
+    let r = d.receive();
+    assert_eq!(r["error"]["name"], "KeyboardInterrupt", "{r}");
+    assert!(
+        r["error"]["traceback"]
+            .as_str()
+            .unwrap()
+            .contains("<cell 3>")
+    );
+    assert_eq!(d.run("state")["text"], "'kept'");
+    d.finish();
+}
+
+#[test]
+fn rich_outputs_come_from_display_and_repr_methods() {
+    let Some(mut d) = Driver::start(&[]) else {
+        return;
+    };
+    let r = d.run(
+        "class Rich:\n    def _repr_html_(self):\n        return '<b>rich</b>'\n    def _repr_markdown_(self):\n        return '**rich**'\n    def _repr_png_(self):\n        return b'\\x89PNG fake'\n    def __repr__(self):\n        return 'Rich()'\nclass Broken:\n    def _repr_html_(self):\n        raise RuntimeError('no')\ndisplay(Broken())\nRich()",
+    );
+    assert!(r["error"].is_null(), "{r}");
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{r}");
+    assert_eq!(
+        results[0]["data"],
+        serde_json::json!({"text/plain": results[0]["data"]["text/plain"]})
+    );
+    assert_eq!(results[0]["is_main_result"], false);
+    let main = &results[1];
+    assert_eq!(main["is_main_result"], true);
+    assert_eq!(main["data"]["text/plain"], "Rich()");
+    assert_eq!(main["data"]["text/html"], "<b>rich</b>");
+    assert_eq!(main["data"]["text/markdown"], "**rich**");
+    assert_eq!(
+        main["data"]["image/png"], "iVBORyBmYWtl",
+        "PNG bytes are base64"
+    );
+    assert_eq!(r["text"], "Rich()");
+    // A class is shown by its repr, not by calling its unbound _repr_html_.
+    let r = d.run("Rich");
+    assert_eq!(r["results"][0]["data"].as_object().unwrap().len(), 1, "{r}");
+    d.finish();
+}
+
+#[test]
+fn results_over_the_budget_are_replaced_by_a_note() {
+    let Some(mut d) = Driver::start(&[("WARDEN_RESULT_BUDGET", "1000")]) else {
+        return;
+    };
+    let r = d.run("class Big:\n    def _repr_html_(self):\n        return 'x' * 5000\ndisplay(Big())\n'small'");
+    let results = r["results"].as_array().unwrap();
+    let note = results[0]["data"]["text/plain"].as_str().unwrap();
+    assert!(note.contains("left out"), "{note}");
+    assert!(results[0]["data"].get("text/html").is_none());
+    assert_eq!(results[1]["data"]["text/plain"], "'small'");
+    d.finish();
+}
+
+#[test]
+fn figures_become_png_results_and_dataframes_html() {
+    if !has_module("matplotlib") || !has_module("pandas") {
+        eprintln!("skipped: no matplotlib or pandas for {PYTHON}");
+        return;
+    }
+    let Some(mut d) = Driver::start(&[]) else {
+        return;
+    };
+    let r = d.run("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\nplt.figure()\nplt.bar([1], [2])\nprint('drawn')");
+    assert!(r["error"].is_null(), "{r}");
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "both figures, once each: {r}");
+    for fig in results {
+        let png = fig["data"]["image/png"].as_str().unwrap();
+        assert!(png.starts_with("iVBORw0KGgo"), "a PNG: {}", &png[..20]);
+        assert!(
+            fig["data"]["text/plain"]
+                .as_str()
+                .unwrap()
+                .starts_with("<Figure size")
+        );
+    }
+    // Shown figures are closed: the next cell starts with none.
+    assert_eq!(d.run("len(plt.get_fignums())")["text"], "0");
+    let r = d.run("fig = plt.figure()\nfig");
+    assert_eq!(
+        r["results"].as_array().unwrap().len(),
+        1,
+        "a figure as the value is shown once: {r}"
+    );
+    assert!(r["results"][0]["data"]["image/png"].is_string());
+    let r = d.run("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})");
+    let main = &r["results"][0];
+    assert_eq!(main["is_main_result"], true);
+    assert!(
+        main["data"]["text/html"]
+            .as_str()
+            .unwrap()
+            .contains("<table"),
+        "{r}"
+    );
+    assert_eq!(r["text"], "   a  b\n0  1  3\n1  2  4");
+    let (out, _) = d.finish();
+    assert_eq!(out, "drawn\n");
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Latency of executions in a context through HTTP (issue 4): `warden serve` (release build,
+# default settings), one sandbox, one context; `x = 1` then `x + 1`, ROUNDS times each, over a
+# keep-alive connection (bench/contexts.py); p50/p90/p99 per request, next to a plain
+# execution in the same sandbox and the creation of a context with its first cell.
+# Usage: scripts/bench-contexts.sh [ROUNDS] (default 500). Needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-500}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
+bash scripts/setup.sh >&2
+cargo build --release --quiet -p warden
+warden="$CARGO_TARGET_DIR/release/warden"
+log="$(mktemp)"
+"$warden" serve --listen 127.0.0.1:0 2>"$log" &
+server=$!
+trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -f "$log"' EXIT
+addr=""
+for _ in $(seq 100); do
+  addr="$(sed -n 's|^warden: listening on http://||p' "$log")"
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+[ -n "$addr" ] || { cat "$log" >&2; exit 1; }
+echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"
+python3 bench/contexts.py "$addr" --rounds "$rounds"

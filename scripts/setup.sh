@@ -21,3 +21,4 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+bash "$(dirname "$0")/setup-docker-images.sh"

@@ -23,6 +23,9 @@ pub struct ExecPlan {
     pub network_enabled: bool,
     /// The docker backend's image, when the profile or runtime names one.
     pub image: Option<String>,
+    /// The OCI runtime a container backend must use (`runsc` for gVisor); `None`: the engine's
+    /// default. A backend that cannot honour it refuses the plan.
+    pub container_runtime: Option<String>,
 }
 
 /// Events go out as they happen, when the caller wants them.
@@ -64,6 +67,8 @@ pub struct SandboxSpec {
     pub network_enabled: bool,
     /// The image (docker/kubernetes), from the profile's runtime.
     pub image: Option<String>,
+    /// The OCI runtime a container backend must use; see [`ExecPlan::container_runtime`].
+    pub container_runtime: Option<String>,
     /// Set on what the backend creates, where it can carry labels.
     pub labels: BTreeMap<String, String>,
 }

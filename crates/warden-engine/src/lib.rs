@@ -172,6 +172,7 @@ impl Engine {
                 limits,
                 network_enabled: profile.network_enabled,
                 image,
+                container_runtime: profile.container_runtime.clone(),
             },
         ))
     }

@@ -196,6 +196,11 @@ impl Backend for JailBackend {
                 "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network".into(),
             ));
         }
+        if let Some(runtime) = &plan.container_runtime {
+            return Err(BackendError::Refused(format!(
+                "container_runtime = {runtime:?}: the jail backend is not a container runtime; use backend = \"docker\" for it"
+            )));
+        }
         let hierarchy = self
             .hierarchy
             .as_ref()

@@ -46,6 +46,7 @@ fn plan(code: &str) -> ExecPlan {
         },
         network_enabled: false,
         image: None,
+        container_runtime: None,
     }
 }
 

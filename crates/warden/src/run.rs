@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use warden_config::{BackendKind, Settings};
+use warden_docker::{DockerBackend, DockerSettings};
 use warden_engine::{Engine, EngineError, ExecRequest};
 use warden_jail::{IdMap, JailBackend, JailSettings};
 use warden_types::{ExecEvent, ExecResult};
@@ -76,12 +77,22 @@ pub fn engine_with(
         wait_for_teardown: mode == HelperMode::ForkWhenSingleThreaded && std::process::id() == 1,
     })
     .adopt(prestarted);
-    Ok(Engine::new(settings)
+    Ok(Engine::new(settings.clone())
         .with_backend(BackendKind::Jail, Arc::new(backend))
-        .with_unavailable_backend(
+        .with_backend(
             BackendKind::Docker,
-            "this build has no docker backend yet".into(),
+            Arc::new(docker_backend(&settings.sandbox.docker)),
         ))
+}
+
+/// The docker backend from `[sandbox.docker]`; it connects on first use, so a process whose
+/// profiles never use docker never talks to the engine.
+pub fn docker_backend(options: &warden_config::DockerOptions) -> DockerBackend {
+    DockerBackend::new(DockerSettings {
+        host: options.host.clone(),
+        call_timeout: Duration::from_secs_f64(options.call_timeout_seconds),
+        user: options.user.clone(),
+    })
 }
 
 fn language_from_extension(path: &Path) -> Option<&'static str> {

@@ -32,11 +32,21 @@ impl Collected {
     }
 }
 
+/// A regular file read from the archive, before the caps pick which ones are returned.
+struct Candidate {
+    name: String,
+    bytes: Vec<u8>,
+}
+
 /// Walks the archive. `complete` is false when the stream was cut at the size cap: whatever
 /// could not be read is then reported as one skipped entry.
+///
+/// The caps are applied in the jail's order (folder by folder, names sorted), not in the
+/// archive's (the folder's on-disk order), so both backends return the same files. The
+/// archive's size is already bounded by the caller, so every candidate is held until then.
 pub fn collect(archive: &[u8], limits: &Limits, complete: bool) -> Collected {
     let mut out = Collected::default();
-    let mut total = 0u64;
+    let mut candidates = Vec::new();
     let mut seen = 0usize;
     let mut tar = tar::Archive::new(archive);
     let Ok(entries) = tar.entries() else {
@@ -96,8 +106,23 @@ pub fn collect(archive: &[u8], limits: &Limits, complete: bool) -> Collected {
             continue;
         }
         let size = entry.header().size().unwrap_or(u64::MAX);
+        let mut bytes = Vec::with_capacity(size.min(1 << 20) as usize);
+        if entry.by_ref().take(size).read_to_end(&mut bytes).is_err() || bytes.len() as u64 != size
+        {
+            out.skip(&name, "cut short in the archive");
+            break;
+        }
+        candidates.push(Candidate { name, bytes });
+    }
+    candidates.sort_by(|a, b| a.name.split('/').cmp(b.name.split('/')));
+    let mut total = 0u64;
+    for Candidate { name, bytes } in candidates {
+        let size = bytes.len() as u64;
         if out.artifacts.len() >= limits.max_artifacts as usize {
-            out.skip(&name, format!("more than {} artifacts", limits.max_artifacts));
+            out.skip(
+                &name,
+                format!("more than {} artifacts", limits.max_artifacts),
+            );
             continue;
         }
         if total.saturating_add(size) > limits.max_artifact_bytes {
@@ -109,17 +134,6 @@ pub fn collect(archive: &[u8], limits: &Limits, complete: bool) -> Collected {
                 ),
             );
             continue;
-        }
-        let mut bytes = Vec::with_capacity(size.min(1 << 20) as usize);
-        if entry
-            .by_ref()
-            .take(size)
-            .read_to_end(&mut bytes)
-            .is_err()
-            || bytes.len() as u64 != size
-        {
-            out.skip(&name, "cut short in the archive");
-            break;
         }
         total += size;
         out.artifacts.push(Artifact {
@@ -142,7 +156,6 @@ pub fn collect(archive: &[u8], limits: &Limits, complete: bool) -> Collected {
             ),
         );
     }
-    out.artifacts.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
 

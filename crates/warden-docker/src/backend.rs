@@ -99,13 +99,14 @@ impl DockerBackend {
     pub async fn probe(&self, images: &[String]) -> Result<EngineProbe, DockerError> {
         let sh = &self.shared;
         let docker = sh.docker().await?;
-        let version = sh
-            .call("version", "", docker.version())
-            .await?;
+        let version = sh.call("version", "", docker.version()).await?;
         let runtimes = sh.runtimes().await?;
         let mut present = Vec::new();
         for image in images {
-            let found = match sh.call("inspect image", "", docker.inspect_image(image)).await {
+            let found = match sh
+                .call("inspect image", "", docker.inspect_image(image))
+                .await
+            {
                 Ok(_) => true,
                 Err(DockerError::Call { message, .. }) if message.contains("No such image") => {
                     false
@@ -122,6 +123,7 @@ impl DockerBackend {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn plan_input<'a>(
         &'a self,
         name: String,
@@ -247,7 +249,9 @@ impl Shared {
                     image: plan.image.clone(),
                 })
             }
-            Err(DockerError::Call { message, .. }) if message.contains("unknown or invalid runtime") => {
+            Err(DockerError::Call { message, .. })
+                if message.contains("unknown or invalid runtime") =>
+            {
                 Err(DockerError::RuntimeMissing {
                     runtime: plan.oci_runtime.clone().unwrap_or_default(),
                     registered: "see `docker info`".into(),
@@ -265,7 +269,11 @@ impl Shared {
             link: false,
         };
         match self
-            .call("remove container", name, docker.remove_container(name, Some(options)))
+            .call(
+                "remove container",
+                name,
+                docker.remove_container(name, Some(options)),
+            )
             .await
         {
             Ok(()) | Err(DockerError::ContainerGone { .. }) => Ok(()),
@@ -412,14 +420,32 @@ fn finish(
             }
         }
         return Ok((
-            assemble(relayed, exit, limits, started, false, false, Vec::new(), Vec::new()),
+            assemble(
+                relayed,
+                exit,
+                limits,
+                started,
+                false,
+                false,
+                Vec::new(),
+                Vec::new(),
+            ),
             counters_before,
         ));
     };
     let report = wrapper::parse_report(report_bytes).unwrap_or_default();
     let oom = report.oom_kills.unwrap_or(0);
     let pids = report.pids_max_hits.unwrap_or(0);
-    let collected = archive::collect(&report.archive, limits, relayed.report_complete);
+    let mut collected = archive::collect(&report.archive, limits, relayed.report_complete);
+    for (name, size) in report.too_big {
+        collected.skipped.push(warden_types::SkippedArtifact {
+            name,
+            why: format!(
+                "{size} bytes would pass the artifact cap of {} bytes",
+                limits.max_artifact_bytes
+            ),
+        });
+    }
     let oom_hit = oom > counters_before.0;
     let pids_hit = pids > counters_before.1;
     Ok((
@@ -501,10 +527,20 @@ pub fn truncation_marker(limit: u64) -> String {
     format!("\n[warden: output truncated at {limit} bytes]\n")
 }
 
-/// Bytes of the wrapper's report kept at most: the artifact cap plus room for tar headers.
+/// Bytes of the wrapper's report kept at most: twice the artifact cap plus room for tar
+/// headers. Files larger than the cap never come (the wrapper leaves them out); files that
+/// would pass the cap together are skipped by [`archive::collect`] as in the jail, as long as
+/// they come within twice the cap — past it, the rest is reported skipped in one entry.
 fn report_cap(limits: &Limits) -> usize {
     let headers = 1024 * (u64::from(limits.max_artifacts) + 64);
-    usize::try_from(limits.max_artifact_bytes.saturating_add(headers) + 4096).unwrap_or(usize::MAX)
+    usize::try_from(
+        limits
+            .max_artifact_bytes
+            .saturating_mul(2)
+            .saturating_add(headers)
+            .saturating_add(64 * 1024),
+    )
+    .unwrap_or(usize::MAX)
 }
 
 fn argv(plan: &ExecPlan) -> Vec<String> {
@@ -591,11 +627,20 @@ impl Backend for DockerBackend {
                 ),
             )
             .await?;
-        sh.call("start container", &name, docker.start_container(&name, None))
-            .await?;
+        sh.call(
+            "start container",
+            &name,
+            docker.start_container(&name, None),
+        )
+        .await?;
         let started = Instant::now();
-        let payload =
-            wrapper::stdin_payload(&nonce, &plan.file_name, plan.code.as_bytes(), &plan.stdin);
+        let payload = wrapper::stdin_payload(
+            &nonce,
+            plan.limits.max_artifact_bytes,
+            &plan.file_name,
+            plan.code.as_bytes(),
+            &plan.stdin,
+        );
         let writer = feed(attached.input, payload);
         let relayed = relay::relay(
             attached.output,
@@ -643,7 +688,11 @@ impl Backend for DockerBackend {
         let docker = sh.docker().await?;
         sh.create(&cplan).await?;
         if let Err(e) = sh
-            .call("start container", &name, docker.start_container(&name, None))
+            .call(
+                "start container",
+                &name,
+                docker.start_container(&name, None),
+            )
             .await
         {
             let _ = sh.remove(&name).await;
@@ -897,8 +946,13 @@ impl BackendSandbox for DockerSandbox {
             return Err(BackendError::Internal("exec did not attach".into()));
         };
         let started = Instant::now();
-        let payload =
-            wrapper::stdin_payload(&nonce, &plan.file_name, plan.code.as_bytes(), &plan.stdin);
+        let payload = wrapper::stdin_payload(
+            &nonce,
+            plan.limits.max_artifact_bytes,
+            &plan.file_name,
+            plan.code.as_bytes(),
+            &plan.stdin,
+        );
         let writer = feed(input, payload);
         let relayed = relay::relay(
             output,
@@ -959,7 +1013,9 @@ head -c {max_bytes} "./$last"
 "#
         );
         let cap = usize::try_from(max_bytes).unwrap_or(usize::MAX);
-        let (out, _) = self.file_script("read", &body, path, Vec::new(), cap).await?;
+        let (out, _) = self
+            .file_script("read", &body, path, Vec::new(), cap)
+            .await?;
         Ok(out)
     }
 

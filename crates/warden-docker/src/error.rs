@@ -10,9 +10,13 @@ pub enum DockerError {
     Unreachable { host: String, message: String },
     #[error("the docker engine did not answer {call} within {}s", .after.as_secs_f64())]
     Deadline { call: &'static str, after: Duration },
-    #[error("image {image:?} is not present on the docker engine (Warden never pulls; scripts/setup-docker-images.sh builds the default ones)")]
+    #[error(
+        "image {image:?} is not present on the docker engine (Warden never pulls; scripts/setup-docker-images.sh builds the default ones)"
+    )]
     ImageMissing { image: String },
-    #[error("the OCI runtime {runtime:?} is not registered with the docker engine (registered: {registered})")]
+    #[error(
+        "the OCI runtime {runtime:?} is not registered with the docker engine (registered: {registered})"
+    )]
     RuntimeMissing { runtime: String, registered: String },
     #[error("container {container} is gone")]
     ContainerGone { container: String },
@@ -53,12 +57,10 @@ impl DockerError {
             B::HyperResponseError { .. }
             | B::HyperLegacyError { .. }
             | B::IOError { .. }
-            | B::RequestTimeoutError => {
-                DockerError::Unreachable {
-                    host: "the engine".into(),
-                    message: e.to_string(),
-                }
-            }
+            | B::RequestTimeoutError => DockerError::Unreachable {
+                host: "the engine".into(),
+                message: e.to_string(),
+            },
             other => DockerError::Call {
                 call,
                 message: other.to_string(),
@@ -76,9 +78,9 @@ impl From<DockerError> for BackendError {
             DockerError::ContainerGone { .. } => BackendError::Gone(e.to_string()),
             DockerError::Delivery(_) => BackendError::Setup(e.to_string()),
             DockerError::Command(m) => BackendError::Command(m),
-            DockerError::Unreachable { .. } | DockerError::Deadline { .. } | DockerError::Call { .. } => {
-                BackendError::Internal(e.to_string())
-            }
+            DockerError::Unreachable { .. }
+            | DockerError::Deadline { .. }
+            | DockerError::Call { .. } => BackendError::Internal(e.to_string()),
         }
     }
 }

@@ -68,9 +68,13 @@ pub struct ContainerPlan {
 pub enum PlanError {
     #[error("the docker backend needs an image: set the profile's or the runtime's `image`")]
     NoImage,
-    #[error("network_enabled = true: the docker backend has no controlled egress yet, so the profile is refused rather than given the engine's bridge network")]
+    #[error(
+        "network_enabled = true: the docker backend has no controlled egress yet, so the profile is refused rather than given the engine's bridge network"
+    )]
     Network,
-    #[error("the sandbox user {0:?} is root; the docker backend runs programs as an unprivileged uid:gid")]
+    #[error(
+        "the sandbox user {0:?} is root; the docker backend runs programs as an unprivileged uid:gid"
+    )]
     RootUser(String),
     #[error("limit {field} = {value} does not fit the engine's API")]
     Limit { field: &'static str, value: String },

@@ -5,8 +5,10 @@
 //! tmpfs (so the code never touches the host's disk), runs the program with the rest of stdin,
 //! and when the program ends kills every other process of the sandbox's user (`kill -KILL -1`:
 //! double-forked survivors too). Then it writes, on stdout, a marker carrying a nonce from the
-//! header, the cgroup's OOM-kill and pids-limit counters, and a tar archive of
-//! `/workspace/output` (tar archives symlinks as links, never following them).
+//! header, the cgroup's OOM-kill and pids-limit counters, the files of `/workspace/output`
+//! larger than the whole artifact cap (never sent: they could not be returned anyway), and a
+//! tar archive of the rest in name order (tar archives symlinks as links, never following
+//! them). As in the jail, `/workspace/output` exists when the program starts.
 //!
 //! Invariants: the program's processes are all dead before anything after the marker is
 //! written, so the marker, counters and archive come from the wrapper alone; the nonce travels
@@ -15,10 +17,11 @@
 //! well have written those files itself), parsed with caps by [`crate::archive`].
 
 /// The wrapper script, run as `sh -c SCRIPT warden PROGRAM ARGS…`.
-const SCRIPT: &str = r#"IFS=' ' read -r len nonce name || exit 125
+const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name || exit 125
 case "$name" in ''|*/*) exit 125;; esac
 command -v "$1" >/dev/null 2>&1 || { printf 'warden: command not found: %s\n' "$1" >&2; exit 126; }
 head -c "$len" > "/code/$name" || exit 125
+[ -d /workspace/output ] || mkdir /workspace/output 2>/dev/null
 "$@"
 st=$?
 kill -KILL -1 2>/dev/null
@@ -28,8 +31,18 @@ for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events /
     while read -r k v; do case "$k" in oom_kill|max) printf '%s %s\n' "$k" "$v";; esac; done < "$f"
   fi
 done
-printf 'end\n'
-if [ -d /workspace/output ] && [ ! -L /workspace/output ]; then tar -C /workspace/output -cf - . 2>/dev/null; fi
+if [ -d /workspace/output ] && [ ! -L /workspace/output ] && cd /workspace/output; then
+  if command -v find >/dev/null 2>&1; then
+    find . -type f -size +"$amax"c -printf 'big %s %P\n' 2>/dev/null
+    printf 'end\n'
+    find . -mindepth 1 ! \( -type f -size +"$amax"c \) -print0 2>/dev/null | sort -z | tar -cf - --null --no-recursion -T - 2>/dev/null
+  else
+    printf 'end\n'
+    tar -cf - . 2>/dev/null
+  fi
+else
+  printf 'end\n'
+fi
 exit "$st"
 "#;
 
@@ -69,8 +82,14 @@ pub fn kill_all_command() -> Vec<String> {
 
 /// What goes first on the wrapper's stdin: the header line, then the code, then the program's
 /// own stdin.
-pub fn stdin_payload(nonce: &str, file_name: &str, code: &[u8], stdin: &[u8]) -> Vec<u8> {
-    let mut out = format!("{} {nonce} {file_name}\n", code.len()).into_bytes();
+pub fn stdin_payload(
+    nonce: &str,
+    max_artifact_bytes: u64,
+    file_name: &str,
+    code: &[u8],
+    stdin: &[u8],
+) -> Vec<u8> {
+    let mut out = format!("{} {nonce} {max_artifact_bytes} {file_name}\n", code.len()).into_bytes();
     out.extend_from_slice(code);
     out.extend_from_slice(stdin);
     out
@@ -98,6 +117,8 @@ pub struct Report {
     pub oom_kills: Option<u64>,
     /// Forks refused by the pids limit, since it was created.
     pub pids_max_hits: Option<u64>,
+    /// Files of the output folder larger than the whole artifact cap: (name, size).
+    pub too_big: Vec<(String, u64)>,
     /// The tar archive of the output folder (empty if there was none).
     pub archive: Vec<u8>,
 }
@@ -115,11 +136,30 @@ pub fn parse_report(tail: &[u8]) -> Option<Report> {
             report.archive = rest.to_vec();
             return Some(report);
         }
-        let (key, value) = line.split_once(' ')?;
-        let value: u64 = value.trim().parse().ok()?;
+        // A line that does not parse (a file name with a newline) is skipped.
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
         match key {
-            "oom_kill" => report.oom_kills = Some(report.oom_kills.unwrap_or(0) + value),
-            "max" => report.pids_max_hits = Some(report.pids_max_hits.unwrap_or(0) + value),
+            "oom_kill" | "max" => {
+                let Ok(n) = value.trim().parse::<u64>() else {
+                    continue;
+                };
+                let slot = if key == "max" {
+                    &mut report.pids_max_hits
+                } else {
+                    &mut report.oom_kills
+                };
+                *slot = Some(slot.unwrap_or(0) + n);
+            }
+            "big" => {
+                if let Some((size, name)) = value.split_once(' ')
+                    && let Ok(size) = size.parse()
+                    && report.too_big.len() < 100
+                {
+                    report.too_big.push((name.to_owned(), size));
+                }
+            }
             _ => {}
         }
     }
@@ -131,20 +171,22 @@ mod tests {
 
     #[test]
     fn report_is_parsed() {
-        let r = parse_report(b"oom_kill 2\nmax 0\nend\nTARBYTES").unwrap();
+        let r = parse_report(b"oom_kill 2\nmax 0\nbig 9000 a b.bin\nend\nTARBYTES").unwrap();
         assert_eq!(r.oom_kills, Some(2));
         assert_eq!(r.pids_max_hits, Some(0));
+        assert_eq!(r.too_big, [("a b.bin".to_string(), 9000)]);
         assert_eq!(r.archive, b"TARBYTES");
         let r = parse_report(b"end\n").unwrap();
         assert_eq!(r.oom_kills, None);
         assert!(parse_report(b"oom_kill 2\nma").is_none());
-        assert!(parse_report(b"oom_kill x\nend\n").is_none());
+        let r = parse_report(b"oom_kill x\nweird\nend\n").unwrap();
+        assert_eq!(r.oom_kills, None);
     }
 
     #[test]
     fn payload_and_marker() {
-        let p = stdin_payload("ab", "main.py", b"print(1)", b"in");
-        assert_eq!(p, b"8 ab main.py\nprint(1)in");
+        let p = stdin_payload("ab", 1024, "main.py", b"print(1)", b"in");
+        assert_eq!(p, b"8 ab 1024 main.py\nprint(1)in");
         assert_eq!(marker("ab"), b"\n\x01warden-end ab\x01\n");
         let n = nonce();
         assert_eq!(n.len(), 32);

@@ -92,8 +92,11 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError>;
 
     /// Reads a regular file, at most `max_bytes` (more is `BadPath`).
-    async fn read_file(&self, path: &WorkspacePath, max_bytes: u64)
-    -> Result<Vec<u8>, BackendError>;
+    async fn read_file(
+        &self,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, BackendError>;
 
     /// Lists the workspace recursively (at most `max_entries`), without following symlinks.
     async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError>;
@@ -102,9 +105,25 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     async fn destroy(&self) -> Result<(), BackendError>;
 }
 
+/// A promise of the backend conformance suite (`crates/warden/tests/conformance.rs`) that a
+/// backend cannot keep on this host, and why. `warden doctor` prints these; the suite reports
+/// the cases of such a promise as unsupported (and fails if one is kept after all, so that the
+/// list stays true).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The promise's name in the suite, e.g. `persistent_sandboxes`.
+    pub promise: &'static str,
+    pub why: String,
+}
+
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
+
+    /// The suite's promises this backend cannot keep here (default: none).
+    fn unsupported(&self) -> Vec<Unsupported> {
+        Vec::new()
+    }
 
     /// Refuses a plan this backend cannot apply on this host, before anything is started.
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError>;

@@ -9,7 +9,9 @@
 
 pub mod backend;
 
-pub use backend::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+pub use backend::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
+};
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -190,6 +190,14 @@ impl Backend for JailBackend {
         "jail"
     }
 
+    fn unsupported(&self) -> Vec<warden_engine::Unsupported> {
+        // Until the jail's persistent workspace lands (create_sandbox below refuses).
+        vec![warden_engine::Unsupported {
+            promise: "persistent_sandboxes",
+            why: "this build's jail has no sandboxes with a lifetime yet".into(),
+        }]
+    }
+
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
         if plan.network_enabled {
             return Err(BackendError::Refused(

@@ -309,7 +309,10 @@ mod tests {
         assert_eq!(mime_type("data.csv", b""), "text/csv");
         assert_eq!(mime_type("noext", b"\x89PNG\r\n\x1a\nxx"), "image/png");
         assert_eq!(mime_type(".hidden", b"text"), "text/plain");
-        assert_eq!(mime_type("dir.d/blob", &[0xff, 0]), "application/octet-stream");
+        assert_eq!(
+            mime_type("dir.d/blob", &[0xff, 0]),
+            "application/octet-stream"
+        );
     }
 
     #[test]

@@ -694,7 +694,10 @@ async fn orphans_are_removed(s: &Subject) -> Outcome {
     let spec = s.spec("orphans");
     let sb = create(s, "orphans").await?;
     // Tracked sandboxes are kept…
-    s.backend.remove_orphans(std::slice::from_ref(&spec.id)).await.unwrap();
+    s.backend
+        .remove_orphans(std::slice::from_ref(&spec.id))
+        .await
+        .unwrap();
     let r = sb.exec(s.plan("python", "print(1)"), None).await.unwrap();
     assert_eq!(r.stdout, "1\n");
     // …untracked ones (as after a daemon restart) are removed.

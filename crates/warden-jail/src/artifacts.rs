@@ -9,7 +9,9 @@
 
 use crate::plan::{OUTPUT_DIR_NAME, SCRATCH_WORK};
 use crate::sys;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -23,15 +25,42 @@ const MAX_ENTRIES: usize = 4096;
 
 struct Walk<'a> {
     limits: &'a Limits,
+    /// Files as they were before the run (a shared workspace's earlier files are not this
+    /// run's artifacts): left out unless changed.
+    known: &'a HashSet<FileStamp>,
     artifacts: Vec<Artifact>,
     skipped: Vec<SkippedArtifact>,
     total: u64,
     seen: usize,
 }
 
-/// Collects the artifacts under `<scratch>/work/output`.
-pub fn collect(scratch: BorrowedFd<'_>, limits: &Limits) -> (Vec<Artifact>, Vec<SkippedArtifact>) {
+/// A file's identity and last change: the inode and its ctime, which every write, rename or
+/// attribute change moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub ino: u64,
+    pub ctime_sec: i64,
+    pub ctime_nsec: i64,
+}
+
+impl FileStamp {
+    pub fn of(st: &libc::stat) -> FileStamp {
+        FileStamp {
+            ino: st.st_ino,
+            ctime_sec: st.st_ctime,
+            ctime_nsec: st.st_ctime_nsec,
+        }
+    }
+}
+
+/// Collects the artifacts under `<scratch>/work/output`, leaving out the `known` files.
+pub fn collect(
+    scratch: BorrowedFd<'_>,
+    limits: &Limits,
+    known: &HashSet<FileStamp>,
+) -> (Vec<Artifact>, Vec<SkippedArtifact>) {
     let mut walk = Walk {
+        known,
         limits,
         artifacts: Vec::new(),
         skipped: Vec::new(),
@@ -100,6 +129,7 @@ impl Walk<'_> {
             match st.st_mode & libc::S_IFMT {
                 libc::S_IFDIR if depth < MAX_DEPTH => self.dir(fd.as_fd(), &rel, depth + 1),
                 libc::S_IFDIR => self.skip(&rel, format!("deeper than {MAX_DEPTH} folders")),
+                libc::S_IFREG if self.known.contains(&FileStamp::of(&st)) => {}
                 libc::S_IFREG => self.file(fd, &rel, st.st_size as u64),
                 _ => self.skip(&rel, "not a regular file"),
             }
@@ -178,6 +208,33 @@ mod tests {
         }
     }
 
+    fn collect_all(dir: BorrowedFd<'_>, limits: &Limits) -> (Vec<Artifact>, Vec<SkippedArtifact>) {
+        collect(dir, limits, &HashSet::new())
+    }
+
+    #[test]
+    fn known_files_are_left_out_unless_changed() {
+        let (tmp, dir) = scratch();
+        let old = tmp.path().join("work/output/old.txt");
+        let changed = tmp.path().join("work/output/changed.txt");
+        std::fs::write(&old, "old").unwrap();
+        std::fs::write(&changed, "v1").unwrap();
+        let stamp = |p: &Path| {
+            let f = std::fs::File::open(p).unwrap();
+            FileStamp::of(&sys::fstat(f.as_fd()).unwrap())
+        };
+        let known = HashSet::from([stamp(&old), stamp(&changed)]);
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&changed, "v2").unwrap();
+        std::fs::write(tmp.path().join("work/output/sub/new.txt"), "new").unwrap();
+        let (arts, skipped) = collect(dir.as_fd(), &limits(10, 1000), &known);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(
+            arts.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+            ["changed.txt", "sub/new.txt"]
+        );
+    }
+
     fn scratch() -> (tempfile::TempDir, std::fs::File) {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(tmp.path().join("work/output/sub")).unwrap();
@@ -190,7 +247,7 @@ mod tests {
         let (tmp, dir) = scratch();
         std::fs::write(tmp.path().join("work/output/a.csv"), "x,y\n1,2\n").unwrap();
         std::fs::write(tmp.path().join("work/output/sub/b.bin"), [0u8, 255, 1]).unwrap();
-        let (arts, skipped) = collect(dir.as_fd(), &limits(10, 1000));
+        let (arts, skipped) = collect_all(dir.as_fd(), &limits(10, 1000));
         assert!(skipped.is_empty(), "{skipped:?}");
         assert_eq!(arts.len(), 2);
         assert_eq!(arts[0].name, "a.csv");
@@ -205,7 +262,7 @@ mod tests {
         let (tmp, dir) = scratch();
         std::os::unix::fs::symlink("/etc/passwd", tmp.path().join("work/output/passwd")).unwrap();
         std::os::unix::fs::symlink("/etc", tmp.path().join("work/output/etc")).unwrap();
-        let (arts, skipped) = collect(dir.as_fd(), &limits(10, 1 << 20));
+        let (arts, skipped) = collect_all(dir.as_fd(), &limits(10, 1 << 20));
         assert!(arts.is_empty(), "{arts:?}");
         assert_eq!(skipped.len(), 2);
         assert!(
@@ -220,7 +277,7 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("work")).unwrap();
         std::os::unix::fs::symlink("/etc", tmp.path().join("work/output")).unwrap();
         let dir = std::fs::File::open(tmp.path()).unwrap();
-        let (arts, _) = collect(dir.as_fd(), &limits(10, 1 << 20));
+        let (arts, _) = collect_all(dir.as_fd(), &limits(10, 1 << 20));
         assert!(arts.is_empty());
     }
 
@@ -230,10 +287,10 @@ mod tests {
         for i in 0..5 {
             std::fs::write(tmp.path().join(format!("work/output/{i}.txt")), "12345").unwrap();
         }
-        let (arts, skipped) = collect(dir.as_fd(), &limits(3, 1000));
+        let (arts, skipped) = collect_all(dir.as_fd(), &limits(3, 1000));
         assert_eq!(arts.len(), 3);
         assert_eq!(skipped.len(), 2);
-        let (arts, _) = collect(dir.as_fd(), &limits(10, 12));
+        let (arts, _) = collect_all(dir.as_fd(), &limits(10, 12));
         assert_eq!(arts.len(), 2);
     }
 
@@ -242,7 +299,7 @@ mod tests {
         let (tmp, dir) = scratch();
         let f = std::fs::File::create(tmp.path().join("work/output/huge")).unwrap();
         f.set_len(5 << 30).unwrap();
-        let (arts, skipped) = collect(dir.as_fd(), &limits(10, 1 << 20));
+        let (arts, skipped) = collect_all(dir.as_fd(), &limits(10, 1 << 20));
         assert!(arts.is_empty());
         assert!(skipped[0].why.contains("artifact cap"), "{skipped:?}");
     }

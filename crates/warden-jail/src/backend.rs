@@ -10,12 +10,16 @@ use crate::cgroup::Hierarchy;
 use crate::helper::HELPER_ENV;
 use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
 use crate::protocol::{self, HelperError, Tag};
+use crate::workspace::{Workspace, WorkspaceError};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use warden_engine::{Backend, BackendError, EventSender, ExecPlan};
-use warden_types::{ExecEvent, ExecResult};
+use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use warden_types::{ExecEvent, ExecResult, FileEntry, WorkspacePath};
+
+const NETWORK_REFUSAL: &str = "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network";
 
 /// What the jail needs from the settings.
 #[derive(Debug, Clone)]
@@ -159,8 +163,173 @@ impl JailBackend {
             host_paths: &self.settings.host_paths,
             ids: self.settings.ids,
             extra_env: vec![],
+            shared_workspace_fd: None,
         })
         .map_err(|e| BackendError::Refused(e.to_string()))
+    }
+}
+
+/// What a sandbox needs of its backend to start runs: always exec'd helpers (the daemon is
+/// multi-threaded).
+#[derive(Debug, Clone)]
+struct SandboxPart {
+    helper_exe: PathBuf,
+    host_paths: Vec<PathBuf>,
+    ids: IdMap,
+    fast_cgroup_attach: bool,
+}
+
+impl JailBackend {
+    fn sandbox_part(&self) -> SandboxPart {
+        SandboxPart {
+            helper_exe: self.settings.helper_exe.clone(),
+            host_paths: self.settings.host_paths.clone(),
+            ids: self.settings.ids,
+            fast_cgroup_attach: self.settings.fast_cgroup_attach,
+        }
+    }
+}
+
+/// A jail sandbox with a lifetime: a workspace tmpfs held by the daemon; each execution is a
+/// fresh jail (namespaces, cgroup, seccomp: as a one-shot run) with that workspace attached.
+/// Executions run one at a time.
+#[derive(Debug)]
+pub struct JailSandbox {
+    id: String,
+    backend: SandboxPart,
+    /// `None` once destroyed. A run holds its own reference until it ends.
+    workspace: std::sync::Mutex<Option<Arc<Workspace>>>,
+    one_at_a_time: tokio::sync::Mutex<()>,
+    /// Set by `destroy`: a running execution is killed.
+    destroyed: tokio::sync::watch::Sender<bool>,
+}
+
+impl JailSandbox {
+    fn workspace(&self) -> Result<Arc<Workspace>, BackendError> {
+        self.workspace
+            .lock()
+            .expect("not poisoned")
+            .clone()
+            .ok_or_else(|| BackendError::Gone(format!("sandbox {} was destroyed", self.id)))
+    }
+}
+
+fn workspace_error(e: WorkspaceError) -> BackendError {
+    match e {
+        WorkspaceError::NotFound { .. } => BackendError::NotFound(e.to_string()),
+        WorkspaceError::Refused { .. } => BackendError::BadPath(e.to_string()),
+        WorkspaceError::Io { .. } => BackendError::Internal(e.to_string()),
+    }
+}
+
+/// Runs blocking workspace I/O off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, BackendError> + Send + 'static,
+) -> Result<T, BackendError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BackendError::Internal(format!("workspace task: {e}")))?
+}
+
+#[async_trait::async_trait]
+impl BackendSandbox for JailSandbox {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let workspace = self.workspace()?;
+        let b = &self.backend;
+        let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
+        let mut argv = plan.command.clone();
+        argv.push(code_file.display().to_string());
+        argv.extend(plan.args.iter().cloned());
+        let mut jail_plan = JailPlan::build(PlanInput {
+            argv,
+            code: plan.code.clone(),
+            code_file_name: plan.file_name.clone(),
+            stdin: plan.stdin.clone(),
+            limits: plan.limits.clone(),
+            host_paths: &b.host_paths,
+            ids: b.ids,
+            extra_env: vec![],
+            shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+        })
+        .map_err(|e| BackendError::Refused(e.to_string()))?;
+        jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        jail_plan.known_outputs = {
+            let workspace = workspace.clone();
+            blocking(move || Ok(workspace.output_stamps())).await?
+        };
+        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        let margin = plan.limits.timeout + Duration::from_secs(10);
+        use std::os::fd::AsRawFd;
+        let fd = workspace.fd().as_raw_fd();
+        let cancel = self.destroyed.subscribe();
+        exec_helper(
+            &b.helper_exe,
+            &jail_plan,
+            events,
+            margin,
+            Some(fd),
+            Some(cancel),
+        )
+        .await
+    }
+
+    async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
+        let workspace = self.workspace()?;
+        let path = path.clone();
+        blocking(move || workspace.write_file(&path, &bytes).map_err(workspace_error)).await
+    }
+
+    async fn read_file(
+        &self,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        let workspace = self.workspace()?;
+        let path = path.clone();
+        blocking(move || {
+            workspace
+                .read_file(&path, max_bytes)
+                .map_err(workspace_error)
+        })
+        .await
+    }
+
+    async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError> {
+        let workspace = self.workspace()?;
+        blocking(move || workspace.list(max_entries).map_err(workspace_error)).await
+    }
+
+    /// Kills a running execution (its helper is killed and reaped, which ends the sandbox's
+    /// processes), removes the cgroups it could not, and drops the workspace: the tmpfs goes
+    /// with the last descriptor.
+    async fn destroy(&self) -> Result<(), BackendError> {
+        let was_running = self.one_at_a_time.try_lock().is_err();
+        self.destroyed.send_replace(true);
+        let _turn = self.one_at_a_time.lock().await;
+        self.workspace.lock().expect("not poisoned").take();
+        if was_running {
+            // The killed helper could not remove its cgroup; its processes are on their way
+            // out, so a few tries suffice.
+            blocking(|| {
+                if let Ok(h) = Hierarchy::detect() {
+                    for _ in 0..50 {
+                        h.remove_stale();
+                        if !h.has_stale() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(())
     }
 }
 
@@ -200,9 +369,7 @@ impl Backend for JailBackend {
 
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
         if plan.network_enabled {
-            return Err(BackendError::Refused(
-                "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network".into(),
-            ));
+            return Err(BackendError::Refused(NETWORK_REFUSAL.into()));
         }
         if let Some(runtime) = &plan.container_runtime {
             return Err(BackendError::Refused(format!(
@@ -281,48 +448,124 @@ impl Backend for JailBackend {
             }
             return result;
         }
-        let mut child = tokio::process::Command::new(&self.settings.helper_exe)
-            .env_clear()
-            .env(HELPER_ENV, "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                BackendError::Internal(format!(
-                    "start helper {}: {e}",
-                    self.settings.helper_exe.display()
-                ))
-            })?;
-        // Until the result arrives, dropping this future (a caller that went away) kills the
-        // helper, whose death kills the sandbox; after it, the helper finishes its clean-up on
-        // its own and is reaped in the background.
-        let guard = KillHelperOnDrop(child.id());
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let result = converse(&jail_plan, stdin, stdout, events, margin).await;
-        std::mem::forget(guard);
-        if result.is_ok() {
-            tokio::spawn(async move {
-                let _ = child.wait().await;
-            });
-        } else {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-        }
-        result
+        exec_helper(
+            &self.settings.helper_exe,
+            &jail_plan,
+            events,
+            margin,
+            None,
+            None,
+        )
+        .await
     }
 
     async fn create_sandbox(
         &self,
-        _spec: warden_engine::SandboxSpec,
-    ) -> Result<std::sync::Arc<dyn warden_engine::BackendSandbox>, BackendError> {
-        Err(BackendError::Refused("sandboxes: not in this fake".into()))
+        spec: SandboxSpec,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        if spec.network_enabled {
+            return Err(BackendError::Refused(NETWORK_REFUSAL.into()));
+        }
+        let workspace = Workspace::create(spec.limits.workspace_mb, self.settings.ids)
+            .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}")))?;
+        Ok(Arc::new(JailSandbox {
+            id: spec.id,
+            backend: self.sandbox_part(),
+            workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
+            one_at_a_time: tokio::sync::Mutex::new(()),
+            destroyed: tokio::sync::watch::Sender::new(false),
+        }))
     }
 
+    /// A sandbox's workspace is a detached tmpfs held only by the daemon's descriptor, so a
+    /// crashed daemon leaves no mount or tmpfs; its runs' processes die with their helpers, and
+    /// their cgroups are removed by the next run's helper (see
+    /// [`crate::cgroup::Hierarchy::remove_stale`]). Nothing is left to find here.
     async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
         Ok(0)
     }
+}
+
+/// Starts an exec'd helper (with a sandbox's workspace at
+/// [`crate::helper::INHERITED_WORKSPACE_FD`], if given) and converses with it.
+async fn exec_helper(
+    helper_exe: &std::path::Path,
+    jail_plan: &JailPlan,
+    events: Option<EventSender>,
+    margin: Duration,
+    workspace: Option<std::os::fd::RawFd>,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<ExecResult, BackendError> {
+    let mut command = tokio::process::Command::new(helper_exe);
+    command
+        .env_clear()
+        .env(HELPER_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(fd) = workspace {
+        let target = crate::helper::INHERITED_WORKSPACE_FD;
+        // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) run.
+        unsafe {
+            command.pre_exec(move || {
+                if fd == target {
+                    // dup2 onto itself keeps close-on-exec: clear it instead.
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(fd, target) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = command.spawn().map_err(|e| {
+        BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
+    })?;
+    // Until the result arrives, dropping this future (a caller that went away) kills the
+    // helper, whose death kills the sandbox; after it, the helper finishes its clean-up on
+    // its own and is reaped in the background.
+    let guard = KillHelperOnDrop(child.id());
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let conversation = converse(jail_plan, stdin, stdout, events, margin);
+    tokio::pin!(conversation);
+    let mut cancelled = false;
+    let result = match cancel {
+        None => conversation.await,
+        Some(mut cancel) => tokio::select! {
+            result = &mut conversation => result,
+            () = async { drop(cancel.wait_for(|destroyed| *destroyed).await) } => {
+                // End the sandbox's processes; the helper then reports and removes the
+                // sandbox (cgroup included) as after any run.
+                cancelled = true;
+                if let (Some(pid), Ok(h)) = (child.id(), Hierarchy::detect()) {
+                    h.kill_runs_of(pid);
+                }
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut conversation).await;
+                Err(BackendError::Gone(
+                    "the sandbox was destroyed during this execution".into(),
+                ))
+            }
+        },
+    };
+    std::mem::forget(guard);
+    if result.is_ok() {
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+    } else {
+        if !cancelled
+            || tokio::time::timeout(Duration::from_secs(5), child.wait())
+                .await
+                .is_err()
+        {
+            let _ = child.start_kill();
+        }
+        let _ = child.wait().await;
+    }
+    result
 }
 
 /// Sends the plan to a helper and reads its frames until the result, within `margin`.

@@ -258,6 +258,47 @@ impl Hierarchy {
         removed
     }
 
+    /// Kills every process in the runs of helper `helper_pid` (a cancelled execution): its
+    /// supervisor then sees the sandbox end and tears it down as usual. Returns how many
+    /// processes were signalled.
+    pub fn kill_runs_of(&self, helper_pid: u32) -> usize {
+        let prefix = format!("run-{helper_pid}-");
+        let mut killed = 0;
+        for parent in self.parents() {
+            for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
+                if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+                    continue;
+                }
+                for pid in procs(&entry.path()) {
+                    // SAFETY: kill with integers.
+                    if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                        killed += 1;
+                    }
+                }
+            }
+        }
+        killed
+    }
+
+    /// Whether a leaf of a helper that is gone is still there (see [`Hierarchy::remove_stale`]).
+    pub fn has_stale(&self) -> bool {
+        self.parents().iter().any(|parent| {
+            fs::read_dir(parent)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|entry| {
+                    entry
+                        .file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("run-"))
+                        .and_then(|n| n.split('-').next())
+                        .and_then(|p| p.parse::<u32>().ok())
+                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
+        })
+    }
+
     /// The folders of Warden's parent cgroup, to find leftovers.
     pub fn parents(&self) -> Vec<PathBuf> {
         match self {

@@ -22,8 +22,14 @@ pub const HELPER_ENV: &str = "WARDEN_JAIL_HELPER";
 /// Plans larger than this are refused (the code is inside the plan).
 pub const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The descriptor at which an exec'd helper inherits a sandbox's workspace (see
+/// [`crate::plan::JailPlan::shared_workspace_fd`]).
+pub const INHERITED_WORKSPACE_FD: i32 = 3;
+
 /// Runs the exec'd helper: the plan from stdin, frames to stdout; returns the exit status.
 pub fn main() -> i32 {
+    // Inherited without close-on-exec on purpose; the sandboxed program must not get it.
+    crate::sys::set_cloexec(INHERITED_WORKSPACE_FD);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     serve(&mut std::io::stdin().lock(), &mut out)

@@ -21,8 +21,9 @@ pub mod protocol;
 pub mod seccomp;
 pub mod supervisor;
 mod sys;
+pub mod workspace;
 
-pub use backend::{JailBackend, JailSettings, Prestarted};
+pub use backend::{JailBackend, JailSandbox, JailSettings, Prestarted};
 pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};
 
 /// Monotonic clock in milliseconds, comparable across processes: for `WARDEN_TRACE_TIMING`.

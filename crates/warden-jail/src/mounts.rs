@@ -28,6 +28,8 @@ pub trait MountSys {
     fn write_file(&mut self, path: &Path, contents: &[u8], mode: u32) -> io::Result<()>;
     fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()>;
     fn is_dir(&self, path: &Path) -> bool;
+    /// Mounts a clone of the (detached) mount behind descriptor `fd` at `target`.
+    fn attach_clone(&mut self, fd: i32, target: &Path) -> io::Result<()>;
 }
 
 /// The real system calls.
@@ -72,6 +74,12 @@ impl MountSys for RealMountSys {
 
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
+    }
+
+    fn attach_clone(&mut self, fd: i32, target: &Path) -> io::Result<()> {
+        // SAFETY: the plan names a descriptor the helper inherited and keeps open for the run.
+        let tree = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        sys::attach_clone(tree, target)
     }
 }
 
@@ -159,8 +167,14 @@ pub fn build_root(
         plan.ids.inside_uid,
         plan.ids.inside_gid
     );
-    sys.mount(tmpfs, &scratch, Some("tmpfs"), flags, Some(&scratch_data))
-        .map_err(at("mount workspace tmpfs", &scratch))?;
+    match plan.shared_workspace_fd {
+        Some(fd) => sys
+            .attach_clone(fd, &scratch)
+            .map_err(at("attach the sandbox's workspace", &scratch))?,
+        None => sys
+            .mount(tmpfs, &scratch, Some("tmpfs"), flags, Some(&scratch_data))
+            .map_err(at("mount workspace tmpfs", &scratch))?,
+    }
 
     let mut dirs = Dirs {
         made: HashSet::from([root.clone()]),
@@ -186,9 +200,17 @@ pub fn build_root(
         mount_on_top(sys, &root, &scratch, plan, op)?;
     }
     let output = scratch.join(SCRATCH_WORK).join(OUTPUT_DIR_NAME);
-    sys.create_dir(&output, 0o755)
-        .map_err(at("create output folder", &output))?;
+    // A shared workspace keeps its folders from run to run (the program may also have
+    // removed or replaced the output folder: then it simply has none).
+    exists_ok(sys.create_dir(&output, 0o755)).map_err(at("create output folder", &output))?;
     Ok(())
+}
+
+fn exists_ok(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
 }
 
 /// Folders known to exist, so each is created once and nothing is stat'ed twice.
@@ -269,8 +291,7 @@ fn prepare(
         }
         MountOp::BindScratch { subdir, dest } => {
             let source = scratch.join(subdir);
-            sys.create_dir(&source, 0o700)
-                .map_err(at("create folder", &source))?;
+            exists_ok(sys.create_dir(&source, 0o700)).map_err(at("create folder", &source))?;
             dirs.dir(sys, &under(root, dest), 0o755)
         }
         // Inside procfs, which is mounted in phase 4.
@@ -431,6 +452,12 @@ pub(crate) mod fake {
         fn is_dir(&self, path: &Path) -> bool {
             path.extension().is_none() && !path.starts_with("/dev")
         }
+        fn attach_clone(&mut self, fd: i32, target: &Path) -> io::Result<()> {
+            self.calls
+                .push(format!("attach fd {fd} -> {}", target.display()));
+            self.made.insert(target.to_owned());
+            Ok(())
+        }
     }
 }
 
@@ -468,8 +495,24 @@ mod tests {
                 host_gid: 65534,
             },
             extra_env: vec![],
+            shared_workspace_fd: None,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_shared_workspace_is_attached_instead_of_a_fresh_tmpfs() {
+        let mut sys = RecordingMountSys::default();
+        let mut p = plan();
+        p.shared_workspace_fd = Some(3);
+        build_root(&mut sys, Path::new("/st"), &p).unwrap();
+        let calls = sys.calls.join("\n");
+        assert!(calls.contains("attach fd 3 -> /st/scratch"), "{calls}");
+        assert!(!calls.contains("-> /st/scratch type=tmpfs"), "{calls}");
+        assert!(
+            calls.contains("mount /st/scratch/work -> /st/root/workspace"),
+            "{calls}"
+        );
     }
 
     #[test]

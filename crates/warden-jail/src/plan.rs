@@ -126,6 +126,15 @@ pub struct JailPlan {
     /// Make cgroup moves cheap (see [`crate::cgroup::ensure_fast_attach`]).
     #[serde(default)]
     pub fast_cgroup_attach: bool,
+    /// A sandbox with a lifetime: the helper inherited its workspace tmpfs (a detached mount)
+    /// at this descriptor, and the run attaches a clone of it instead of a fresh tmpfs. Only
+    /// artifacts written during this run are returned.
+    #[serde(default)]
+    pub shared_workspace_fd: Option<i32>,
+    /// The output folder's files before this run (a shared workspace): not this run's
+    /// artifacts unless changed.
+    #[serde(default)]
+    pub known_outputs: Vec<crate::artifacts::FileStamp>,
 }
 
 /// Why a plan could not be built.
@@ -211,6 +220,8 @@ pub struct PlanInput<'a> {
     pub host_paths: &'a [PathBuf],
     pub ids: IdMap,
     pub extra_env: Vec<(String, String)>,
+    /// See [`JailPlan::shared_workspace_fd`].
+    pub shared_workspace_fd: Option<i32>,
 }
 
 impl JailPlan {
@@ -377,6 +388,8 @@ impl JailPlan {
             landlock: true,
             trace_timing: false,
             fast_cgroup_attach: false,
+            shared_workspace_fd: input.shared_workspace_fd,
+            known_outputs: Vec::new(),
         })
     }
 }
@@ -415,6 +428,7 @@ mod tests {
                 host_gid: 65534,
             },
             extra_env: vec![],
+            shared_workspace_fd: None,
         }
     }
 

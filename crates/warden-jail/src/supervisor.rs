@@ -327,7 +327,11 @@ pub fn run(
     let pids_hit = cgroup.0.pids_limit_hit();
     let reason = reason(&relay, oom, pids_hit, signal.is_some());
     let (artifacts, skipped_artifacts) = match sys::recv_fd(ws_parent.as_fd()) {
-        Ok(Some(scratch)) => artifacts::collect(scratch.as_fd(), &plan.limits),
+        Ok(Some(scratch)) => artifacts::collect(
+            scratch.as_fd(),
+            &plan.limits,
+            &plan.known_outputs.iter().copied().collect(),
+        ),
         _ => (Vec::new(), Vec::new()),
     };
     trace("artifacts collected");

@@ -265,6 +265,166 @@ pub fn open_beneath(dir: BorrowedFd<'_>, path: &Path, flags: libc::c_int) -> io:
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// [`open_beneath`] with a creation mode, for `O_CREAT`.
+pub fn create_beneath(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_ALL: u64 = 0x01 | 0x02 | 0x04 | 0x08;
+    let path = cstring(path)?;
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        mode: mode as u64,
+        resolve: RESOLVE_ALL,
+    };
+    // SAFETY: `path` is a valid C string and `how` a valid open_how of the size passed.
+    let fd = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })?;
+    // SAFETY: openat2 succeeded and returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `mkdirat(2)` of one name in `dir`.
+pub fn mkdir_at(dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<()> {
+    let name = cstring(name)?;
+    // SAFETY: a valid descriptor and C string.
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) })?;
+    Ok(())
+}
+
+/// `fchownat(2)` of one name in `dir`, never following a symlink.
+pub fn chown_at(dir: BorrowedFd<'_>, name: &str, uid: u32, gid: u32) -> io::Result<()> {
+    let name = cstring(name)?;
+    // SAFETY: a valid descriptor and C string.
+    check(unsafe {
+        libc::fchownat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            uid,
+            gid,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(())
+}
+
+pub fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: plain integers.
+    check(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
+    Ok(())
+}
+
+/// A tmpfs that is mounted nowhere: the returned descriptor is its root, and the filesystem
+/// lives exactly as long as that descriptor (and any clone of the mount). Nothing appears in
+/// any mount table, so a crashed owner leaves nothing to clean up.
+pub fn detached_tmpfs(size_bytes: u64, mode: u32, uid: u32, gid: u32) -> io::Result<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    let fstype = cstring("tmpfs")?;
+    // SAFETY: a valid C string and flags.
+    let fs =
+        check_long(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    // SAFETY: fsopen returned a new descriptor that nobody else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    for (key, value) in [
+        ("size", size_bytes.to_string()),
+        ("mode", format!("{mode:o}")),
+        ("uid", uid.to_string()),
+        ("gid", gid.to_string()),
+    ] {
+        let (key, value) = (cstring(key)?, cstring(value)?);
+        // SAFETY: valid descriptor and C strings.
+        check_long(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        })?;
+    }
+    // SAFETY: plain integers and null pointers, as the command takes no key or value.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })?;
+    // SAFETY: plain integers.
+    let mnt = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            FSMOUNT_CLOEXEC,
+            (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) as libc::c_uint,
+        )
+    })?;
+    // SAFETY: fsmount returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(mnt as RawFd) })
+}
+
+/// Mounts a copy of the mount behind `tree` (e.g. a [`detached_tmpfs`]) at `target`: the
+/// same filesystem, attached in the caller's mount namespace.
+pub fn attach_clone(tree: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    let empty = cstring("")?;
+    // SAFETY: a valid descriptor and C string.
+    let clone = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint,
+        )
+    })?;
+    // SAFETY: open_tree returned a new descriptor that nobody else owns.
+    let clone = unsafe { OwnedFd::from_raw_fd(clone as RawFd) };
+    let target = cstring(target)?;
+    // SAFETY: valid descriptors and C strings.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            clone.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
+}
+
+/// Sets close-on-exec on `fd` if it is open (a descriptor inherited on purpose must not reach
+/// the sandboxed program).
+pub fn set_cloexec(fd: RawFd) {
+    // SAFETY: fcntl on an integer; an unused number just fails with EBADF.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+}
+
 pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` is valid for writing a stat struct.

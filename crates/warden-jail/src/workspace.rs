@@ -1,0 +1,283 @@
+//! The workspace of a sandbox with a lifetime: a size-capped tmpfs that is mounted nowhere on
+//! the host. The daemon holds its root as a descriptor; each run of the sandbox attaches a
+//! clone of it in its own mount namespace, and the files API reads and writes through the
+//! descriptor.
+//!
+//! Invariants: the tmpfs exists exactly as long as the descriptor (and the clones held by
+//! running sandboxes): dropping the `Workspace`, or the daemon dying, frees it, and it never
+//! appears in a host mount table; every path is opened with `openat2` beneath the workspace,
+//! never following a symlink or crossing a mount; only regular files are read or replaced,
+//! and reads never block (a FIFO is refused, not opened for reading); files the daemon
+//! creates belong to the sandbox user.
+
+use crate::artifacts::FileStamp;
+use crate::plan::{IdMap, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK};
+use crate::sys;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use warden_types::{FileEntry, WorkspacePath};
+
+/// Folders deeper than this are not listed.
+const MAX_LIST_DEPTH: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("{path}: no such file")]
+    NotFound { path: String },
+    #[error("{path}: {why}")]
+    Refused { path: String, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+#[derive(Debug)]
+pub struct Workspace {
+    root: OwnedFd,
+    owner: (u32, u32),
+}
+
+impl Workspace {
+    /// Creates the tmpfs (`size_mb`), owned by the sandbox user's host ids, with the working
+    /// folder, its output folder and /tmp's folder.
+    pub fn create(size_mb: u64, ids: IdMap) -> io::Result<Workspace> {
+        let owner = (ids.host_uid, ids.host_gid);
+        let root = sys::detached_tmpfs(size_mb * 1024 * 1024, 0o700, owner.0, owner.1)?;
+        let ws = Workspace { root, owner };
+        for dir in [SCRATCH_WORK, SCRATCH_TMP] {
+            ws.mkdir_owned(ws.root.as_fd(), dir, 0o700)?;
+        }
+        let work = sys::open_beneath(
+            ws.root.as_fd(),
+            Path::new(SCRATCH_WORK),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )?;
+        ws.mkdir_owned(work.as_fd(), OUTPUT_DIR_NAME, 0o755)?;
+        Ok(ws)
+    }
+
+    /// The root of the tmpfs, for a run to attach.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
+    }
+
+    fn mkdir_owned(&self, dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<()> {
+        match sys::mkdir_at(dir, name, mode) {
+            Ok(()) => sys::chown_at(dir, name, self.owner.0, self.owner.1),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn work(&self) -> io::Result<OwnedFd> {
+        sys::open_beneath(
+            self.root.as_fd(),
+            Path::new(SCRATCH_WORK),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )
+    }
+
+    /// Writes a regular file, creating its folders; replaces an existing regular file.
+    pub fn write_file(&self, path: &WorkspacePath, bytes: &[u8]) -> Result<(), WorkspaceError> {
+        let err = |source: io::Error| map_io(path, source);
+        let parts: Vec<&str> = path.components().collect();
+        let (name, folders) = parts.split_last().expect("a WorkspacePath is never empty");
+        let mut dir = self.work().map_err(err)?;
+        for folder in folders {
+            self.mkdir_owned(dir.as_fd(), folder, 0o755).map_err(err)?;
+            dir = sys::open_beneath(
+                dir.as_fd(),
+                Path::new(folder),
+                libc::O_RDONLY | libc::O_DIRECTORY,
+            )
+            .map_err(err)?;
+        }
+        let file = sys::create_beneath(
+            dir.as_fd(),
+            Path::new(name),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0o644,
+        )
+        .map_err(err)?;
+        let st = sys::fstat(file.as_fd()).map_err(err)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(WorkspaceError::Refused {
+                path: path.to_string(),
+                why: "not a regular file".into(),
+            });
+        }
+        sys::fchown(file.as_fd(), self.owner.0, self.owner.1).map_err(err)?;
+        let mut file = std::fs::File::from(file);
+        file.set_len(0).map_err(err)?;
+        file.write_all(bytes).map_err(err)
+    }
+
+    /// Reads a regular file of at most `max_bytes`.
+    pub fn read_file(
+        &self,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, WorkspaceError> {
+        let err = |source: io::Error| map_io(path, source);
+        let work = self.work().map_err(err)?;
+        let fd = sys::open_beneath(
+            work.as_fd(),
+            Path::new(path.as_str()),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+        )
+        .map_err(err)?;
+        let st = sys::fstat(fd.as_fd()).map_err(err)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(WorkspaceError::Refused {
+                path: path.to_string(),
+                why: "not a regular file".into(),
+            });
+        }
+        let size = st.st_size as u64;
+        if size > max_bytes {
+            return Err(WorkspaceError::Refused {
+                path: path.to_string(),
+                why: format!("{size} bytes, more than the limit of {max_bytes}"),
+            });
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        std::fs::File::from(fd)
+            .take(max_bytes + 1)
+            .read_to_end(&mut bytes)
+            .map_err(err)?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(WorkspaceError::Refused {
+                path: path.to_string(),
+                why: format!("grew past the limit of {max_bytes} bytes while read"),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// The stamps of the files under the output folder now (at most a few thousand), so that a
+    /// run returns only what it wrote.
+    pub fn output_stamps(&self) -> Vec<FileStamp> {
+        let Ok(work) = self.work() else {
+            return Vec::new();
+        };
+        let Ok(output) = sys::open_beneath(
+            work.as_fd(),
+            Path::new(OUTPUT_DIR_NAME),
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        ) else {
+            return Vec::new();
+        };
+        let mut stamps = Vec::new();
+        walk(output.as_fd(), "", 0, 4096, &mut |_, st| {
+            if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+                stamps.push(FileStamp::of(st));
+            }
+        });
+        stamps
+    }
+
+    /// Lists the working folder recursively (symlinks are listed, not followed; names that
+    /// are not UTF-8 are left out), at most `max_entries`.
+    pub fn list(&self, max_entries: usize) -> Result<Vec<FileEntry>, WorkspaceError> {
+        let work = self.work().map_err(|e| WorkspaceError::Io {
+            path: String::new(),
+            source: e,
+        })?;
+        let mut out = Vec::new();
+        walk(work.as_fd(), "", 0, max_entries, &mut |path, st| {
+            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            out.push(FileEntry {
+                path: path.to_owned(),
+                size: if is_dir { 0 } else { st.st_size as u64 },
+                is_dir,
+            });
+        });
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+}
+
+/// Visits every entry under `dir` (depth first, at most `max` in all), giving its path and
+/// its own `stat` (a symlink's, never its target's).
+fn walk(
+    dir: BorrowedFd<'_>,
+    prefix: &str,
+    depth: usize,
+    max: usize,
+    visit: &mut dyn FnMut(&str, &libc::stat),
+) -> usize {
+    let mut seen = 0;
+    // The descriptor's /proc entry lists exactly this folder, whatever the program renames.
+    let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+        return 0;
+    };
+    let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+    names.sort();
+    for name in names {
+        if seen >= max {
+            return seen;
+        }
+        seen += 1;
+        let Ok(name) = std::str::from_utf8(name.as_bytes()) else {
+            continue;
+        };
+        let path = if prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let Ok(fd) = sys::open_beneath(dir, Path::new(name), libc::O_PATH | libc::O_NOFOLLOW)
+        else {
+            continue;
+        };
+        let Ok(st) = sys::fstat(fd.as_fd()) else {
+            continue;
+        };
+        visit(&path, &st);
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR
+            && depth < MAX_LIST_DEPTH
+            && let Ok(sub) =
+                sys::open_beneath(dir, Path::new(name), libc::O_RDONLY | libc::O_DIRECTORY)
+        {
+            seen += walk(sub.as_fd(), &path, depth + 1, max - seen, visit);
+        }
+    }
+    seen
+}
+
+fn map_io(path: &WorkspacePath, source: io::Error) -> WorkspaceError {
+    let path = path.to_string();
+    match source.raw_os_error() {
+        Some(libc::ENOENT) => WorkspaceError::NotFound { path },
+        Some(libc::ELOOP) => WorkspaceError::Refused {
+            path,
+            why: "leads through a symlink (not followed)".into(),
+        },
+        Some(libc::EXDEV) => WorkspaceError::Refused {
+            path,
+            why: "leads outside the workspace".into(),
+        },
+        Some(libc::ENOTDIR) => WorkspaceError::Refused {
+            path,
+            why: "a parent is not a folder".into(),
+        },
+        Some(libc::EISDIR) => WorkspaceError::Refused {
+            path,
+            why: "is a folder".into(),
+        },
+        Some(libc::ENOSPC) => WorkspaceError::Refused {
+            path,
+            why: "the workspace is full (its size cap)".into(),
+        },
+        Some(libc::ENXIO) => WorkspaceError::Refused {
+            path,
+            why: "not a regular file".into(),
+        },
+        _ => WorkspaceError::Io { path, source },
+    }
+}

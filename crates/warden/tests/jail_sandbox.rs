@@ -1,0 +1,276 @@
+//! Jail sandboxes with a lifetime, through the Backend trait: a shared workspace across
+//! executions, the files API confined to it, isolation between sandboxes, and destroy.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use warden_engine::{Backend, BackendError, BackendSandbox, ExecPlan, SandboxSpec};
+use warden_jail::{IdMap, JailBackend, JailSettings};
+use warden_types::{Language, Limits, Reason, WorkspacePath};
+
+fn backend() -> Arc<JailBackend> {
+    Arc::new(JailBackend::new(JailSettings {
+        host_paths: warden_config::JailOptions::default().host_paths,
+        fast_cgroup_attach: true,
+        ids: IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        helper_exe: common::warden(),
+        fork_when_single_threaded: false,
+        wait_for_teardown: false,
+    }))
+}
+
+fn limits() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(10),
+        memory_mb: 128,
+        max_pids: 32,
+        cpus: 1.0,
+        max_output_bytes: 1 << 20,
+        max_file_size_bytes: 8 << 20,
+        workspace_mb: 4,
+        max_artifacts: 8,
+        max_artifact_bytes: 1 << 20,
+    }
+}
+
+fn plan(code: &str) -> ExecPlan {
+    ExecPlan {
+        language: Language::new("python").unwrap(),
+        command: vec!["python3".into()],
+        file_name: "main.py".into(),
+        code: code.into(),
+        args: vec![],
+        stdin: vec![],
+        limits: limits(),
+        network_enabled: false,
+        image: None,
+    }
+}
+
+async fn sandbox(backend: &JailBackend, id: &str) -> Arc<dyn BackendSandbox> {
+    backend
+        .create_sandbox(SandboxSpec {
+            id: id.into(),
+            limits: limits(),
+            network_enabled: false,
+            image: None,
+            labels: BTreeMap::new(),
+        })
+        .await
+        .unwrap()
+}
+
+fn path(p: &str) -> WorkspacePath {
+    WorkspacePath::new(p).unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn executions_share_the_workspace_and_only_new_artifacts_come_back() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "share").await;
+        let first = sb
+            .exec(
+                plan("import os\nopen('notes.txt','w').write('kept')\nopen('output/a.txt','w').write('a')\nprint(os.getcwd())"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(first.stdout, "/workspace\n", "{first:?}");
+        assert_eq!(first.artifacts.len(), 1);
+        let second = sb
+            .exec(
+                plan("print(open('notes.txt').read())\nopen('output/b.txt','w').write('b')"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(second.stdout, "kept\n", "{second:?}");
+        let names: Vec<_> = second.artifacts.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["b.txt"], "earlier artifacts are not this run's");
+        sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn uploaded_files_are_the_programs_and_its_files_can_be_downloaded() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "files").await;
+        sb.write_file(&path("data/in.csv"), b"x\n1\n2\n".to_vec())
+            .await
+            .unwrap();
+        let r = sb
+            .exec(
+                plan("import os\nrows = open('data/in.csv').read().split()\nopen('data/in.csv','a').write('3\\n')\nopen('sum.txt','w').write(str(sum(map(int, rows[1:]))))\nprint(os.stat('data/in.csv').st_uid)"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "1000\n", "the sandbox user owns uploads: {r:?}");
+        assert_eq!(sb.read_file(&path("sum.txt"), 1024).await.unwrap(), b"3");
+        assert_eq!(
+            sb.read_file(&path("/workspace/data/in.csv"), 1024)
+                .await
+                .unwrap(),
+            b"x\n1\n2\n3\n"
+        );
+        let listing = sb.list_files(100).await.unwrap();
+        let paths: Vec<_> = listing.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["data", "data/in.csv", "output", "sum.txt"]);
+        assert!(matches!(
+            sb.read_file(&path("missing"), 10).await,
+            Err(BackendError::NotFound(_))
+        ));
+        assert!(matches!(
+            sb.read_file(&path("sum.txt"), 0).await,
+            Err(BackendError::BadPath(_))
+        ));
+        sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn symlinks_and_fifos_made_by_the_program_do_not_lead_the_daemon_outside() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "links").await;
+        let r = sb
+            .exec(
+                plan("import os\nos.symlink('/etc/passwd', 'passwd')\nos.symlink('/etc', 'etc')\nos.mkfifo('fifo')"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+        for p in ["passwd", "etc/shadow", "fifo"] {
+            let got = sb.read_file(&path(p), 1 << 20).await;
+            assert!(matches!(got, Err(BackendError::BadPath(_))), "{p}: {got:?}");
+        }
+        // Writing through a symlinked folder or onto a symlink is refused too.
+        for p in ["etc/evil", "passwd"] {
+            let got = sb.write_file(&path(p), b"x".to_vec()).await;
+            assert!(matches!(got, Err(BackendError::BadPath(_))), "{p}: {got:?}");
+        }
+        let started = Instant::now();
+        let got = sb.write_file(&path("fifo"), b"x".to_vec()).await;
+        assert!(matches!(got, Err(BackendError::BadPath(_))), "{got:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "a FIFO must not block");
+        assert!(std::fs::read_to_string("/etc/passwd").unwrap().contains("root:"));
+        sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn sandboxes_do_not_see_each_others_files_and_the_size_cap_holds() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let one = sandbox(&b, "one").await;
+        let two = sandbox(&b, "two").await;
+        one.write_file(&path("secret.txt"), b"one's".to_vec())
+            .await
+            .unwrap();
+        let r = two
+            .exec(plan("import os\nprint(sorted(os.listdir('.')))"), None)
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "['output']\n", "{r:?}");
+        // The workspace is 4 MiB: a bigger upload is refused, and so is a bigger write.
+        let got = one.write_file(&path("big"), vec![0u8; 5 << 20]).await;
+        assert!(matches!(got, Err(BackendError::BadPath(_))), "{got:?}");
+        let r = one
+            .exec(plan("open('big2','wb').write(b'0' * (5 << 20))"), None)
+            .await
+            .unwrap();
+        assert_ne!(r.exit_code, Some(0), "{r:?}");
+        assert!(r.stderr.contains("No space left"), "{}", r.stderr);
+        one.destroy().await.unwrap();
+        two.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn destroy_ends_a_running_execution_and_leaves_nothing() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "doomed").await;
+        let running = {
+            let sb = sb.clone();
+            tokio::spawn(async move {
+                sb.exec(
+                    plan("import os\nif os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '61.5'])\nos.execvp('sleep', ['sleep', '61.5'])"),
+                    None,
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let running_before = std::process::Command::new("pgrep")
+            .args(["-f", "sleep 61.5"])
+            .output()
+            .unwrap();
+        assert!(!running_before.stdout.is_empty(), "the program never started");
+        let started = Instant::now();
+        sb.destroy().await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let r = running.await.unwrap();
+        assert!(matches!(r, Err(BackendError::Gone(_))), "{r:?}");
+        assert!(matches!(
+            sb.exec(plan("print(1)"), None).await,
+            Err(BackendError::Gone(_))
+        ));
+        assert!(matches!(
+            sb.read_file(&path("x"), 1).await,
+            Err(BackendError::Gone(_))
+        ));
+        sb.destroy().await.unwrap();
+        // No process of the sandbox is left, and no cgroup of a gone helper.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let out = std::process::Command::new("pgrep")
+            .args(["-f", "sleep 61.5"])
+            .output()
+            .unwrap();
+        assert!(out.stdout.is_empty(), "left running: {:?}", out);
+        let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
+        assert!(!h.has_stale(), "a stale cgroup is left");
+    });
+}
+
+#[test]
+fn a_timeout_in_a_sandbox_ends_that_run_only() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "slow").await;
+        let mut p = plan("open('before','w').write('1')\nimport time\ntime.sleep(30)");
+        p.limits.timeout = Duration::from_millis(500);
+        let r = sb.exec(p, None).await.unwrap();
+        assert_eq!(r.reason, Reason::Timeout);
+        let r = sb
+            .exec(plan("print(open('before').read())"), None)
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "1\n");
+        sb.destroy().await.unwrap();
+    });
+}

@@ -360,10 +360,9 @@ impl Backend for JailBackend {
     }
 
     fn unsupported(&self) -> Vec<warden_engine::Unsupported> {
-        // Until the jail's persistent workspace lands (create_sandbox below refuses).
         vec![warden_engine::Unsupported {
-            promise: "persistent_sandboxes",
-            why: "this build's jail has no sandboxes with a lifetime yet".into(),
+            promise: "orphans",
+            why: "a jail sandbox cannot outlive the daemon that holds its workspace, so remove_orphans has nothing to find and does not remove sandboxes the caller forgot".into(),
         }]
     }
 

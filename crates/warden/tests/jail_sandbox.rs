@@ -51,6 +51,7 @@ fn plan(code: &str) -> ExecPlan {
         limits: limits(),
         network_enabled: false,
         image: None,
+        container_runtime: None,
     }
 }
 
@@ -61,6 +62,7 @@ async fn sandbox(backend: &JailBackend, id: &str) -> Arc<dyn BackendSandbox> {
             limits: limits(),
             network_enabled: false,
             image: None,
+            container_runtime: None,
             labels: BTreeMap::new(),
         })
         .await

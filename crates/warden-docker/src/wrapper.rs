@@ -8,7 +8,10 @@
 //! header, the cgroup's OOM-kill and pids-limit counters, the files of `/workspace/output`
 //! larger than the whole artifact cap (never sent: they could not be returned anyway), and a
 //! tar archive of the rest in name order (tar archives symlinks as links, never following
-//! them). As in the jail, `/workspace/output` exists when the program starts.
+//! them). As in the jail, `/workspace/output` exists when the program starts, and in a
+//! persistent sandbox only this run's files come back: the wrapper records each file's inode
+//! and ctime in `/code/.seen` after a run and leaves out, the next time, the files whose pair
+//! has not changed (any write, rename or chmod moves the ctime).
 //!
 //! Invariants: the program's processes are all dead before anything after the marker is
 //! written, so the marker, counters and archive come from the wrapper alone; the nonce travels
@@ -31,11 +34,19 @@ for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events /
     while read -r k v; do case "$k" in oom_kill|max) printf '%s %s\n' "$k" "$v";; esac; done < "$f"
   fi
 done
-if [ -d /workspace/output ] && [ ! -L /workspace/output ] && cd /workspace/output; then
-  if command -v find >/dev/null 2>&1; then
-    find . -type f -size +"$amax"c -printf 'big %s %P\n' 2>/dev/null
+nonempty=
+for f in /workspace/output/* /workspace/output/.[!.]* /workspace/output/..?*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then nonempty=1; break; fi
+done
+if [ -n "$nonempty" ] && [ ! -L /workspace/output ] && cd /workspace/output; then
+  if command -v find >/dev/null 2>&1 && command -v grep >/dev/null 2>&1; then
+    [ -e /code/.seen ] || : > /code/.seen
+    find . -type f -size +"$amax"c -printf 'big %i:%C@ %s %P\n' 2>/dev/null | grep -v -F -f /code/.seen
     printf 'end\n'
-    find . -mindepth 1 ! \( -type f -size +"$amax"c \) -print0 2>/dev/null | sort -z | tar -cf - --null --no-recursion -T - 2>/dev/null
+    find . -mindepth 1 ! -type d ! \( -type f -size +"$amax"c \) -printf ' %i:%C@ %p\0' 2>/dev/null |
+      grep -z -v -F -f /code/.seen | cut -z -d' ' -f3- | sort -z |
+      tar -cf - --null --no-recursion -T - 2>/dev/null
+    [ "$$" = 1 ] || find . ! -type d -printf ' %i:%C@ \n' > /code/.seen 2>/dev/null
   else
     printf 'end\n'
     tar -cf - . 2>/dev/null
@@ -153,7 +164,9 @@ pub fn parse_report(tail: &[u8]) -> Option<Report> {
                 *slot = Some(slot.unwrap_or(0) + n);
             }
             "big" => {
-                if let Some((size, name)) = value.split_once(' ')
+                // `big INODE:CTIME SIZE NAME`
+                if let Some((_stamp, rest)) = value.split_once(' ')
+                    && let Some((size, name)) = rest.split_once(' ')
                     && let Ok(size) = size.parse()
                     && report.too_big.len() < 100
                 {
@@ -171,7 +184,8 @@ mod tests {
 
     #[test]
     fn report_is_parsed() {
-        let r = parse_report(b"oom_kill 2\nmax 0\nbig 9000 a b.bin\nend\nTARBYTES").unwrap();
+        let r = parse_report(b"oom_kill 2\nmax 0\nbig 12:1700000000.5 9000 a b.bin\nend\nTARBYTES")
+            .unwrap();
         assert_eq!(r.oom_kills, Some(2));
         assert_eq!(r.pids_max_hits, Some(0));
         assert_eq!(r.too_big, [("a b.bin".to_string(), 9000)]);

@@ -229,6 +229,7 @@ cases! {
     artifacts: symlink_artifacts_are_not_followed,
     persistent_sandboxes: workspace_persists_across_executions,
     persistent_sandboxes: files_api_refuses_symlinks,
+    persistent_sandboxes: only_a_runs_own_artifacts_come_back,
     persistent_sandboxes: timeout_in_a_sandbox_kills_everything,
     persistent_sandboxes: destroy_cleans_up,
     orphans: orphans_are_removed,
@@ -603,6 +604,49 @@ async fn workspace_persists_across_executions(s: &Subject) -> Outcome {
             .await,
         Err(BackendError::BadPath(_))
     ));
+    sb.destroy().await.unwrap();
+    Ok(())
+}
+
+async fn only_a_runs_own_artifacts_come_back(s: &Subject) -> Outcome {
+    let sb = create(s, "own-artifacts").await?;
+    let names = |r: &ExecResult| {
+        r.artifacts
+            .iter()
+            .map(|a| a.name.clone())
+            .collect::<Vec<_>>()
+    };
+    let r = sb
+        .exec(
+            s.plan("python", "open('output/a.txt', 'w').write('a')"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(names(&r), ["a.txt"], "{r:?}");
+    let r = sb
+        .exec(
+            s.plan("python", "open('output/b.txt', 'w').write('b')"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&r),
+        ["b.txt"],
+        "earlier artifacts are not this run's: {r:?}"
+    );
+    let r = sb
+        .exec(
+            s.plan("python", "open('output/a.txt', 'a').write('again')"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(names(&r), ["a.txt"], "a changed file is this run's: {r:?}");
+    assert_eq!(r.artifacts[0].bytes, b"aagain");
+    let r = sb.exec(s.plan("python", "print(1)"), None).await.unwrap();
+    assert!(r.artifacts.is_empty(), "{r:?}");
     sb.destroy().await.unwrap();
     Ok(())
 }

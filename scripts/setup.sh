@@ -22,3 +22,4 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 bash "$(dirname "$0")/setup-docker-images.sh"
+bash "$(dirname "$0")/setup-gvisor.sh"

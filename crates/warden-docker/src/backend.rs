@@ -16,7 +16,7 @@
 
 use crate::archive;
 use crate::error::DockerError;
-use crate::plan::{ContainerPlan, LABEL_SANDBOX, PlanInput, Role};
+use crate::plan::{ContainerPlan, LABEL_PID, LABEL_SANDBOX, PlanInput, Role};
 use crate::relay::{self, Relayed};
 use crate::wrapper;
 use bollard::Docker;
@@ -32,7 +32,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
-use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
+};
 use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
 
 /// What the docker backend needs from the settings.
@@ -121,6 +123,60 @@ impl DockerBackend {
             runtimes,
             images: present,
         })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// The conformance promises this backend cannot keep when profiles run under the OCI
+    /// runtime `runtime` (each names a case or a group of cases of the suite). A runtime the
+    /// engine does not have keeps none (`*`).
+    pub async fn unsupported_under(&self, runtime: &str) -> Vec<Unsupported> {
+        match self.shared.runtimes().await {
+            Ok(have) if have.iter().any(|r| r == runtime) => {}
+            Ok(have) => {
+                return vec![Unsupported {
+                    promise: "*",
+                    why: format!(
+                        "the OCI runtime {runtime:?} is not registered with the engine (registered: {}); profiles that ask for it are refused",
+                        have.join(", ")
+                    ),
+                }];
+            }
+            Err(e) => {
+                return vec![Unsupported {
+                    promise: "*",
+                    why: e.to_string(),
+                }];
+            }
+        }
+        if runtime != "runsc" {
+            return Vec::new();
+        }
+        let u = |promise: &'static str, why: &str| Unsupported {
+            promise,
+            why: why.to_owned(),
+        };
+        vec![
+            u(
+                "memory_limit_is_reason_memory",
+                "gVisor does not show the cgroup's OOM-kill counter inside the sandbox: a run ended by the memory limit (which the host cgroup enforces) is reported as reason signal",
+            ),
+            u(
+                "pids_limit_is_reason_pids",
+                "under gVisor the pids cgroup also counts the runtime's own threads (Warden adds 128 for them) and its counter is not visible inside: a fork bomb is stopped, but not reported as reason pids",
+            ),
+            u(
+                "cpu_quota_is_hard",
+                "gVisor shows the program virtual CPU times, so the quota (enforced by the host cgroup on the runtime) cannot be measured from inside",
+            ),
+            u(
+                "artifacts",
+                "with this runsc (Debian's 2022-12-19 build) on docker 20.10, the end of a one-shot's output can be lost when the container exits, and large output-folder archives with it",
+            ),
+            u(
+                "persistent_sandboxes",
+                "with this runsc (Debian's 2022-12-19 build), exec into a running container fails intermittently (\"urpc method containerManager.WaitPID failed: EOF\")",
+            ),
+        ]
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -708,6 +764,9 @@ impl Backend for DockerBackend {
         }))
     }
 
+    /// Removes the containers labelled by Warden whose sandbox id is not in `live`, unless
+    /// this process is running them (one-shots in flight) or another live Warden process
+    /// created them.
     async fn remove_orphans(&self, live: &[String]) -> Result<usize, BackendError> {
         let sh = &self.shared;
         let docker = sh.docker().await?;
@@ -734,6 +793,15 @@ impl Backend for DockerBackend {
                 .map(|n| n.trim_start_matches('/').to_owned())
                 .unwrap_or_default();
             if live.contains(id) || sh.in_flight.lock().expect("not poisoned").contains(&name) {
+                continue;
+            }
+            if let Some(pid) = c.labels.as_ref().and_then(|l| l.get(LABEL_PID))
+                && pid.parse::<u32>().is_ok_and(|pid| {
+                    pid != std::process::id()
+                        && std::path::Path::new(&format!("/proc/{pid}")).exists()
+                })
+            {
+                // Another live Warden process's container: not ours to judge.
                 continue;
             }
             let Some(cid) = c.id.as_deref() else { continue };

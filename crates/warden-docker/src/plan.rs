@@ -16,12 +16,21 @@ use warden_types::Limits;
 pub const LABEL_SANDBOX: &str = "dev.warden.sandbox";
 /// `oneshot` or `persistent`.
 pub const LABEL_KIND: &str = "dev.warden.kind";
+/// The pid of the Warden process that created the container: `remove_orphans` leaves alone
+/// the containers of other live Warden processes (a `warden run` beside a daemon, a second
+/// daemon on the same engine).
+pub const LABEL_PID: &str = "dev.warden.pid";
 
 /// Where the program's code file is written (a small tmpfs of its own).
 pub const CODE_DIR: &str = "/code";
 pub const WORKSPACE_DIR: &str = "/workspace";
 /// The code tmpfs holds one code file at a time; the API accepts at most 10 MB of code.
 const CODE_TMPFS_MB: u64 = 16;
+/// Under gVisor the container's pids cgroup also holds the runtime's own processes and threads
+/// (the Sentry and the Gofer, Go programs whose threads grow with load); they get this many on top of
+/// the profile's `max_pids`, which is then a limit on the sandbox as a whole, not exactly on
+/// the program's processes.
+pub const RUNSC_PIDS_ALLOWANCE: u64 = 128;
 /// /dev/shm for Python's multiprocessing: small, and counted in the memory limit like every
 /// tmpfs page.
 const SHM_MB: u64 = 16;
@@ -144,6 +153,7 @@ impl ContainerPlan {
         let mut labels = input.labels.clone();
         labels.insert(LABEL_SANDBOX.into(), input.sandbox_id.clone());
         labels.insert(LABEL_KIND.into(), input.role.label().into());
+        labels.insert(LABEL_PID.into(), std::process::id().to_string());
         let cmd = match input.role {
             Role::OneShot => input.cmd,
             Role::Persistent => crate::wrapper::keeper_command(),
@@ -156,7 +166,14 @@ impl ContainerPlan {
             env: program_env(),
             labels,
             memory_bytes: fit("memory_mb", l.memory_mb.saturating_mul(1024 * 1024))?,
-            pids_limit: fit("max_pids", l.max_pids)?,
+            pids_limit: fit(
+                "max_pids",
+                if input.oci_runtime == Some("runsc") {
+                    l.max_pids.saturating_add(RUNSC_PIDS_ALLOWANCE)
+                } else {
+                    l.max_pids
+                },
+            )?,
             nano_cpus: nano as i64,
             file_size_bytes: fit("max_file_size_bytes", l.max_file_size_bytes)?,
             workspace_mb: l.workspace_mb,
@@ -291,7 +308,10 @@ mod tests {
         let l = limits();
         let labels = BTreeMap::from([("owner".to_string(), "tests".to_string())]);
         let plan = ContainerPlan::build(input(&l, &labels)).unwrap();
-        insta::assert_json_snapshot!(sorted(&plan.to_create_body()));
+        let mut body = plan.to_create_body();
+        let pid = body.labels.as_mut().unwrap().remove(LABEL_PID);
+        assert_eq!(pid, Some(std::process::id().to_string()));
+        insta::assert_json_snapshot!(sorted(&body));
     }
 
     #[test]

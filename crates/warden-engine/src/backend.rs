@@ -107,11 +107,12 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
 
 /// A promise of the backend conformance suite (`crates/warden/tests/conformance.rs`) that a
 /// backend cannot keep on this host, and why. `warden doctor` prints these; the suite reports
-/// the cases of such a promise as unsupported (and fails if one is kept after all, so that the
-/// list stays true).
+/// the cases of such a promise as unsupported rather than passed, and fails a case that is
+/// not kept without a declaration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
-    /// The promise's name in the suite, e.g. `persistent_sandboxes`.
+    /// A group of the suite's cases (`persistent_sandboxes`), one case
+    /// (`memory_limit_is_reason_memory`), or `*` for all.
     pub promise: &'static str,
     pub why: String,
 }

@@ -140,8 +140,33 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             )
         })
         .collect();
+    let jail_unsupported =
+        warden_engine::Backend::unsupported(&crate::run::jail_backend(&settings)?);
+    let docker_backend = crate::run::docker_backend(&settings.sandbox.docker);
+    let docker_unsupported = warden_engine::Backend::unsupported(&docker_backend);
+    let runsc_unsupported = match &docker {
+        Ok(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(docker_backend.unsupported_under("runsc")),
+        Err(_) => Vec::new(),
+    };
+    let unsupported = [
+        ("jail", &jail_unsupported),
+        ("docker", &docker_unsupported),
+        ("docker+runsc", &runsc_unsupported),
+    ];
+    let unsupported_json: Vec<_> = unsupported
+        .iter()
+        .flat_map(|(backend, list)| {
+            list.iter().map(move |u| {
+                serde_json::json!({ "backend": backend, "promise": u.promise, "why": u.why })
+            })
+        })
+        .collect();
     if json {
         let value = serde_json::json!({
+            "unsupported": unsupported_json,
             "jail": probes,
             "docker": match &docker {
                 Ok(p) => serde_json::json!({
@@ -204,6 +229,12 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             match v {
                 Ok(()) => println!("  ok  {name:<14} runs with every limit applied"),
                 Err(why) => println!("  NO  {name:<14} refused: {why}"),
+            }
+        }
+        println!("conformance promises not kept here (crates/warden/tests/conformance.rs):");
+        for (backend, list) in unsupported {
+            for u in list {
+                println!("  --  {backend:<14} {}: {}", u.promise, u.why);
             }
         }
     }

@@ -54,13 +54,14 @@ pub enum HelperMode {
     Exec,
 }
 
-pub fn engine_with(
-    settings: Arc<Settings>,
-    prestarted: Option<warden_jail::Prestarted>,
-    mode: HelperMode,
-) -> anyhow::Result<Engine> {
+/// The jail backend as doctor describes it (never started).
+pub fn jail_backend(settings: &Settings) -> anyhow::Result<JailBackend> {
+    Ok(jail_with(settings, HelperMode::Exec)?)
+}
+
+fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBackend> {
     let jail = &settings.sandbox.jail;
-    let backend = JailBackend::new(JailSettings {
+    Ok(JailBackend::new(JailSettings {
         host_paths: jail.host_paths.clone(),
         fast_cgroup_attach: jail.fast_cgroup_attach,
         ids: IdMap {
@@ -75,8 +76,15 @@ pub fn engine_with(
         // kill the helper before the clean-up, which otherwise finishes on its own within a
         // millisecond or two of the answer.
         wait_for_teardown: mode == HelperMode::ForkWhenSingleThreaded && std::process::id() == 1,
-    })
-    .adopt(prestarted);
+    }))
+}
+
+pub fn engine_with(
+    settings: Arc<Settings>,
+    prestarted: Option<warden_jail::Prestarted>,
+    mode: HelperMode,
+) -> anyhow::Result<Engine> {
+    let backend = jail_with(&settings, mode)?.adopt(prestarted);
     Ok(Engine::new(settings.clone())
         .with_backend(BackendKind::Jail, Arc::new(backend))
         .with_backend(

@@ -32,7 +32,7 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--max-concurrent must be at least 1");
     }
     let settings = load_settings(config)?;
-    let engine = engine_with(settings, None, HelperMode::Exec)?;
+    let engine = engine_with(settings.clone(), None, HelperMode::Exec)?;
     let limits = ServerLimits {
         max_concurrent: args.max_concurrent,
         max_queued: args.max_queued,
@@ -42,6 +42,21 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        // A daemon starts with no sandboxes: whatever an earlier one left on the engine (after
+        // a crash) goes now. A docker engine that does not answer only costs the warning.
+        if settings
+            .sandbox
+            .profiles
+            .values()
+            .any(|p| settings.backend_of(p) == warden_config::BackendKind::Docker)
+        {
+            let docker = crate::run::docker_backend(&settings.sandbox.docker);
+            match warden_engine::Backend::remove_orphans(&docker, &[]).await {
+                Ok(0) => {}
+                Ok(n) => eprintln!("warden: removed {n} containers left by an earlier daemon"),
+                Err(e) => eprintln!("warden: could not look for leftover containers: {e}"),
+            }
+        }
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
         axum::serve(listener, router(AppState::new(engine, limits)))

@@ -1,11 +1,12 @@
 //! The backend conformance suite: one set of cases, run against every backend through the
-//! `Backend` trait (`jail::case` and `docker::case` for each case below).
+//! `Backend` trait (`jail::case`, `docker::case` and `gvisor::case` for each case below).
 //!
-//! Each case belongs to a promise. A backend that cannot keep a promise on this host declares
-//! it in `Backend::unsupported` (which `warden doctor` prints): its cases of that promise then
-//! print `unsupported: <backend> <case>: <why>` instead of passing, and fail if the backend
-//! keeps the promise after all (so the declaration stays true). A case that fails without a
-//! declaration fails the suite.
+//! Each case belongs to a promise (a group of cases). A backend that cannot keep a promise or a
+//! single case on this host declares it in `Backend::unsupported` (the docker backend also per
+//! OCI runtime: `gvisor::case` runs the docker cases under runsc; `warden doctor` prints both):
+//! its cases then print `unsupported: <backend> <case>: <why>` instead of passing (also on a
+//! run where they happen to work: some declared failures are intermittent). A case that fails
+//! without a declaration fails the suite.
 //!
 //! Real sandboxes need root (CI runs as root); without root the cases say so and return. As
 //! root, the docker cases need the engine and the images that `scripts/setup-docker-images.sh`
@@ -25,6 +26,8 @@ use warden_types::{ExecResult, Language, Limits, Reason, WorkspacePath};
 enum Which {
     Jail,
     Docker,
+    /// The docker backend with `container_runtime = "runsc"` (gVisor).
+    Gvisor,
 }
 
 /// What a case got to: kept the promise, or the backend refused it.
@@ -35,6 +38,8 @@ type CaseFn = for<'a> fn(&'a Subject) -> Pin<Box<dyn Future<Output = Outcome> + 
 struct Subject {
     which: Which,
     backend: Arc<dyn Backend>,
+    /// What the backend declares it cannot keep here (for gVisor: under runsc).
+    declared: Vec<warden_engine::Unsupported>,
 }
 
 const PYTHON_IMAGE: &str = "warden-python:3.11";
@@ -70,8 +75,12 @@ impl Subject {
             limits: limits(),
             network_enabled: false,
             image: Some(PYTHON_IMAGE.into()),
-            container_runtime: None,
+            container_runtime: self.container_runtime(),
         }
+    }
+
+    fn container_runtime(&self) -> Option<String> {
+        (self.which == Which::Gvisor).then(|| "runsc".to_string())
     }
 
     async fn py(&self, code: &str) -> ExecResult {
@@ -92,13 +101,13 @@ impl Subject {
             limits: limits(),
             network_enabled: false,
             image: Some(PYTHON_IMAGE.into()),
-            container_runtime: None,
+            container_runtime: self.container_runtime(),
             labels: BTreeMap::from([("suite".to_string(), "conformance".to_string())]),
         }
     }
 }
 
-fn subject(which: Which) -> Subject {
+async fn subject(which: Which) -> Subject {
     let backend: Arc<dyn Backend> = match which {
         Which::Jail => Arc::new(warden_jail::JailBackend::new(warden_jail::JailSettings {
             host_paths: warden_config::JailOptions::default().host_paths,
@@ -113,11 +122,20 @@ fn subject(which: Which) -> Subject {
             fork_when_single_threaded: false,
             wait_for_teardown: false,
         })),
-        Which::Docker => Arc::new(warden_docker::DockerBackend::new(
+        Which::Docker | Which::Gvisor => Arc::new(warden_docker::DockerBackend::new(
             warden_docker::DockerSettings::default(),
         )),
     };
-    Subject { which, backend }
+    let mut declared = backend.unsupported();
+    if which == Which::Gvisor {
+        let docker = warden_docker::DockerBackend::new(warden_docker::DockerSettings::default());
+        declared.extend(docker.unsupported_under("runsc").await);
+    }
+    Subject {
+        which,
+        backend,
+        declared,
+    }
 }
 
 /// `remove_orphans` removes every sandbox of a backend that the caller does not list, so the
@@ -143,12 +161,12 @@ fn run_case(which: Which, name: &str, promise: &str, case: CaseFn) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let s = subject(which);
+        let s = subject(which).await;
         let declared = s
-            .backend
-            .unsupported()
-            .into_iter()
-            .find(|u| u.promise == promise);
+            .declared
+            .iter()
+            .find(|u| u.promise == promise || u.promise == name || u.promise == "*")
+            .cloned();
         // A failed assertion of a declared-unsupported promise is that promise not kept.
         let caught = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
             tokio::time::timeout(Duration::from_secs(120), case(&s)),
@@ -166,10 +184,16 @@ fn run_case(which: Which, name: &str, promise: &str, case: CaseFn) {
         };
         match (outcome, declared) {
             (Ok(()), None) => {}
-            (Ok(()), Some(u)) => panic!(
-                "{which:?} {name}: kept the promise {promise:?} that the backend declares unsupported ({}); remove the declaration",
-                u.why
-            ),
+            // Declared promises may be kept on some runs (intermittent failures): still
+            // reported as unsupported, never as passed.
+            (Ok(()), Some(u)) => {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "unsupported: {which:?} {name}: {} (kept on this run)",
+                    u.why
+                );
+            }
             (Err(why), Some(u)) => {
                 // Straight to the process's stderr, past the test harness's capture, so that
                 // every run shows it: this case did not pass, it is unsupported here.
@@ -203,6 +227,14 @@ macro_rules! cases {
                 #[test]
                 fn $name() {
                     super::run_case(super::Which::Docker, stringify!($name), stringify!($promise), |s| Box::pin(super::$name(s)));
+                }
+            )*
+        }
+        mod gvisor {
+            $(
+                #[test]
+                fn $name() {
+                    super::run_case(super::Which::Gvisor, stringify!($name), stringify!($promise), |s| Box::pin(super::$name(s)));
                 }
             )*
         }
@@ -740,7 +772,7 @@ async fn destroy_cleans_up(s: &Subject) -> Outcome {
         sb.exec(s.plan("python", "print(1)"), None).await,
         Err(BackendError::Gone(_))
     ));
-    if s.which == Which::Docker {
+    if s.which != Which::Jail {
         assert_eq!(docker_containers_of(&spec.id), "", "container left behind");
     }
     Ok(())
@@ -760,9 +792,57 @@ async fn orphans_are_removed(s: &Subject) -> Outcome {
     let removed = s.backend.remove_orphans(&[]).await.unwrap();
     assert!(removed >= 1, "removed {removed}");
     assert!(sb.exec(s.plan("python", "print(1)"), None).await.is_err());
-    if s.which == Which::Docker {
+    if s.which != Which::Jail {
         assert_eq!(docker_containers_of(&spec.id), "");
     }
     let _ = sb.destroy().await;
     Ok(())
+}
+
+/// `warden doctor` names exactly the promises the suite treats as unsupported.
+#[test]
+fn doctor_reports_the_declared_promises() {
+    if common::not_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let out = std::process::Command::new(common::warden())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let doctor: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut said: Vec<(String, String)> = doctor["unsupported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["backend"].as_str().unwrap().to_owned(),
+                u["promise"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    said.sort();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut declared = Vec::new();
+    for (which, label) in [
+        (Which::Jail, "jail"),
+        (Which::Docker, "docker"),
+        (Which::Gvisor, "docker+runsc"),
+    ] {
+        let s = rt.block_on(subject(which));
+        let base = if which == Which::Gvisor {
+            s.backend.unsupported().len()
+        } else {
+            0
+        };
+        for u in &s.declared[base..] {
+            declared.push((label.to_owned(), u.promise.to_owned()));
+        }
+    }
+    declared.sort();
+    assert_eq!(said, declared);
 }

@@ -3,7 +3,7 @@
 # image is a root filesystem made of the host's own Debian packages — the runtime's packages
 # and everything they depend on, file by file from `dpkg -L` — imported with `docker import`.
 # An image is rebuilt only when this script or its packages' versions change (a label holds a
-# hash of both), so a second run takes about a second. Usage: scripts/setup-docker-images.sh
+# hash of both), so a second run takes well under a second. Usage: scripts/setup-docker-images.sh
 # Needs a running Docker Engine; without one it says so and exits 0 (the docker tests then
 # report the backend as unsupported).
 set -euo pipefail
@@ -41,13 +41,15 @@ build() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
       { echo "setup-docker-images: $name needs the Debian package $p (scripts/setup.sh installs it)" >&2; exit 1; }
   done
-  pkgs="$(closure "$@")"
+  # The recipe: this script and the versions of the packages named (an upgrade of one of them
+  # rebuilds; the dependencies' closure is only computed for a build).
   local recipe
-  recipe="$(printf '%s\n%s\n' "$script_hash" "$(dpkg-query -W $pkgs | sort)" | sha256sum | cut -c1-32)"
+  recipe="$(printf '%s\n%s\n' "$script_hash" "$(dpkg-query -W "$@" | sort)" | sha256sum | cut -c1-32)"
   if [ "$(docker image inspect -f '{{index .Config.Labels "warden.recipe"}}' "$name" 2>/dev/null)" = "$recipe" ]; then
     echo "setup-docker-images: $name is up to date" >&2
     return
   fi
+  pkgs="$(closure "$@")"
   echo "setup-docker-images: building $name from $(echo "$pkgs" | wc -w) packages" >&2
   local root
   root="$(mktemp -d)"

@@ -9,9 +9,9 @@
 //! plan's timeout plus a grace period, after which the container is killed — an engine that
 //! stops answering becomes an error, never a hang; a one-shot container is removed on every
 //! path, also when the caller goes away mid-run (a drop guard removes it); an execution, a file
-//! operation and a destroy of one sandbox never overlap (one lock), so when a file operation
-//! runs no program process is alive (the wrapper killed them all) and its symlink checks cannot
-//! be raced; Warden never pulls an image; a profile that asks for an OCI runtime the engine
+//! operation of one sandbox never overlap (one lock), so when a file operation runs no program
+//! process is alive (the wrapper killed them all) and its symlink checks cannot be raced; a
+//! destroy does not wait for the lock: removing the container ends a running execution; Warden never pulls an image; a profile that asks for an OCI runtime the engine
 //! lacks is refused, never run under the default one.
 
 use crate::archive;
@@ -169,12 +169,8 @@ impl DockerBackend {
                 "gVisor shows the program virtual CPU times, so the quota (enforced by the host cgroup on the runtime) cannot be measured from inside",
             ),
             u(
-                "artifacts",
-                "with this runsc (Debian's 2022-12-19 build) on docker 20.10, the end of a one-shot's output can be lost when the container exits, and large output-folder archives with it",
-            ),
-            u(
-                "persistent_sandboxes",
-                "with this runsc (Debian's 2022-12-19 build), exec into a running container fails intermittently (\"urpc method containerManager.WaitPID failed: EOF\")",
+                "only_a_runs_own_artifacts_come_back",
+                "with this runsc (Debian's 2022-12-19 build), the exec after a run that returned output files fails with \"No such exec instance\"; the cause is not found yet",
             ),
         ]
     }
@@ -1133,10 +1129,11 @@ head -c {max_bytes} "./$last"
         Ok(entries)
     }
 
+    /// Removes the container without waiting for a running execution: removing it kills that
+    /// execution (which then ends with what it had), as a destroy must.
     async fn destroy(&self) -> Result<(), BackendError> {
-        let mut state = self.state.lock().await;
         self.shared.remove(&self.name).await?;
-        state.destroyed = true;
+        self.state.lock().await.destroyed = true;
         Ok(())
     }
 }

@@ -58,7 +58,9 @@ fn pct(v: &[f64], p: f64) -> f64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let warden = args.next().expect("usage: sandbox_exec_bench WARDEN_BINARY [ROUNDS]");
+    let warden = args
+        .next()
+        .expect("usage: sandbox_exec_bench WARDEN_BINARY [ROUNDS]");
     let rounds: usize = args.next().map_or(100, |r| r.parse().expect("ROUNDS"));
     let jail_opts = warden_config::JailOptions::default();
     let jail = warden_jail::JailBackend::new(warden_jail::JailSettings {
@@ -87,13 +89,30 @@ async fn main() {
     let plain = format!("warden-bench-plain-{pid}");
     let started = Command::new("docker")
         .args([
-            "run", "-d", "--name", &plain, "--network", "none", "--read-only", "--user",
-            "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", IMAGE,
-            "sleep", "infinity",
+            "run",
+            "-d",
+            "--name",
+            &plain,
+            "--network",
+            "none",
+            "--read-only",
+            "--user",
+            "65534:65534",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            IMAGE,
+            "sleep",
+            "infinity",
         ])
         .output()
         .unwrap();
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
 
     let names = [
         "docker exec (plain CLI)",

@@ -97,7 +97,12 @@ impl Subject {
 
     fn spec(&self, case: &str) -> SandboxSpec {
         SandboxSpec {
-            id: format!("conf-{}-{}", case.replace('_', "-"), std::process::id()),
+            id: format!(
+                "conf-{}-{}-{}",
+                case.replace('_', "-"),
+                format!("{:?}", self.which).to_ascii_lowercase(),
+                std::process::id()
+            ),
             limits: limits(),
             network_enabled: false,
             image: Some(PYTHON_IMAGE.into()),
@@ -264,6 +269,7 @@ cases! {
     persistent_sandboxes: only_a_runs_own_artifacts_come_back,
     persistent_sandboxes: timeout_in_a_sandbox_kills_everything,
     persistent_sandboxes: destroy_cleans_up,
+    persistent_sandboxes: destroy_ends_a_running_execution,
     orphans: orphans_are_removed,
 }
 
@@ -775,6 +781,25 @@ async fn destroy_cleans_up(s: &Subject) -> Outcome {
     if s.which != Which::Jail {
         assert_eq!(docker_containers_of(&spec.id), "", "container left behind");
     }
+    Ok(())
+}
+
+async fn destroy_ends_a_running_execution(s: &Subject) -> Outcome {
+    let sb = create(s, "destroy-running").await?;
+    let running = {
+        let sb = sb.clone();
+        let plan = s.plan(
+            "python",
+            "import time\nprint('up', flush=True)\ntime.sleep(30)",
+        );
+        tokio::spawn(async move { sb.exec(plan, None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let start = Instant::now();
+    sb.destroy().await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), running).await;
+    assert!(ended.is_ok(), "the execution outlived its sandbox");
+    assert!(start.elapsed() < Duration::from_secs(10));
     Ok(())
 }
 

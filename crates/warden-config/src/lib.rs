@@ -139,6 +139,12 @@ pub struct Profile {
     pub policies: PolicySettings,
     /// This profile's backend. Default: `[sandbox].backend`.
     pub backend: Option<BackendKind>,
+    /// A sandbox with a lifetime is destroyed after this long without use, seconds.
+    /// Default: 600. A request may ask for less, never more.
+    pub idle_ttl_seconds: u64,
+    /// A sandbox with a lifetime is destroyed this long after its creation, seconds.
+    /// Default: 3600. A request may ask for less, never more.
+    pub max_lifetime_seconds: u64,
     /// The OCI runtime the docker backend must use for this profile, e.g. "runsc" (gVisor).
     /// Default: none (the engine's default runtime). A profile that names one is refused when
     /// the engine does not have it, never run under another; the jail backend refuses it.
@@ -164,6 +170,8 @@ impl Default for Profile {
             runtime: ProfileRuntime::default(),
             policies: PolicySettings::default(),
             backend: None,
+            idle_ttl_seconds: 600,
+            max_lifetime_seconds: 3600,
             container_runtime: None,
         }
     }
@@ -467,6 +475,8 @@ impl Settings {
                 ("max_output_bytes", p.max_output_bytes),
                 ("max_file_size_mb", p.max_file_size_mb),
                 ("workspace_mb", p.workspace_mb),
+                ("idle_ttl_seconds", p.idle_ttl_seconds),
+                ("max_lifetime_seconds", p.max_lifetime_seconds),
             ] {
                 if value == 0 {
                     return Err((key(field), "must be at least 1".into()));

@@ -8,10 +8,12 @@
 //! refused, never run on another backend.
 
 pub mod backend;
+pub mod sandboxes;
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
 };
+pub use sandboxes::{CreateSandbox, PreparedExec, SandboxExec, SandboxInfo, Sandboxes};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,6 +61,12 @@ pub enum EngineError {
     },
     #[error(transparent)]
     Backend(#[from] BackendError),
+    #[error("no sandbox {0:?}")]
+    SandboxNotFound(String),
+    #[error("a live sandbox is already named {0:?}")]
+    NameTaken(String),
+    #[error("{max} sandboxes are live, the most allowed; destroy one first")]
+    TooManySandboxes { max: usize },
 }
 
 /// The service. Cheap to clone.
@@ -179,7 +187,7 @@ impl Engine {
         ))
     }
 
-    fn backend_for(&self, profile_name: &str) -> Result<&Arc<dyn Backend>, EngineError> {
+    pub(crate) fn backend_for(&self, profile_name: &str) -> Result<&Arc<dyn Backend>, EngineError> {
         let profile = self
             .settings
             .profile(profile_name)
@@ -196,6 +204,15 @@ impl Engine {
                     .cloned()
                     .unwrap_or_else(|| "not configured in this process".into()),
             })
+    }
+
+    /// Asks every configured backend to remove what an earlier process left (after a crash).
+    pub async fn remove_orphans(&self) -> Vec<(&'static str, Result<usize, BackendError>)> {
+        let mut out = Vec::new();
+        for backend in self.backends.values() {
+            out.push((backend.name(), backend.remove_orphans(&[]).await));
+        }
+        out
     }
 
     /// Runs one request to the end.

@@ -477,11 +477,25 @@ impl Backend for JailBackend {
     }
 
     /// A sandbox's workspace is a detached tmpfs held only by the daemon's descriptor, so a
-    /// crashed daemon leaves no mount or tmpfs; its runs' processes die with their helpers, and
-    /// their cgroups are removed by the next run's helper (see
-    /// [`crate::cgroup::Hierarchy::remove_stale`]). Nothing is left to find here.
+    /// crashed daemon leaves no mount or tmpfs; its helpers die with it (parent-death signal)
+    /// and their sandboxes with them. What remains are the cgroups of the killed helpers,
+    /// removed here (see [`crate::cgroup::Hierarchy::remove_stale`]).
     async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
-        Ok(0)
+        blocking(|| {
+            let h = Hierarchy::detect()
+                .map_err(|e| BackendError::Internal(format!("cgroup layout: {e}")))?;
+            let mut removed = 0;
+            // Processes of a sandbox whose helper was just killed may take a moment to go.
+            for _ in 0..25 {
+                removed += h.remove_stale();
+                if !h.has_stale() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(removed)
+        })
+        .await
     }
 }
 
@@ -502,22 +516,34 @@ async fn exec_helper(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    if let Some(fd) = workspace {
-        let target = crate::helper::INHERITED_WORKSPACE_FD;
-        // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) run.
-        unsafe {
-            command.pre_exec(move || {
-                if fd == target {
-                    // dup2 onto itself keeps close-on-exec: clear it instead.
-                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                } else if libc::dup2(fd, target) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+    let target = crate::helper::INHERITED_WORKSPACE_FD;
+    // SAFETY: between fork and exec only async-signal-safe calls (prctl, dup2, fcntl) run.
+    unsafe {
+        command.pre_exec(move || {
+            // The helper dies with the daemon (kill -9 included), and its sandbox with it
+            // (init has the same setting towards the helper). Tokio spawns from its worker
+            // threads, which live as long as the runtime.
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let moved = match workspace {
+                // dup2 onto itself keeps close-on-exec: clear it instead.
+                Some(fd) if fd == target => libc::fcntl(fd, libc::F_SETFD, 0),
+                Some(fd) => libc::dup2(fd, target),
+                None => 0,
+            };
+            if moved == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
     let mut child = command.spawn().map_err(|e| {
         BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))

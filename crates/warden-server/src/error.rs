@@ -67,6 +67,13 @@ impl From<EngineError> for ApiError {
             EngineError::Backend(BackendError::Command(_)) => {
                 ApiError::new(S::SERVICE_UNAVAILABLE, "runtime_unavailable", e.to_string())
             }
+            EngineError::SandboxNotFound(_) => {
+                ApiError::new(S::NOT_FOUND, "sandbox_not_found", e.to_string())
+            }
+            EngineError::NameTaken(_) => ApiError::new(S::CONFLICT, "name_taken", e.to_string()),
+            EngineError::TooManySandboxes { .. } => {
+                ApiError::new(S::TOO_MANY_REQUESTS, "too_many_sandboxes", e.to_string())
+            }
             EngineError::Backend(BackendError::NotFound(_)) => {
                 ApiError::new(S::NOT_FOUND, "not_found", e.to_string())
             }

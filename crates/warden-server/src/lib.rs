@@ -7,9 +7,12 @@
 //! Retry-After — never an unbounded pile-up; policy checks (CPU-bound parsing) run off the
 //! async threads.
 
+mod compat;
 mod error;
 mod metrics;
+pub mod openapi;
 mod piston;
+mod sandboxes;
 mod versions;
 
 pub use error::ApiError;
@@ -26,7 +29,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use warden_engine::{Engine, ExecRequest};
+use warden_engine::{Engine, EngineError, ExecRequest, Sandboxes};
 use warden_types::ExecEvent;
 
 /// Limits of the server itself.
@@ -40,6 +43,10 @@ pub struct ServerLimits {
     pub max_body_bytes: usize,
     /// The Retry-After a 429 carries, seconds.
     pub retry_after_secs: u64,
+    /// Sandboxes with a lifetime alive at once.
+    pub max_sandboxes: usize,
+    /// Largest file the files API returns, bytes.
+    pub max_download_bytes: u64,
 }
 
 impl Default for ServerLimits {
@@ -49,6 +56,8 @@ impl Default for ServerLimits {
             max_queued: 64,
             max_body_bytes: 16 * 1024 * 1024,
             retry_after_secs: 1,
+            max_sandboxes: 64,
+            max_download_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -56,6 +65,7 @@ impl Default for ServerLimits {
 #[derive(Debug, Clone)]
 pub struct AppState {
     engine: Engine,
+    sandboxes: Sandboxes,
     limits: ServerLimits,
     /// Execution slots.
     slots: Arc<Semaphore>,
@@ -73,9 +83,32 @@ impl AppState {
             admission: Arc::new(Semaphore::new(limits.max_concurrent + limits.max_queued)),
             versions: Versions::new(engine.settings()),
             metrics: Metrics::default(),
+            sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             engine,
             limits,
         }
+    }
+
+    pub fn sandboxes(&self) -> &Sandboxes {
+        &self.sandboxes
+    }
+
+    /// Destroys expired sandboxes every `every` until the runtime stops.
+    pub fn spawn_reaper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let state = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if !state.sandboxes.reap_expired().await.is_empty() {
+                    state
+                        .metrics
+                        .sandboxes_live
+                        .set(state.sandboxes.count() as i64);
+                }
+            }
+        })
     }
 }
 
@@ -85,7 +118,27 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/docs", get(openapi::docs))
         .route("/v1/execute", post(execute))
+        .route(
+            "/v1/sandboxes",
+            post(sandboxes::create).get(sandboxes::list),
+        )
+        .route(
+            "/v1/sandboxes/{id}",
+            get(sandboxes::get).delete(sandboxes::destroy),
+        )
+        .route("/v1/sandboxes/{id}/exec", post(sandboxes::exec))
+        .route("/v1/sandboxes/{id}/files", get(sandboxes::list_files))
+        .route(
+            "/v1/sandboxes/{id}/files/{*path}",
+            get(sandboxes::download).put(sandboxes::upload),
+        )
+        .route("/api/v1/sandbox/create", post(compat::create))
+        .route("/api/v1/sandbox/destroy", post(compat::destroy))
+        .route("/api/v1/execute", post(compat::execute))
+        .route("/api/v1/execute/{id}", post(compat::execute_in))
         .route("/api/v2/execute", post(piston::execute))
         .route("/api/v2/runtimes", get(piston::runtimes))
         .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
@@ -152,7 +205,7 @@ where
 }
 
 /// `POST /v1/execute`: one-shot execution in a fresh sandbox.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteBody {
     pub code: String,
@@ -175,17 +228,7 @@ pub struct ExecuteBody {
 
 impl ExecuteBody {
     fn into_request(self) -> Result<ExecRequest, ApiError> {
-        let timeout = match self.timeout_seconds {
-            Some(t) if !(t.is_finite() && t > 0.0 && t <= 86_400.0) => {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request",
-                    "timeout_seconds: must be a number of seconds in (0, 86400]",
-                ));
-            }
-            Some(t) => Some(Duration::from_secs_f64(t)),
-            None => None,
-        };
+        let timeout = timeout_from(self.timeout_seconds)?;
         Ok(ExecRequest {
             code: self.code,
             language: self.language,
@@ -195,6 +238,19 @@ impl ExecuteBody {
             stdin: self.stdin.map(String::into_bytes).unwrap_or_default(),
             args: Vec::new(),
         })
+    }
+}
+
+/// A request's `timeout_seconds`, checked.
+fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
+    match seconds {
+        Some(t) if !(t.is_finite() && t > 0.0 && t <= 86_400.0) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "timeout_seconds: must be a number of seconds in (0, 86400]",
+        )),
+        Some(t) => Ok(Some(Duration::from_secs_f64(t))),
+        None => Ok(None),
     }
 }
 
@@ -299,20 +355,24 @@ async fn prepare(
                 "internal error",
             )
         })?;
-    prepared.map_err(|e| {
-        if let warden_engine::EngineError::PolicyViolation(v) = &e {
-            state
-                .metrics
-                .policy_violations
-                .get_or_create(&metrics::PolicyLabels {
-                    policy: v.policy.to_owned(),
-                })
-                .inc();
-        }
-        let e = ApiError::from(e);
-        record(state, &profile, &language, &Err(e.clone()));
-        e
-    })
+    prepared.map_err(|e| refusal(state, &profile, &language, e))
+}
+
+/// An execution refused before it ran: counted (with the policy, for a violation) and
+/// turned into the API's error.
+fn refusal(state: &AppState, profile: &str, language: &str, e: EngineError) -> ApiError {
+    if let EngineError::PolicyViolation(v) = &e {
+        state
+            .metrics
+            .policy_violations
+            .get_or_create(&metrics::PolicyLabels {
+                policy: v.policy.to_owned(),
+            })
+            .inc();
+    }
+    let e = ApiError::from(e);
+    record(state, profile, language, &Err(e.clone()));
+    e
 }
 
 async fn execute(State(state): State<AppState>, ApiJson(body): ApiJson<ExecuteBody>) -> Response {
@@ -329,15 +389,41 @@ async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, A
     let (profile, plan) = prepare(&state, request).await?;
     let language = plan.language.to_string();
     state.engine.check_prepared(&profile, &plan)?;
+    let engine = state.engine.clone();
+    let run_profile = profile.clone();
+    Ok(respond(
+        state,
+        slot,
+        stream,
+        profile,
+        language,
+        move |events| async move { engine.run_prepared(&run_profile, plan, events).await },
+    )
+    .await)
+}
+
+/// Runs an admitted execution and answers with its JSON result, or with NDJSON events as
+/// they happen when `stream` is set; counts the outcome either way.
+async fn respond<F, Fut>(
+    state: AppState,
+    slot: Admitted,
+    stream: bool,
+    profile: String,
+    language: String,
+    run: F,
+) -> Response
+where
+    F: FnOnce(Option<warden_engine::EventSender>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<warden_types::ExecResult, EngineError>> + Send,
+{
     if !stream {
-        let result = state
-            .engine
-            .run_prepared(&profile, plan, None)
-            .await
-            .map_err(ApiError::from);
+        let result = run(None).await.map_err(ApiError::from);
         record(&state, &profile, &language, &result);
         drop(slot);
-        return Ok(Json(result?).into_response());
+        return match result {
+            Ok(result) => Json(result).into_response(),
+            Err(e) => e.into_response(),
+        };
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
     let (lines_tx, lines_rx) =
@@ -355,8 +441,7 @@ async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, A
                 }
             }
         };
-        let (result, ()) =
-            tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), forward);
+        let (result, ()) = tokio::join!(run(Some(tx)), forward);
         let result = result.map_err(ApiError::from);
         record(&state, &profile, &language, &result);
         let last = match result {
@@ -376,11 +461,11 @@ async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, A
         axum::body::Body::from_stream(futures_util::stream::unfold(lines_rx, |mut rx| async {
             rx.recv().await.map(|item| (item, rx))
         }));
-    Ok((
+    (
         [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
         body,
     )
-        .into_response())
+        .into_response()
 }
 
 fn ndjson(event: &ExecEvent) -> bytes::Bytes {

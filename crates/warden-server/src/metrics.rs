@@ -30,6 +30,7 @@ pub struct Metrics {
     pub policy_violations: Family<PolicyLabels, Counter>,
     pub running: Gauge,
     pub queued: Gauge,
+    pub sandboxes_live: Gauge,
 }
 
 impl Default for Metrics {
@@ -66,7 +67,14 @@ impl Default for Metrics {
             "Requests waiting for an execution slot (the queue depth)",
             queued.clone(),
         );
+        let sandboxes_live = Gauge::default();
+        registry.register(
+            "sandboxes_live",
+            "Sandboxes with a lifetime that exist now",
+            sandboxes_live.clone(),
+        );
         Metrics {
+            sandboxes_live,
             registry: Arc::new(registry),
             executions,
             duration,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use warden_engine::ExecRequest;
 use warden_types::ExecEvent;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PistonFile {
     #[serde(default)]
     pub name: Option<String>,
@@ -20,7 +20,7 @@ pub struct PistonFile {
 }
 
 /// Piston's execute request (its field names and units: milliseconds, bytes, -1 = default).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PistonRequest {
     pub language: String,
     #[serde(default)]
@@ -40,7 +40,7 @@ pub struct PistonRequest {
     pub run_memory_limit: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PistonStage {
     pub stdout: String,
     pub stderr: String,
@@ -50,14 +50,14 @@ pub struct PistonStage {
     pub signal: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PistonResponse {
     pub language: String,
     pub version: String,
     pub run: PistonStage,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PistonRuntime {
     pub language: String,
     pub version: String,

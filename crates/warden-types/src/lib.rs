@@ -7,6 +7,7 @@
 
 mod bytes_b64;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -14,7 +15,9 @@ use std::time::Duration;
 /// A language a runtime is configured for: `python`, `javascript`, `bash`, …
 ///
 /// Lowercase ASCII letters, digits, `-`, `_`, `+`, `.`; 1–32 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Language(String);
 
@@ -71,11 +74,12 @@ impl std::error::Error for InvalidLanguage {}
 
 /// The hard limits one execution runs under. Every field is enforced by the backend or the
 /// run is refused; none is advisory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Wall-clock time from the program's start to its kill.
     #[serde(with = "duration_ms", rename = "timeout_ms")]
+    #[schemars(with = "u64")]
     pub timeout: Duration,
     /// Memory of the whole sandbox (all its processes), MiB.
     pub memory_mb: u64,
@@ -111,7 +115,7 @@ mod duration_ms {
 /// Why an execution ended. Exactly one is reported, by precedence: `output` (Warden stopped the
 /// run), `memory` or `pids` (the sandbox hit that limit during the run, even if the program
 /// carried on), `timeout`, `signal`, `exited`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The program exited by itself (any exit code).
@@ -156,7 +160,7 @@ impl fmt::Display for Reason {
 }
 
 /// A file the program left in the workspace's output folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Artifact {
     /// Path relative to the output folder, `/`-separated; never absolute, never `..`.
     pub name: String,
@@ -166,11 +170,12 @@ pub struct Artifact {
     pub sha256: String,
     /// The content, base64 in JSON.
     #[serde(with = "bytes_b64")]
+    #[schemars(with = "String")]
     pub bytes: Vec<u8>,
 }
 
 /// What one execution produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExecResult {
     pub stdout: String,
     pub stderr: String,
@@ -207,7 +212,7 @@ impl ExecResult {
 }
 
 /// An artifact that was not returned, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SkippedArtifact {
     /// The name as found, lossily decoded when it is not UTF-8.
     pub name: String,
@@ -216,7 +221,7 @@ pub struct SkippedArtifact {
 
 /// A chunk of output or the end of an execution, as it happens. The NDJSON stream of the API:
 /// `{"type": "stdout", "text", "timestamp"}` … then `{"type": "end", …the whole result}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
     Stdout {
@@ -335,7 +340,9 @@ mod tests {
 /// `/`-separated, no `.`/`..`/empty components, no NUL, at most 4096 bytes and 64 components.
 /// Checking the spelling here is only the first gate: backends still open each component
 /// without following symlinks, so a link the program made cannot lead outside.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct WorkspacePath(String);
 
@@ -418,7 +425,7 @@ impl fmt::Display for InvalidWorkspacePath {
 impl std::error::Error for InvalidWorkspacePath {}
 
 /// An entry of a workspace listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FileEntry {
     /// Relative to the workspace, `/`-separated.
     pub path: String,
@@ -459,5 +466,42 @@ mod workspace_path_tests {
         }
         assert!(WorkspacePath::new(&"a/".repeat(65)).is_err());
         assert!(WorkspacePath::new(&"x".repeat(256)).is_err());
+    }
+}
+
+/// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
+/// e.g. `2026-11-29T17:16:48.123Z`.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod rfc3339_tests {
+    #[test]
+    fn known_instants() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339(951_782_400_001), "2000-02-29T00:00:00.001Z");
+        assert_eq!(
+            super::rfc3339(1_796_145_408_123),
+            "2026-12-01T17:16:48.123Z"
+        );
     }
 }

@@ -85,12 +85,25 @@ pub fn engine_with(
     mode: HelperMode,
 ) -> anyhow::Result<Engine> {
     let backend = jail_with(&settings, mode)?.adopt(prestarted);
-    Ok(Engine::new(settings.clone())
-        .with_backend(BackendKind::Jail, Arc::new(backend))
-        .with_backend(
+    let engine = Engine::new(settings.clone()).with_backend(BackendKind::Jail, Arc::new(backend));
+    // The docker backend only where a profile uses it: a jail-only daemon never talks to an
+    // engine (nor warns, at start, that it could not look for leftover containers).
+    let uses_docker = settings
+        .sandbox
+        .profiles
+        .values()
+        .any(|p| settings.backend_of(p) == BackendKind::Docker);
+    Ok(if uses_docker {
+        engine.with_backend(
             BackendKind::Docker,
             Arc::new(docker_backend(&settings.sandbox.docker)),
-        ))
+        )
+    } else {
+        engine.with_unavailable_backend(
+            BackendKind::Docker,
+            "no profile of these settings uses it".into(),
+        )
+    })
 }
 
 /// The docker backend from `[sandbox.docker]`; it connects on first use, so a process whose
@@ -223,6 +236,9 @@ pub fn error_json(e: &EngineError) -> serde_json::Value {
         EngineError::Backend(warden_engine::BackendError::Refused(_)) => "refused",
         EngineError::Backend(warden_engine::BackendError::Command(_)) => "command_failed",
         EngineError::Backend(_) => "backend_error",
+        EngineError::SandboxNotFound(_) => "sandbox_not_found",
+        EngineError::NameTaken(_) => "name_taken",
+        EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
     };
     let mut error = serde_json::json!({ "code": code, "message": e.to_string() });
     if let EngineError::PolicyViolation(v) = e {

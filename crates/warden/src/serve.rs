@@ -21,6 +21,20 @@ pub struct ServeArgs {
     pub max_queued: usize,
 }
 
+/// Ctrl-C or SIGTERM (what a service manager or `docker stop` sends).
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match term.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
+}
+
 pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
     if !args.listen.ip().is_loopback() {
         anyhow::bail!(
@@ -42,28 +56,25 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        // A daemon starts with no sandboxes: whatever an earlier one left on the engine (after
-        // a crash) goes now. A docker engine that does not answer only costs the warning.
-        if settings
-            .sandbox
-            .profiles
-            .values()
-            .any(|p| settings.backend_of(p) == warden_config::BackendKind::Docker)
-        {
-            let docker = crate::run::docker_backend(&settings.sandbox.docker);
-            match warden_engine::Backend::remove_orphans(&docker, &[]).await {
+        // What a crashed predecessor left (containers, pods, cgroups) goes first.
+        for (backend, removed) in engine.remove_orphans().await {
+            match removed {
                 Ok(0) => {}
-                Ok(n) => eprintln!("warden: removed {n} containers left by an earlier daemon"),
-                Err(e) => eprintln!("warden: could not look for leftover containers: {e}"),
+                Ok(n) => {
+                    eprintln!("warden: removed {n} leftover sandboxes of the {backend} backend")
+                }
+                Err(e) => eprintln!("warden: could not clean up the {backend} backend: {e}"),
             }
         }
+        let state = AppState::new(engine, limits);
+        let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
-        axum::serve(listener, router(AppState::new(engine, limits)))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+        axum::serve(listener, router(state.clone()))
+            .with_graceful_shutdown(shutdown_signal())
             .await?;
+        reaper.abort();
+        state.sandboxes().destroy_all().await;
         anyhow::Ok(0)
     })
 }

@@ -154,6 +154,19 @@ fn switch_user(ctx: &mut Ctx<'_>) -> Result<(), String> {
         if libc::setresuid(u, u, u) != 0 {
             return Err(format!("setresuid: {}", std::io::Error::last_os_error()));
         }
+        // A change of credentials clears the parent-death signal: arm it again, or the
+        // sandbox would outlive a killed supervisor. (A supervisor that died in between is
+        // noticed at the last step: its "go" pipe reads end of file.)
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(format!("prctl: {}", std::io::Error::last_os_error()));
+        }
     }
     Ok(())
 }

@@ -1,0 +1,453 @@
+//! Sandboxes with a lifetime: created from a profile, used by several executions that share a
+//! workspace, destroyed on request or when they expire.
+//!
+//! Invariants: a sandbox is built with its profile's limits, lowered (never raised past the
+//! profile's quota) at creation; its executions resolve the language and run the policies
+//! exactly as one-shot executions do, and may only choose their own timeout; a sandbox is
+//! visible only to the owner (API key) that created it; names are unique per owner among live
+//! sandboxes; a sandbox leaves the registry before its backend is told to destroy it, so no
+//! new execution can start on a sandbox being destroyed; expiry uses the monotonic clock.
+
+use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use crate::{Engine, EngineError, ExecRequest};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
+
+/// What a caller asks for when creating a sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct CreateSandbox {
+    pub profile: Option<String>,
+    pub language: Option<String>,
+    /// `[a-z0-9-]`, 1–48 characters, starting with a letter or digit; the id becomes
+    /// `{name}-{unix seconds}`.
+    pub name: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub idle_ttl_seconds: Option<u64>,
+    pub max_lifetime_seconds: Option<u64>,
+    pub memory_mb: Option<u64>,
+    /// The API key's name that owns it (`None`: no keys configured).
+    pub owner: Option<String>,
+}
+
+/// One execution in a sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxExec {
+    pub code: String,
+    /// Default: the sandbox's language.
+    pub language: Option<String>,
+    pub timeout: Option<Duration>,
+    pub stdin: Vec<u8>,
+    pub args: Vec<String>,
+}
+
+/// A sandbox as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct SandboxInfo {
+    pub id: String,
+    pub name: Option<String>,
+    pub profile: String,
+    pub language: String,
+    pub labels: BTreeMap<String, String>,
+    pub created_at: String,
+    pub last_used_at: String,
+    pub expires_at: String,
+    pub idle_ttl_seconds: u64,
+    pub max_lifetime_seconds: u64,
+    pub limits: Limits,
+    pub executions: u64,
+    pub backend: String,
+}
+
+#[derive(Debug)]
+struct Entry {
+    id: String,
+    name: Option<String>,
+    owner: Option<String>,
+    profile: String,
+    language: String,
+    labels: BTreeMap<String, String>,
+    limits: Limits,
+    backend: &'static str,
+    idle_ttl: Duration,
+    max_lifetime: Duration,
+    created_ms: u64,
+    created: Instant,
+    handle: Arc<dyn BackendSandbox>,
+    usage: Mutex<Usage>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Use {
+    ExecStart,
+    ExecEnd,
+    Files,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    last_used: Instant,
+    last_used_ms: u64,
+    executions: u64,
+    /// Executions running now: an idle TTL never ends a sandbox in use.
+    running: u32,
+}
+
+impl Entry {
+    fn info(&self) -> SandboxInfo {
+        let usage = *self.usage.lock().expect("not poisoned");
+        let by_lifetime = self.created_ms + self.max_lifetime.as_millis() as u64;
+        let by_idle = usage.last_used_ms + self.idle_ttl.as_millis() as u64;
+        SandboxInfo {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            profile: self.profile.clone(),
+            language: self.language.clone(),
+            labels: self.labels.clone(),
+            created_at: warden_types::rfc3339(self.created_ms),
+            last_used_at: warden_types::rfc3339(usage.last_used_ms),
+            expires_at: warden_types::rfc3339(by_lifetime.min(by_idle)),
+            idle_ttl_seconds: self.idle_ttl.as_secs(),
+            max_lifetime_seconds: self.max_lifetime.as_secs(),
+            limits: self.limits.clone(),
+            executions: usage.executions,
+            backend: self.backend.to_owned(),
+        }
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        let usage = self.usage.lock().expect("not poisoned");
+        now.duration_since(self.created) >= self.max_lifetime
+            || (usage.running == 0 && now.duration_since(usage.last_used) >= self.idle_ttl)
+    }
+
+    fn touch(&self, use_: Use) {
+        let mut usage = self.usage.lock().expect("not poisoned");
+        usage.last_used = Instant::now();
+        usage.last_used_ms = warden_types::now_ms();
+        match use_ {
+            Use::ExecStart => {
+                usage.executions += 1;
+                usage.running += 1;
+            }
+            Use::ExecEnd => usage.running = usage.running.saturating_sub(1),
+            Use::Files => {}
+        }
+    }
+}
+
+/// The live sandboxes of this process. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Sandboxes {
+    engine: Engine,
+    live: Arc<Mutex<BTreeMap<String, Arc<Entry>>>>,
+    max_live: usize,
+}
+
+/// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_exec`]).
+#[derive(Debug)]
+pub struct PreparedExec {
+    entry: Arc<Entry>,
+    pub plan: ExecPlan,
+}
+
+impl PreparedExec {
+    pub fn profile(&self) -> &str {
+        &self.entry.profile
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=48).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+}
+
+impl Sandboxes {
+    pub fn new(engine: Engine, max_live: usize) -> Sandboxes {
+        Sandboxes {
+            engine,
+            live: Arc::new(Mutex::new(BTreeMap::new())),
+            max_live,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn count(&self) -> usize {
+        self.live.lock().expect("not poisoned").len()
+    }
+
+    pub async fn create(&self, req: CreateSandbox) -> Result<SandboxInfo, EngineError> {
+        if let Some(name) = &req.name
+            && !valid_name(name)
+        {
+            return Err(EngineError::InvalidRequest {
+                field: "name",
+                message: "1-48 characters of a-z, 0-9 and '-', not starting with '-'".into(),
+            });
+        }
+        // Resolves the profile, language and limits exactly as an execution would.
+        let (profile_name, plan) = self.engine.prepare(&ExecRequest {
+            code: String::new(),
+            language: req.language.clone(),
+            profile: req.profile.clone(),
+            memory_mb: req.memory_mb,
+            ..ExecRequest::default()
+        })?;
+        let profile = self
+            .engine
+            .settings()
+            .profile(&profile_name)
+            .expect("prepare resolved it");
+        let ttl = |asked: Option<u64>, max: u64, field: &'static str| match asked {
+            Some(0) => Err(EngineError::InvalidRequest {
+                field,
+                message: "must be at least 1".into(),
+            }),
+            Some(s) if s > max => Err(EngineError::InvalidRequest {
+                field,
+                message: format!("at most {max} (the profile's)"),
+            }),
+            Some(s) => Ok(Duration::from_secs(s)),
+            None => Ok(Duration::from_secs(max)),
+        };
+        let idle_ttl = ttl(
+            req.idle_ttl_seconds,
+            profile.idle_ttl_seconds,
+            "idle_ttl_seconds",
+        )?;
+        let max_lifetime = ttl(
+            req.max_lifetime_seconds,
+            profile.max_lifetime_seconds,
+            "max_lifetime_seconds",
+        )?;
+        let backend = self.engine.backend_for(&profile_name)?.clone();
+        let created_ms = warden_types::now_ms();
+        let id = match &req.name {
+            Some(name) => format!("{name}-{}", created_ms / 1000),
+            None => format!("sb-{}", &uuid::Uuid::now_v7().simple().to_string()[20..32]),
+        };
+        {
+            let live = self.live.lock().expect("not poisoned");
+            if live.len() >= self.max_live {
+                return Err(EngineError::TooManySandboxes { max: self.max_live });
+            }
+            if let Some(name) = &req.name
+                && live
+                    .values()
+                    .any(|e| e.owner == req.owner && e.name.as_deref() == Some(name))
+            {
+                return Err(EngineError::NameTaken(name.clone()));
+            }
+            if live.contains_key(&id) {
+                return Err(EngineError::NameTaken(id));
+            }
+        }
+        let mut labels = req.labels.clone();
+        labels.insert("warden.profile".into(), profile_name.clone());
+        let handle = backend
+            .create_sandbox(SandboxSpec {
+                id: id.clone(),
+                limits: plan.limits.clone(),
+                network_enabled: plan.network_enabled,
+                image: plan.image.clone(),
+                container_runtime: plan.container_runtime.clone(),
+                labels,
+            })
+            .await?;
+        let now = Instant::now();
+        let entry = Arc::new(Entry {
+            id: id.clone(),
+            name: req.name,
+            owner: req.owner,
+            profile: profile_name,
+            language: plan.language.to_string(),
+            labels: req.labels,
+            limits: plan.limits,
+            backend: backend.name(),
+            idle_ttl,
+            max_lifetime,
+            created_ms,
+            created: now,
+            handle,
+            usage: Mutex::new(Usage {
+                last_used: now,
+                last_used_ms: created_ms,
+                executions: 0,
+                running: 0,
+            }),
+        });
+        let info = entry.info();
+        let raced = {
+            let mut live = self.live.lock().expect("not poisoned");
+            if live.len() >= self.max_live || live.contains_key(&id) {
+                true
+            } else {
+                live.insert(id, entry.clone());
+                false
+            }
+        };
+        if raced {
+            let _ = entry.handle.destroy().await;
+            return Err(EngineError::TooManySandboxes { max: self.max_live });
+        }
+        Ok(info)
+    }
+
+    /// Finds a live sandbox of `owner` by id, or else by name.
+    fn find(&self, owner: Option<&str>, id_or_name: &str) -> Result<Arc<Entry>, EngineError> {
+        let live = self.live.lock().expect("not poisoned");
+        live.get(id_or_name)
+            .filter(|e| e.owner.as_deref() == owner)
+            .or_else(|| {
+                live.values()
+                    .find(|e| e.owner.as_deref() == owner && e.name.as_deref() == Some(id_or_name))
+            })
+            .cloned()
+            .ok_or_else(|| EngineError::SandboxNotFound(id_or_name.to_owned()))
+    }
+
+    pub fn get(&self, owner: Option<&str>, id: &str) -> Result<SandboxInfo, EngineError> {
+        Ok(self.find(owner, id)?.info())
+    }
+
+    /// The owner's sandboxes carrying every label of `labels`, oldest first.
+    pub fn list(&self, owner: Option<&str>, labels: &BTreeMap<String, String>) -> Vec<SandboxInfo> {
+        let live = self.live.lock().expect("not poisoned");
+        let mut out: Vec<_> = live
+            .values()
+            .filter(|e| e.owner.as_deref() == owner)
+            .filter(|e| labels.iter().all(|(k, v)| e.labels.get(k) == Some(v)))
+            .map(|e| e.info())
+            .collect();
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        out
+    }
+
+    /// How many live sandboxes `owner` has.
+    pub fn count_of(&self, owner: Option<&str>) -> usize {
+        let live = self.live.lock().expect("not poisoned");
+        live.values()
+            .filter(|e| e.owner.as_deref() == owner)
+            .count()
+    }
+
+    /// Removes the sandbox and everything it holds; returns its id.
+    pub async fn destroy(&self, owner: Option<&str>, id: &str) -> Result<String, EngineError> {
+        let entry = self.find(owner, id)?;
+        self.live.lock().expect("not poisoned").remove(&entry.id);
+        entry.handle.destroy().await?;
+        Ok(entry.id.clone())
+    }
+
+    /// Destroys the sandboxes that have expired; returns their ids.
+    pub async fn reap_expired(&self) -> Vec<String> {
+        let now = Instant::now();
+        let expired: Vec<Arc<Entry>> = {
+            let mut live = self.live.lock().expect("not poisoned");
+            let ids: Vec<String> = live
+                .values()
+                .filter(|e| e.expired(now))
+                .map(|e| e.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| live.remove(id)).collect()
+        };
+        let mut ids = Vec::new();
+        for entry in expired {
+            if let Err(e) = entry.handle.destroy().await {
+                eprintln!("warden: reaping sandbox {}: {e}", entry.id);
+            }
+            ids.push(entry.id.clone());
+        }
+        ids
+    }
+
+    /// Destroys every sandbox (shutdown).
+    pub async fn destroy_all(&self) {
+        let all: Vec<Arc<Entry>> = std::mem::take(&mut *self.live.lock().expect("not poisoned"))
+            .into_values()
+            .collect();
+        for entry in all {
+            let _ = entry.handle.destroy().await;
+        }
+    }
+
+    /// Resolves an execution against its sandbox and runs the profile's policies. CPU-bound
+    /// (parsing): callers on async threads run it as blocking work.
+    pub fn prepare_exec(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        req: SandboxExec,
+    ) -> Result<PreparedExec, EngineError> {
+        let entry = self.find(owner, id)?;
+        let (_, mut plan) = self.engine.prepare(&ExecRequest {
+            code: req.code,
+            language: Some(req.language.unwrap_or_else(|| entry.language.clone())),
+            profile: Some(entry.profile.clone()),
+            timeout: req.timeout,
+            memory_mb: None,
+            stdin: req.stdin,
+            args: req.args,
+        })?;
+        // The sandbox's limits, with this run's own timeout.
+        let timeout = plan.limits.timeout;
+        plan.limits = entry.limits.clone();
+        plan.limits.timeout = timeout;
+        Ok(PreparedExec { entry, plan })
+    }
+
+    pub async fn run_exec(
+        &self,
+        prepared: PreparedExec,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, EngineError> {
+        let PreparedExec { entry, plan } = prepared;
+        entry.touch(Use::ExecStart);
+        let result = entry.handle.exec(plan, events).await;
+        entry.touch(Use::ExecEnd);
+        Ok(result?)
+    }
+
+    pub async fn write_file(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        path: &WorkspacePath,
+        bytes: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        let entry = self.find(owner, id)?;
+        entry.touch(Use::Files);
+        Ok(entry.handle.write_file(path, bytes).await?)
+    }
+
+    pub async fn read_file(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, EngineError> {
+        let entry = self.find(owner, id)?;
+        entry.touch(Use::Files);
+        Ok(entry.handle.read_file(path, max_bytes).await?)
+    }
+
+    pub async fn list_files(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        max_entries: usize,
+    ) -> Result<Vec<FileEntry>, EngineError> {
+        let entry = self.find(owner, id)?;
+        entry.touch(Use::Files);
+        Ok(entry.handle.list_files(max_entries).await?)
+    }
+}

@@ -1,0 +1,171 @@
+//! The source document's sandboxed server (`/api/v1/...`), so its existing clients work
+//! unchanged: the same paths and JSON fields, backed by sandboxes with a lifetime. Code runs in
+//! the sandbox's language.
+
+use crate::sandboxes::{CreateBody, ExecBody, create_sandbox, destroy_sandbox, exec_in};
+use crate::{ApiError, ApiJson, AppState};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// `POST /api/v1/sandbox/create`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRequest {
+    pub language: String,
+    pub name: String,
+    /// A Kubernetes namespace in the original; accepted and shown as a label.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Beyond the original: a profile.
+    #[serde(default)]
+    pub profile: Option<String>,
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<CreateRequest>,
+) -> Response {
+    let mut labels = req.labels;
+    if let Some(ns) = req.namespace {
+        labels.insert("namespace".into(), ns);
+    }
+    let body = CreateBody {
+        profile: req.profile,
+        language: Some(req.language),
+        name: Some(req.name),
+        labels,
+        idle_ttl_seconds: None,
+        max_lifetime_seconds: None,
+        memory_mb: None,
+    };
+    match create_sandbox(&state, None, body).await {
+        Ok(info) => (
+            StatusCode::CREATED,
+            Json(serde_json::json!({
+                "success": true,
+                "message": format!("sandbox {} created", info.id),
+                "sandbox_id": info.id,
+                "sandbox": info,
+            })),
+        )
+            .into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /api/v1/execute`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteRequest {
+    pub sandbox_id: String,
+    pub code: String,
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+}
+
+/// `POST /api/v1/execute/{sandbox_id}`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteInRequest {
+    pub code: String,
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+}
+
+pub async fn execute(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ExecuteRequest>,
+) -> Response {
+    run(state, req.sandbox_id, req.code, req.timeout_seconds).await
+}
+
+pub async fn execute_in(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<ExecuteInRequest>,
+) -> Response {
+    run(state, id, req.code, req.timeout_seconds).await
+}
+
+async fn run(state: AppState, id: String, code: String, timeout_seconds: Option<f64>) -> Response {
+    let body = ExecBody {
+        code,
+        language: None,
+        timeout_seconds,
+        stdin: None,
+        args: Vec::new(),
+        stream: false,
+    };
+    let response = match exec_in(state, None, id, body).await {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    if !response.status().is_success() {
+        return response;
+    }
+    // Re-shape our result into the original's fields (plus ours).
+    let bytes = match axum::body::to_bytes(response.into_body(), usize::MAX).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+            .into_response();
+        }
+    };
+    let Ok(result) = serde_json::from_slice::<warden_types::ExecResult>(&bytes) else {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
+        .into_response();
+    };
+    let output = format!("{}{}", result.stdout, result.stderr);
+    Json(serde_json::json!({
+        "success": result.is_success(),
+        "output": output,
+        "result": output,
+        "exit_code": result.shell_status(),
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "reason": result.reason,
+        "duration_ms": result.duration_ms,
+    }))
+    .into_response()
+}
+
+/// `POST /api/v1/sandbox/destroy`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DestroyRequest {
+    pub sandbox_id: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Accepted for compatibility: destroy always kills a running execution.
+    #[serde(default)]
+    pub force: bool,
+}
+
+pub async fn destroy(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<DestroyRequest>,
+) -> Response {
+    let _ = (req.namespace, req.force);
+    match destroy_sandbox(&state, None, &req.sandbox_id).await {
+        Ok(id) => Json(serde_json::json!({
+            "success": true,
+            "message": format!("sandbox {id} destroyed"),
+        }))
+        .into_response(),
+        Err(e) => e.into_response(),
+    }
+}

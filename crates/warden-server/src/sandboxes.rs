@@ -1,0 +1,255 @@
+//! `/v1/sandboxes`: sandboxes with a lifetime, their executions and their files.
+//!
+//! Invariants: handlers stay thin (decode, one call to [`warden_engine::Sandboxes`], encode);
+//! executions go through the same admission (slots and queue) as one-shot ones; file paths
+//! are checked by [`WorkspacePath`] before any backend sees them.
+
+use crate::{ApiError, ApiJson, AppState, admit, refusal, respond, timeout_from};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use warden_engine::{CreateSandbox, SandboxExec};
+use warden_types::WorkspacePath;
+
+/// Who is asking: the API key's owner, once keys exist (`None`: no keys configured).
+pub(crate) type Owner = Option<String>;
+
+/// `POST /v1/sandboxes`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBody {
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub idle_ttl_seconds: Option<u64>,
+    #[serde(default)]
+    pub max_lifetime_seconds: Option<u64>,
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+}
+
+pub(crate) async fn create_sandbox(
+    state: &AppState,
+    owner: Owner,
+    body: CreateBody,
+) -> Result<warden_engine::SandboxInfo, ApiError> {
+    let info = state
+        .sandboxes
+        .create(CreateSandbox {
+            profile: body.profile,
+            language: body.language,
+            name: body.name,
+            labels: body.labels,
+            idle_ttl_seconds: body.idle_ttl_seconds,
+            max_lifetime_seconds: body.max_lifetime_seconds,
+            memory_mb: body.memory_mb,
+            owner,
+        })
+        .await?;
+    state
+        .metrics
+        .sandboxes_live
+        .set(state.sandboxes.count() as i64);
+    Ok(info)
+}
+
+pub(crate) async fn destroy_sandbox(
+    state: &AppState,
+    owner: Owner,
+    id: &str,
+) -> Result<String, ApiError> {
+    let id = state.sandboxes.destroy(owner.as_deref(), id).await?;
+    state
+        .metrics
+        .sandboxes_live
+        .set(state.sandboxes.count() as i64);
+    Ok(id)
+}
+
+pub async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<CreateBody>) -> Response {
+    match create_sandbox(&state, None, body).await {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Response {
+    let mut labels = BTreeMap::new();
+    for (key, value) in query {
+        if key != "label" {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                format!("unknown query parameter {key:?} (known: label=KEY=VALUE)"),
+            )
+            .into_response();
+        }
+        let Some((k, v)) = value.split_once('=') else {
+            return ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "label: expected KEY=VALUE",
+            )
+            .into_response();
+        };
+        labels.insert(k.to_owned(), v.to_owned());
+    }
+    let sandboxes = state.sandboxes.list(None, &labels);
+    Json(serde_json::json!({ "count": sandboxes.len(), "sandboxes": sandboxes })).into_response()
+}
+
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.sandboxes.get(None, &id) {
+        Ok(info) => Json(info).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+pub async fn destroy(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match destroy_sandbox(&state, None, &id).await {
+        Ok(id) => Json(serde_json::json!({ "id": id, "destroyed": true })).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `POST /v1/sandboxes/{id}/exec`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecBody {
+    pub code: String,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub stream: bool,
+}
+
+pub async fn exec(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ExecBody>,
+) -> Response {
+    match exec_in(state, None, id, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+pub(crate) async fn exec_in(
+    state: AppState,
+    owner: Owner,
+    id: String,
+    body: ExecBody,
+) -> Result<Response, ApiError> {
+    let stream = body.stream;
+    let req_language = body.language.clone();
+    let req = SandboxExec {
+        code: body.code,
+        language: body.language,
+        timeout: timeout_from(body.timeout_seconds)?,
+        stdin: body.stdin.map(String::into_bytes).unwrap_or_default(),
+        args: body.args,
+    };
+    // Unknown sandbox: answer before queueing.
+    let info = state.sandboxes.get(owner.as_deref(), &id)?;
+    let slot = admit(&state).await?;
+    let sandboxes = state.sandboxes.clone();
+    let prepared =
+        tokio::task::spawn_blocking(move || sandboxes.prepare_exec(owner.as_deref(), &id, req))
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error",
+                )
+            })?;
+    let prepared = prepared.map_err(|e| {
+        let language = req_language.unwrap_or(info.language.clone());
+        refusal(&state, &info.profile, &language, e)
+    })?;
+    let profile = prepared.profile().to_owned();
+    let language = prepared.plan.language.to_string();
+    let sandboxes = state.sandboxes.clone();
+    Ok(respond(
+        state,
+        slot,
+        stream,
+        profile,
+        language,
+        move |events| async move { sandboxes.run_exec(prepared, events).await },
+    )
+    .await)
+}
+
+fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
+    WorkspacePath::new(path)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", format!("path: {e}")))
+}
+
+pub async fn upload(
+    State(state): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let path = workspace_path(&path)?;
+        let size = body.len();
+        state
+            .sandboxes
+            .write_file(None, &id, &path, body.to_vec())
+            .await?;
+        Ok::<_, ApiError>(
+            (
+                StatusCode::CREATED,
+                Json(serde_json::json!({ "path": path.as_str(), "size": size })),
+            )
+                .into_response(),
+        )
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub async fn download(
+    State(state): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+) -> Response {
+    let result = async {
+        let path = workspace_path(&path)?;
+        let bytes = state
+            .sandboxes
+            .read_file(None, &id, &path, state.limits.max_download_bytes)
+            .await?;
+        Ok::<_, ApiError>(
+            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
+        )
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub async fn list_files(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.sandboxes.list_files(None, &id, 10_000).await {
+        Ok(files) => Json(serde_json::json!({ "files": files })).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}

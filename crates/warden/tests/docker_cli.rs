@@ -161,6 +161,111 @@ fn an_unreachable_engine_is_a_clear_error_not_a_hang() {
     assert!(start.elapsed() < Duration::from_secs(5));
 }
 
+/// Starts `warden serve` on the docker settings; returns the child and its address.
+fn serve() -> (std::process::Child, String) {
+    let settings = settings();
+    let mut child = Command::new(common::warden())
+        .args([
+            "--config",
+            settings.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        if let Some(a) = line.trim().strip_prefix("warden: listening on http://") {
+            return (child, a.to_owned());
+        }
+        seen.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no address: {seen:?}");
+}
+
+/// A minimal HTTP/1.1 request (`Connection: close`); the status and the body.
+fn request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let (head, mut rest) = raw.split_once("\r\n\r\n").unwrap();
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return (status, rest.to_owned());
+    }
+    let mut out = String::new();
+    loop {
+        let (size, tail) = rest.split_once("\r\n").unwrap();
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            return (status, out);
+        }
+        out.push_str(&tail[..n]);
+        rest = &tail[n + 2..];
+    }
+}
+
+#[test]
+fn sandboxes_over_http_on_docker_share_a_workspace_and_leave_nothing() {
+    require_root!();
+    let (mut child, a) = serve();
+    let (status, body) = request(&a, "POST", "/v1/sandboxes", br#"{"profile": "docker"}"#);
+    assert_eq!(status, 201, "{body}");
+    let info: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(info["backend"], "docker", "{info}");
+    let id = info["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        containers_with_label(&format!("dev.warden.sandbox={id}")).len(),
+        1
+    );
+    let (status, body) = request(
+        &a,
+        "PUT",
+        &format!("/v1/sandboxes/{id}/files/in.txt"),
+        b"21",
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = request(
+        &a,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        br#"{"code": "n = int(open('in.txt').read())\nopen('out.txt', 'w').write(str(n * 2))"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = request(
+        &a,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        br#"{"code": "cat out.txt", "language": "bash"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""stdout":"42""#), "{body}");
+    let (status, body) = request(&a, "GET", &format!("/v1/sandboxes/{id}/files/out.txt"), b"");
+    assert_eq!((status, body.as_str()), (200, "42"));
+    let (status, body) = request(&a, "DELETE", &format!("/v1/sandboxes/{id}"), b"");
+    assert_eq!(status, 200, "{body}");
+    assert!(containers_with_label(&format!("dev.warden.sandbox={id}")).is_empty());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[test]
 fn serve_runs_docker_profiles_and_removes_containers_left_by_a_dead_daemon() {
     require_root!();
@@ -187,47 +292,19 @@ fn serve_runs_docker_profiles_and_removes_containers_left_by_a_dead_daemon() {
         "{}",
         String::from_utf8_lossy(&made.stderr)
     );
-    let settings = settings();
-    let mut child = Command::new(common::warden())
-        .args([
-            "--config",
-            settings.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut addr = String::new();
-    let mut seen = Vec::new();
-    for _ in 0..5 {
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        seen.push(line.clone());
-        if let Some(a) = line.trim().strip_prefix("warden: listening on http://") {
-            addr = a.to_owned();
-            break;
-        }
-    }
-    assert!(!addr.is_empty(), "{seen:?}");
+    let (mut child, addr) = serve();
     assert!(
         containers_with_label(&format!("dev.warden.sandbox={stale}")).is_empty(),
-        "the stale container is still there ({seen:?})"
+        "the stale container is still there"
     );
-    let body = r#"{"code": "print(21 * 2)", "profile": "docker"}"#;
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    write!(
-        s,
-        "POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
+    let (status, body) = request(
+        &addr,
+        "POST",
+        "/v1/execute",
+        br#"{"code": "print(21 * 2)", "profile": "docker"}"#,
+    );
     let _ = child.kill();
     let _ = child.wait();
-    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
-    assert!(raw.contains(r#""stdout":"42\n""#), "{raw}");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""stdout":"42\n""#), "{body}");
 }

@@ -161,6 +161,10 @@ impl DockerBackend {
                 "gVisor does not show the cgroup's OOM-kill counter inside the sandbox: a run ended by the memory limit (which the host cgroup enforces) is reported as reason signal",
             ),
             u(
+                "a_limit_in_a_sandbox_is_that_runs_reason_only",
+                "under gVisor the memory limit is the runtime's too: a memory bomb in a persistent sandbox can end the whole container (\"No such exec instance\"), and the reasons are not reported (see the two cases below)",
+            ),
+            u(
                 "pids_limit_is_reason_pids",
                 "under gVisor the pids cgroup also counts the runtime's own threads (Warden adds 128 for them) and its counter is not visible inside: a fork bomb is stopped, but not reported as reason pids",
             ),

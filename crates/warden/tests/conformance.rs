@@ -268,6 +268,7 @@ cases! {
     persistent_sandboxes: files_api_refuses_symlinks,
     persistent_sandboxes: only_a_runs_own_artifacts_come_back,
     persistent_sandboxes: timeout_in_a_sandbox_kills_everything,
+    persistent_sandboxes: a_limit_in_a_sandbox_is_that_runs_reason_only,
     persistent_sandboxes: destroy_cleans_up,
     persistent_sandboxes: destroy_ends_a_running_execution,
     orphans: orphans_are_removed,
@@ -719,6 +720,46 @@ async fn files_api_refuses_symlinks(s: &Subject) -> Outcome {
         listed.iter().all(|f| !f.path.starts_with("etc/")),
         "the listing followed a symlink: {listed:?}"
     );
+    sb.destroy().await.unwrap();
+    Ok(())
+}
+
+async fn a_limit_in_a_sandbox_is_that_runs_reason_only(s: &Subject) -> Outcome {
+    let sb = create(s, "limit-reason").await?;
+    let r = sb
+        .exec(
+            s.plan(
+                "python",
+                "x = []\nwhile True:\n    x.append(bytearray(16 << 20))",
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.reason, Reason::Memory, "{r:?}");
+    // The next run did not hit it: its reason is its own.
+    let r = sb
+        .exec(s.plan("python", "print('fine')"), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.reason, r.stdout.as_str()),
+        (Reason::Exited, "fine\n"),
+        "{r:?}"
+    );
+    let r = sb
+        .exec(
+            s.plan("python", "import os\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\nexcept OSError:\n    raise SystemExit(1)"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.reason, Reason::Pids, "{r:?}");
+    let r = sb
+        .exec(s.plan("python", "print('fine')"), None)
+        .await
+        .unwrap();
+    assert_eq!(r.reason, Reason::Exited, "{r:?}");
     sb.destroy().await.unwrap();
     Ok(())
 }

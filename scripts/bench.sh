@@ -40,6 +40,12 @@ print(f"\nwarden / bare python3 = {w / p:.2f} (target <= 1.5)")
 print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
 PY
 
+# The daemon: HTTP exec latency against `warden run`, and a 32-connection load run.
+# Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.
+if [ "${LOAD_SECONDS:-60}" != 0 ]; then
+  python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}"
+fi
+
 # ---- the docker backend ----
 image=warden-python:3.11
 cargo build --release --quiet -p warden --example sandbox_exec_bench

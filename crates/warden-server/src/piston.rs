@@ -145,21 +145,26 @@ impl PistonRequest {
 
 pub async fn execute(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::Caller>,
     body: Result<Json<PistonRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Json(body) = match body {
         Ok(b) => b,
         Err(rejection) => return piston_error(bad(rejection.body_text())),
     };
-    match execute_inner(state, body).await {
+    match execute_inner(state, caller, body).await {
         Ok(r) => Json(r).into_response(),
         Err(e) => piston_error(e),
     }
 }
 
-async fn execute_inner(state: AppState, body: PistonRequest) -> Result<PistonResponse, ApiError> {
+async fn execute_inner(
+    state: AppState,
+    caller: crate::Caller,
+    body: PistonRequest,
+) -> Result<PistonResponse, ApiError> {
     let request = body.into_request()?;
-    let _slot = admit(&state).await?;
+    let _slot = admit(&state, &caller).await?;
     let (profile, plan) = crate::prepare(&state, request).await?;
     let language = plan.language.to_string();
     // Keep the order in which stdout and stderr were written, for Piston's `output`.

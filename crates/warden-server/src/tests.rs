@@ -570,3 +570,107 @@ async fn openapi_describes_exactly_the_routes_served() {
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("/v1/sandboxes/{id}/exec") && !page.contains("<script"));
 }
+
+fn keyed_app() -> Router {
+    use sha2::Digest;
+    let digest = |k: &str| format!("{:x}", sha2::Sha256::digest(k.as_bytes()));
+    let toml = format!(
+        "[[server.api_keys]]\nname = \"a\"\nkey_sha256 = \"{}\"\nmax_sandboxes = 1\n[[server.api_keys]]\nname = \"b\"\nkey_sha256 = \"{}\"\n",
+        digest("key-a"),
+        digest("key-b")
+    );
+    let settings = Settings::from_toml(&toml, "keys").unwrap();
+    let engine = Engine::new(Arc::new(settings))
+        .with_backend(BackendKind::Jail, Arc::new(EchoBackend::default()));
+    router(AppState::new(engine, ServerLimits::default()))
+}
+
+async fn call_as(
+    app: &Router,
+    key: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (StatusCode, String) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json");
+    if let Some(key) = key {
+        req = req.header("authorization", format!("Bearer {key}"));
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn api_keys_are_required_and_each_key_sees_its_own_sandboxes() {
+    let app = keyed_app();
+    let (status, _) = call_as(&app, None, "GET", "/healthz", "").await;
+    assert_eq!(status, StatusCode::OK);
+    for key in [None, Some("wrong"), Some("key-a2")] {
+        let (status, body) =
+            call_as(&app, key, "POST", "/v1/execute", r#"{"code": "print(1)"}"#).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{key:?}: {body}");
+        assert!(body.contains("unauthorized"), "{body}");
+    }
+    let (status, _) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/v1/execute",
+        r#"{"code": "print(1)"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/v1/sandboxes",
+        r#"{"name": "mine"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // b neither sees nor uses a's sandbox, and may use the same name.
+    for (method, path) in [
+        ("GET", format!("/v1/sandboxes/{id}")),
+        ("DELETE", format!("/v1/sandboxes/{id}")),
+    ] {
+        let (status, _) = call_as(&app, Some("key-b"), method, &path, "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");
+    }
+    let (_, body) = call_as(&app, Some("key-b"), "GET", "/v1/sandboxes", "").await;
+    assert!(body.contains(r#""count":0"#), "{body}");
+    let (status, _) = call_as(
+        &app,
+        Some("key-b"),
+        "POST",
+        "/v1/sandboxes",
+        r#"{"name": "mine"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    // a's own limit of one live sandbox.
+    let (status, body) = call_as(&app, Some("key-a"), "POST", "/v1/sandboxes", "{}").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let (status, _) = call_as(
+        &app,
+        Some("key-a"),
+        "GET",
+        &format!("/v1/sandboxes/{id}"),
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}

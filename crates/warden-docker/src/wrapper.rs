@@ -9,7 +9,8 @@
 //! larger than the whole artifact cap (never sent: they could not be returned anyway), and a
 //! tar archive of the rest in name order (tar archives symlinks as links, never following
 //! them). As in the jail, `/workspace/output` exists when the program starts, and in a
-//! persistent sandbox only this run's files come back: the wrapper records each file's inode
+//! persistent sandbox only this run's files come back (also after a timeout there, which kills
+//! the wrapper with the program: a report-only run of the wrapper follows): the wrapper records each file's inode
 //! and ctime in `/code/.seen` after a run and leaves out, the next time, the files whose pair
 //! has not changed (any write, rename or chmod moves the ctime).
 //!
@@ -21,12 +22,15 @@
 
 /// The wrapper script, run as `sh -c SCRIPT warden PROGRAM ARGS…`.
 const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name || exit 125
-case "$name" in ''|*/*) exit 125;; esac
-command -v "$1" >/dev/null 2>&1 || { printf 'warden: command not found: %s\n' "$1" >&2; exit 126; }
-head -c "$len" > "/code/$name" || exit 125
-[ -d /workspace/output ] || mkdir /workspace/output 2>/dev/null
-"$@"
-st=$?
+st=0
+if [ "$name" != / ]; then
+  case "$name" in ''|*/*) exit 125;; esac
+  command -v "$1" >/dev/null 2>&1 || { printf 'warden: command not found: %s\n' "$1" >&2; exit 126; }
+  head -c "$len" > "/code/$name" || exit 125
+  [ -d /workspace/output ] || mkdir /workspace/output 2>/dev/null
+  "$@"
+  st=$?
+fi
 kill -KILL -1 2>/dev/null
 printf '\n\001warden-end %s\001\n' "$nonce"
 for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events; do
@@ -104,6 +108,13 @@ pub fn stdin_payload(
     out.extend_from_slice(code);
     out.extend_from_slice(stdin);
     out
+}
+
+/// The header of a report-only run (the file name `/` cannot be a code file's): the wrapper
+/// runs no program and only reports — after a persistent sandbox's run was killed with its
+/// wrapper (timeout, output cap), so that the run's files still come back.
+pub fn report_only_payload(nonce: &str, max_artifact_bytes: u64) -> Vec<u8> {
+    format!("0 {nonce} {max_artifact_bytes} /\n").into_bytes()
 }
 
 /// The bytes that separate the program's stdout from the wrapper's report.

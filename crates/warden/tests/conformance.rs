@@ -773,6 +773,16 @@ async fn timeout_in_a_sandbox_kills_everything(s: &Subject) -> Outcome {
     assert_eq!(r.reason, Reason::Timeout, "{r:?}");
     let survivors = host_processes_with(&marker);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
+    // What the run wrote before its timeout comes back.
+    let mut plan = s.plan(
+        "python",
+        "import time\nopen('output/partial.txt', 'w').write('so far')\ntime.sleep(60)",
+    );
+    plan.limits.timeout = Duration::from_secs(1);
+    let r = sb.exec(plan, None).await.unwrap();
+    assert_eq!(r.reason, Reason::Timeout, "{r:?}");
+    let names: Vec<_> = r.artifacts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["partial.txt"], "{r:?}");
     // The sandbox still works after a timeout, its workspace intact.
     let r = sb
         .exec(

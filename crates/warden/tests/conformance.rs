@@ -37,6 +37,9 @@ type CaseFn = for<'a> fn(&'a Subject) -> Pin<Box<dyn Future<Output = Outcome> + 
 /// The backend under test and how to build plans for it.
 struct Subject {
     which: Which,
+    /// The case's name, put on its sandboxes as a label so that they can be removed after a
+    /// failed check.
+    case: &'static str,
     backend: Arc<dyn Backend>,
     /// What the backend declares it cannot keep here (for gVisor: under runsc).
     declared: Vec<warden_engine::Unsupported>,
@@ -79,6 +82,10 @@ impl Subject {
         }
     }
 
+    fn label(&self) -> String {
+        format!("{:?}-{}-{}", self.which, self.case, std::process::id()).to_ascii_lowercase()
+    }
+
     fn container_runtime(&self) -> Option<String> {
         (self.which == Which::Gvisor).then(|| "runsc".to_string())
     }
@@ -107,12 +114,12 @@ impl Subject {
             network_enabled: false,
             image: Some(PYTHON_IMAGE.into()),
             container_runtime: self.container_runtime(),
-            labels: BTreeMap::from([("suite".to_string(), "conformance".to_string())]),
+            labels: BTreeMap::from([("conformance-case".to_string(), self.label())]),
         }
     }
 }
 
-async fn subject(which: Which) -> Subject {
+async fn subject(which: Which, case: &'static str) -> Subject {
     let backend: Arc<dyn Backend> = match which {
         Which::Jail => Arc::new(warden_jail::JailBackend::new(warden_jail::JailSettings {
             host_paths: warden_config::JailOptions::default().host_paths,
@@ -138,6 +145,7 @@ async fn subject(which: Which) -> Subject {
     }
     Subject {
         which,
+        case,
         backend,
         declared,
     }
@@ -148,7 +156,7 @@ async fn subject(which: Which) -> Subject {
 static ORPHANS: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// Runs one case against one backend, by the rules in the module docs.
-fn run_case(which: Which, name: &str, promise: &str, case: CaseFn) {
+fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
     if common::not_root() {
         eprintln!("skipped: the conformance suite builds real sandboxes and needs root");
         return;
@@ -166,7 +174,7 @@ fn run_case(which: Which, name: &str, promise: &str, case: CaseFn) {
         .build()
         .unwrap();
     rt.block_on(async {
-        let s = subject(which).await;
+        let s = subject(which, name).await;
         let declared = s
             .declared
             .iter()
@@ -177,6 +185,14 @@ fn run_case(which: Which, name: &str, promise: &str, case: CaseFn) {
             tokio::time::timeout(Duration::from_secs(120), case(&s)),
         ))
         .await;
+        if which != Which::Jail {
+            // A check that failed mid-case leaves its sandbox: remove it.
+            for id in docker_containers_with(&format!("conformance-case={}", s.label())) {
+                let _ = std::process::Command::new("docker")
+                    .args(["rm", "-f", &id])
+                    .output();
+            }
+        }
         let outcome = match caught {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(_)) => Err("no answer within 120 s".to_string()),
@@ -796,18 +812,21 @@ async fn timeout_in_a_sandbox_kills_everything(s: &Subject) -> Outcome {
     Ok(())
 }
 
-/// Containers (docker) of a sandbox id, running or not.
-fn docker_containers_of(id: &str) -> String {
+/// Containers (docker) with a label, running or not.
+fn docker_containers_with(label: &str) -> Vec<String> {
     let out = std::process::Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=dev.warden.sandbox={id}"),
-        ])
+        .args(["ps", "-aq", "--filter", &format!("label={label}")])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Containers (docker) of a sandbox id, running or not.
+fn docker_containers_of(id: &str) -> String {
+    docker_containers_with(&format!("dev.warden.sandbox={id}")).join(" ")
 }
 
 async fn destroy_cleans_up(s: &Subject) -> Outcome {
@@ -915,7 +934,7 @@ fn doctor_reports_the_declared_promises() {
         (Which::Docker, "docker"),
         (Which::Gvisor, "docker+runsc"),
     ] {
-        let s = rt.block_on(subject(which));
+        let s = rt.block_on(subject(which, "doctor"));
         let base = if which == Which::Gvisor {
             s.backend.unsupported().len()
         } else {

@@ -4,10 +4,16 @@
 #   vs  `bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev python3 -c …`;
 # and the sandbox's own overhead: `warden run` of a script that runs `true` vs `bwrap … true`.
 # The commands are interleaved round by round (bench/interleave.py), so drift in a shared
-# machine's speed hits them alike. Usage: scripts/bench.sh [ROUNDS] (default 200). Needs root.
+# machine's speed hits them alike.
+# Then the docker backend (issue 5), also interleaved: one-shot `print(1)` through the jail,
+# through the docker backend and plain `docker run --rm --network none IMAGE python3 -c …`;
+# and one execution in an existing sandbox, jail and docker backends vs plain `docker exec`
+# (crates/warden/examples/sandbox_exec_bench.rs).
+# Usage: scripts/bench.sh [ROUNDS] [DOCKER_ROUNDS] (defaults 200 and 100). Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-200}"
+docker_rounds="${2:-100}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
 bash scripts/setup.sh >&2
 cargo build --release --quiet -p warden
@@ -66,3 +72,22 @@ extra = s["networked true.sh"]["median"] - s["offline true.sh"]["median"]
 print(f"\nnetworked - offline = {extra:.1f} ms (target < 20 ms)")
 PY
 fi
+# ---- the docker backend ----
+image=warden-python:3.11
+cargo build --release --quiet -p warden --example sandbox_exec_bench
+printf '[sandbox]\nbackend = "docker"\n' > "$work/docker.toml"
+"$warden" --config "$work/docker.toml" run "$work/one.py" >/dev/null
+echo
+echo "docker backend: $(docker version --format 'engine {{.Server.Version}}, API {{.Server.APIVersion}}'), $docker_rounds rounds"
+python3 bench/interleave.py --rounds "$docker_rounds" --json "$work/docker.json" \
+  "docker run --rm=docker run --rm --network none $image python3 -c 'print(1)'" \
+  "warden run one.py (docker backend)=$warden --config $work/docker.toml run $work/one.py" \
+  "warden run one.py (jail)=$warden run $work/one.py"
+python3 - "$work/docker.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+d, p = (s[k]["median"] for k in ("warden run one.py (docker backend)", "docker run --rm"))
+print(f"\nwarden (docker backend) / docker run = {d / p:.2f} (target <= 1.2)")
+PY
+echo
+"$CARGO_TARGET_DIR/release/examples/sandbox_exec_bench" "$warden" "$docker_rounds"

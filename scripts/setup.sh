@@ -26,3 +26,5 @@ fi
 bash "$(dirname "$0")/setup-python-sdk.sh"
 bash "$(dirname "$0")/setup-net.sh"
 
+bash "$(dirname "$0")/setup-docker-images.sh"
+bash "$(dirname "$0")/setup-gvisor.sh"

@@ -139,6 +139,8 @@ pub struct SandboxSettings {
     pub jail: JailOptions,
     /// Options of the Kubernetes backend.
     pub kubernetes: KubernetesOptions,
+    /// Options of the docker backend.
+    pub docker: DockerOptions,
 }
 
 impl Default for SandboxSettings {
@@ -152,6 +154,7 @@ impl Default for SandboxSettings {
             runtimes: BTreeMap::new(),
             jail: JailOptions::default(),
             kubernetes: KubernetesOptions::default(),
+            docker: DockerOptions::default(),
         }
     }
 }
@@ -203,6 +206,10 @@ pub struct Profile {
     /// What a networked sandbox may reach (`network_enabled = true` only). Default: the public
     /// internet, never the host, loopback, private, shared or link-local ranges.
     pub egress: EgressPolicy,
+    /// The OCI runtime the docker backend must use for this profile, e.g. "runsc" (gVisor).
+    /// Default: none (the engine's default runtime). A profile that names one is refused when
+    /// the engine does not have it, never run under another; the jail backend refuses it.
+    pub container_runtime: Option<String>,
 }
 
 impl Default for Profile {
@@ -227,6 +234,7 @@ impl Default for Profile {
             idle_ttl_seconds: 600,
             max_lifetime_seconds: 3600,
             egress: EgressPolicy::default(),
+            container_runtime: None,
         }
     }
 }
@@ -445,6 +453,28 @@ impl Default for KubernetesOptions {
             .iter()
             .map(|c| c.to_string())
             .collect(),
+        }
+    }
+}
+
+/// `[sandbox.docker]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DockerOptions {
+    /// The engine's socket. Default: "unix:///var/run/docker.sock".
+    pub host: String,
+    /// Deadline of each call to the engine, seconds. Default: 30.
+    pub call_timeout_seconds: f64,
+    /// The `uid:gid` programs run as inside containers; root is refused. Default: "65534:65534".
+    pub user: String,
+}
+
+impl Default for DockerOptions {
+    fn default() -> Self {
+        Self {
+            host: "unix:///var/run/docker.sock".into(),
+            call_timeout_seconds: 30.0,
+            user: "65534:65534".into(),
         }
     }
 }
@@ -725,6 +755,31 @@ impl Settings {
                 "must be an IPv4 range from /8 to /30".into(),
             ));
         }
+        let d = &s.docker;
+        if !(d.call_timeout_seconds.is_finite()
+            && d.call_timeout_seconds > 0.0
+            && d.call_timeout_seconds <= 3600.0)
+        {
+            return Err((
+                "sandbox.docker.call_timeout_seconds".into(),
+                "must be a number of seconds in (0, 3600]".into(),
+            ));
+        }
+        if !(d.host.starts_with("unix:///") || d.host.starts_with('/')) {
+            return Err((
+                "sandbox.docker.host".into(),
+                "must be a unix socket (unix:///path or /path); TCP engines are not supported yet"
+                    .into(),
+            ));
+        }
+        let uid = d.user.split(':').next().unwrap_or("");
+        let numeric = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit());
+        if !d.user.split(':').all(numeric) || d.user.split(':').count() > 2 || uid == "0" {
+            return Err((
+                "sandbox.docker.user".into(),
+                "must be a numeric uid:gid other than root, e.g. \"65534:65534\"".into(),
+            ));
+        }
         for (lang, rt) in &s.runtimes {
             let key = format!("sandbox.runtimes.{lang}");
             Language::new(lang).map_err(|e| (key.clone(), e.to_string()))?;
@@ -803,6 +858,19 @@ impl Settings {
                 && (cmd.is_empty() || cmd[0].is_empty())
             {
                 return Err((key("runtime.command"), "must name a program".into()));
+            }
+            if let Some(rt) = &p.container_runtime {
+                let ok = !rt.is_empty()
+                    && rt.len() <= 64
+                    && rt
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+                if !ok {
+                    return Err((
+                        key("container_runtime"),
+                        "must be an OCI runtime's name such as \"runsc\" or \"runc\"".into(),
+                    ));
+                }
             }
         }
         s.kubernetes.validate(&s.profiles)?;

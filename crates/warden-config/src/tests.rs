@@ -91,11 +91,11 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`, `container_runtime`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
-        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`, `kubernetes`"
+        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`, `kubernetes`, `docker`"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.p.policies.forbidden_imports]\nallowed = []\n[sandbox]\ndefault_profile='p'\n"),
@@ -166,6 +166,7 @@ fn the_embedded_file_and_the_code_defaults_agree() {
     let s = Settings::builtin();
     assert_eq!(s.sandbox.jail, JailOptions::default());
     assert_eq!(s.sandbox.kubernetes, KubernetesOptions::default());
+    assert_eq!(s.sandbox.docker, DockerOptions::default());
     let standard = s.profile("standard").unwrap();
     let d = Profile::default();
     assert_eq!(
@@ -285,4 +286,32 @@ fn bad_egress_rules_name_the_key() {
         err("[sandbox.jail.network]\npool = \"10.0.0.0/31\"\n"),
         @"test.toml: sandbox.jail.network.pool: must be an IPv4 range from /8 to /30"
     );
+}
+
+#[test]
+fn docker_options_are_checked() {
+    insta::assert_snapshot!(
+        err("[sandbox.docker]\nuser = \"0:0\"\n"),
+        @r#"test.toml: sandbox.docker.user: must be a numeric uid:gid other than root, e.g. "65534:65534""#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.docker]\nhost = \"tcp://1.2.3.4:2375\"\n"),
+        @"test.toml: sandbox.docker.host: must be a unix socket (unix:///path or /path); TCP engines are not supported yet"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.docker]\nsocket = \"/x\"\n"),
+        @"test.toml: sandbox.docker.socket: unknown field `socket`, expected one of `host`, `call_timeout_seconds`, `user`"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\ncontainer_runtime = \"run sc\"\n"),
+        @r#"test.toml: sandbox.profiles.standard.container_runtime: must be an OCI runtime's name such as "runsc" or "runc""#
+    );
+    let s = Settings::from_toml(
+        "[sandbox.profiles.g]\nbackend = \"docker\"\ncontainer_runtime = \"runsc\"\n[sandbox]\ndefault_profile = \"g\"\n",
+        "t",
+    )
+    .unwrap();
+    let g = s.profile("g").unwrap();
+    assert_eq!(g.container_runtime.as_deref(), Some("runsc"));
+    assert_eq!(s.backend_of(g), BackendKind::Docker);
 }

@@ -29,6 +29,9 @@ pub struct ExecPlan {
     pub egress: EgressPolicy,
     /// The docker backend's image, when the profile or runtime names one.
     pub image: Option<String>,
+    /// The OCI runtime a container backend must use (`runsc` for gVisor); `None`: the engine's
+    /// default. A backend that cannot honour it refuses the plan.
+    pub container_runtime: Option<String>,
 }
 
 /// Events go out as they happen, when the caller wants them.
@@ -74,6 +77,8 @@ pub struct SandboxSpec {
     pub egress: EgressPolicy,
     /// The image (docker/kubernetes), from the profile's runtime.
     pub image: Option<String>,
+    /// The OCI runtime a container backend must use; see [`ExecPlan::container_runtime`].
+    pub container_runtime: Option<String>,
     /// Set on what the backend creates, where it can carry labels.
     pub labels: BTreeMap<String, String>,
 }
@@ -170,9 +175,26 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     }
 }
 
+/// A promise of the backend conformance suite (`crates/warden/tests/conformance.rs`) that a
+/// backend cannot keep on this host, and why. `warden doctor` prints these; the suite reports
+/// the cases of such a promise as unsupported rather than passed, and fails a case that is
+/// not kept without a declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// A group of the suite's cases (`persistent_sandboxes`), one case
+    /// (`memory_limit_is_reason_memory`), or `*` for all.
+    pub promise: &'static str,
+    pub why: String,
+}
+
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
+
+    /// The suite's promises this backend cannot keep here (default: none).
+    fn unsupported(&self) -> Vec<Unsupported> {
+        Vec::new()
+    }
 
     /// Refuses a plan this backend cannot apply on this host, before anything is started.
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError>;

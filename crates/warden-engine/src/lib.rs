@@ -13,7 +13,7 @@ pub mod sandboxes;
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, SandboxSpec,
+    NO_CONTEXTS, SandboxSpec, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use sandboxes::{CreateSandbox, PreparedExec, SandboxExec, SandboxInfo, Sandboxes};
@@ -191,6 +191,7 @@ impl Engine {
                 network_enabled: profile.network_enabled,
                 egress: profile.egress.clone(),
                 image,
+                container_runtime: profile.container_runtime.clone(),
             },
         ))
     }

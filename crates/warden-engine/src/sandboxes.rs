@@ -270,6 +270,7 @@ impl Sandboxes {
                 network_enabled: plan.network_enabled,
                 egress: plan.egress.clone(),
                 image: plan.image.clone(),
+                container_runtime: plan.container_runtime.clone(),
                 labels,
             })
             .await?;

@@ -184,32 +184,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The MIME type from the extension, else from the content.
+/// The MIME type from the extension, else from the content (one table for every backend).
 pub fn mime_type(name: &str, bytes: &[u8]) -> &'static str {
-    let ext = Path::new(name)
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("gif") => "image/gif",
-        Some("svg") => "image/svg+xml",
-        Some("webp") => "image/webp",
-        Some("pdf") => "application/pdf",
-        Some("csv") => "text/csv",
-        Some("tsv") => "text/tab-separated-values",
-        Some("json") => "application/json",
-        Some("html" | "htm") => "text/html",
-        Some("md") => "text/markdown",
-        Some("txt" | "log") => "text/plain",
-        Some("xml") => "application/xml",
-        Some("zip") => "application/zip",
-        Some("parquet") => "application/vnd.apache.parquet",
-        _ if bytes.starts_with(b"\x89PNG\r\n\x1a\n") => "image/png",
-        _ if std::str::from_utf8(bytes).is_ok() => "text/plain",
-        _ => "application/octet-stream",
-    }
+    warden_types::mime_type(name, bytes)
 }
 
 #[cfg(test)]

@@ -640,6 +640,13 @@ impl Backend for JailBackend {
         "jail"
     }
 
+    fn unsupported(&self) -> Vec<warden_engine::Unsupported> {
+        vec![warden_engine::Unsupported {
+            promise: "orphans",
+            why: "a jail sandbox cannot outlive the daemon that holds its workspace, so remove_orphans has nothing to find and does not remove sandboxes the caller forgot".into(),
+        }]
+    }
+
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
         // A networked sandbox runs only behind Warden's own link and firewall; a host that
         // cannot provide them refuses the profile rather than run it on the host's network.
@@ -648,6 +655,11 @@ impl Backend for JailBackend {
         {
             warden_net::check(&request)
                 .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
+        }
+        if let Some(runtime) = &plan.container_runtime {
+            return Err(BackendError::Refused(format!(
+                "container_runtime = {runtime:?}: the jail backend is not a container runtime; use backend = \"docker\" for it"
+            )));
         }
         let hierarchy = self
             .hierarchy

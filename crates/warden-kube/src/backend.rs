@@ -22,6 +22,18 @@ use warden_config::KubernetesOptions;
 use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
 
+/// A pod's runtime is a RuntimeClass (`[sandbox.kubernetes].runtime_class(es)`), not a
+/// profile's `container_runtime` (a Docker engine's runtime name): asking for one here is
+/// refused rather than silently run under the cluster's default.
+fn refuse_container_runtime(runtime: Option<&str>) -> Result<(), BackendError> {
+    match runtime {
+        Some(r) => Err(BackendError::Refused(format!(
+            "container_runtime = {r:?} is the docker backend's; for pods set a RuntimeClass in [sandbox.kubernetes].runtime_classes"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The cluster's NetworkPolicy gives a networked profile the internet minus the blocked
 /// ranges; per-profile allow-lists, deny-lists and bandwidth caps are the jail's (its own
 /// firewall and resolver). A profile asking for them is refused here, never run without them.
@@ -355,6 +367,7 @@ impl Backend for KubeBackend {
         if plan.image.is_none() {
             return Err(no_image());
         }
+        refuse_container_runtime(plan.container_runtime.as_deref())?;
         refuse_egress_rules(plan.network_enabled, &plan.egress)
     }
 
@@ -370,6 +383,7 @@ impl Backend for KubeBackend {
             limits: plan.limits.clone(),
             network_enabled: plan.network_enabled,
             egress: plan.egress.clone(),
+            container_runtime: None,
             image: plan.image.clone(),
             labels: BTreeMap::new(),
         };
@@ -387,6 +401,7 @@ impl Backend for KubeBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        refuse_container_runtime(spec.container_runtime.as_deref())?;
         refuse_egress_rules(spec.network_enabled, &spec.egress)?;
         let pod = self.start_pod(&spec).await?;
         Ok(Arc::new(self.sandbox_for(pod, &spec)))

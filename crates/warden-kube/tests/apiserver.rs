@@ -376,6 +376,7 @@ fn plan(code: &str) -> ExecPlan {
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some("python:3.11-slim".into()),
     }
 }
@@ -399,6 +400,7 @@ async fn exec_over_kubes_websocket_client_carries_stdin_output_and_status() {
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some("python:3.11-slim".into()),
         labels: BTreeMap::new(),
     };
@@ -474,6 +476,7 @@ async fn the_backend_from_a_kubeconfig_runs_code_end_to_end() {
             limits: limits(),
             network_enabled: false,
             egress: Default::default(),
+            container_runtime: None,
             image: Some("python:3.11-slim".into()),
             labels: BTreeMap::from([("team".into(), "a b".into())]),
         })

@@ -47,6 +47,7 @@ fn plan(code: &str) -> ExecPlan {
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some(image()),
     }
 }
@@ -96,6 +97,7 @@ async fn sandboxes_keep_files_refuse_symlinks_and_are_deleted() {
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some(image()),
         labels: BTreeMap::new(),
     };

@@ -117,6 +117,7 @@ fn plan(code: &str) -> ExecPlan {
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some("python:3.11-slim".into()),
     }
 }
@@ -133,6 +134,7 @@ async fn sandbox(pod: &Arc<LocalPod>) -> Arc<dyn warden_engine::BackendSandbox> 
             limits: limits(),
             network_enabled: false,
             egress: Default::default(),
+            container_runtime: None,
             image: Some("python:3.11-slim".into()),
             labels: BTreeMap::new(),
         })

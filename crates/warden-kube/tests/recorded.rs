@@ -229,6 +229,7 @@ fn spec(id: &str) -> SandboxSpec {
             .limits(),
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some("python:3.11-slim".into()),
         labels: BTreeMap::new(),
     }

@@ -139,6 +139,7 @@ fn plan() -> ExecPlan {
         },
         network_enabled: false,
         egress: Default::default(),
+        container_runtime: None,
         image: Some("python:3.11-slim".into()),
     }
 }

@@ -305,6 +305,35 @@ pub enum ExecEvent {
     },
 }
 
+/// An artifact's MIME type: from the file name's extension, else from the content (PNG
+/// signature, UTF-8 text), else `application/octet-stream`. Every backend uses this one table.
+pub fn mime_type(name: &str, bytes: &[u8]) -> &'static str {
+    let ext = name
+        .rsplit_once('.')
+        .filter(|(stem, _)| !stem.is_empty() && !stem.ends_with('/'))
+        .map(|(_, ext)| ext.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("svg") => "image/svg+xml",
+        Some("webp") => "image/webp",
+        Some("pdf") => "application/pdf",
+        Some("csv") => "text/csv",
+        Some("tsv") => "text/tab-separated-values",
+        Some("json") => "application/json",
+        Some("html" | "htm") => "text/html",
+        Some("md") => "text/markdown",
+        Some("txt" | "log") => "text/plain",
+        Some("xml") => "application/xml",
+        Some("zip") => "application/zip",
+        Some("parquet") => "application/vnd.apache.parquet",
+        _ if bytes.starts_with(b"\x89PNG\r\n\x1a\n") => "image/png",
+        _ if std::str::from_utf8(bytes).is_ok() => "text/plain",
+        _ => "application/octet-stream",
+    }
+}
+
 /// Milliseconds since the Unix epoch, for event timestamps.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -405,6 +434,18 @@ mod tests {
             serde_json::json!(["image/png", "text/plain"])
         );
         assert_eq!(serde_json::from_value::<ExecResult>(json).unwrap(), r);
+    }
+
+    #[test]
+    fn mime_types() {
+        assert_eq!(mime_type("a/plot.PNG", b""), "image/png");
+        assert_eq!(mime_type("data.csv", b""), "text/csv");
+        assert_eq!(mime_type("noext", b"\x89PNG\r\n\x1a\nxx"), "image/png");
+        assert_eq!(mime_type(".hidden", b"text"), "text/plain");
+        assert_eq!(
+            mime_type("dir.d/blob", &[0xff, 0]),
+            "application/octet-stream"
+        );
     }
 
     #[test]

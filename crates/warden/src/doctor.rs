@@ -1,30 +1,38 @@
 //! `warden doctor`: what this host supports, and what that means for each profile.
 
 use crate::cli::load_settings;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use warden_config::{BackendKind, Settings};
 use warden_engine::ExecRequest;
 
-fn docker() -> (bool, String) {
-    let path = "/var/run/docker.sock";
-    let Ok(mut s) = std::os::unix::net::UnixStream::connect(path) else {
-        return (false, format!("no engine at {path}"));
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = s.write_all(b"GET /version HTTP/1.0\r\nHost: docker\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
-    let version = body
-        .split("\"Version\":\"")
-        .nth(1)
-        .and_then(|v| v.split('"').next())
-        .unwrap_or("unknown");
-    (
-        body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
-        format!("engine {version} at {path} (the docker backend is not built yet)"),
-    )
+/// The docker engine, as the docker backend sees it: version, OCI runtimes, and which of the
+/// profiles' images are present. `Err` says why the engine cannot be used.
+fn docker(settings: &Settings) -> Result<warden_docker::EngineProbe, String> {
+    let mut images: Vec<String> = settings
+        .sandbox
+        .profiles
+        .keys()
+        .filter_map(|name| {
+            let req = ExecRequest {
+                profile: Some(name.clone()),
+                ..Default::default()
+            };
+            warden_engine::Engine::new(std::sync::Arc::new(settings.clone()))
+                .prepare(&req)
+                .ok()
+                .and_then(|(_, plan)| plan.image)
+        })
+        .collect();
+    images.sort();
+    images.dedup();
+    let backend = crate::run::docker_backend(&settings.sandbox.docker);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime
+        .block_on(backend.probe(&images))
+        .map_err(|e| e.to_string())
 }
 
 /// Whether a runtime's command exists in the paths the jail binds.
@@ -43,10 +51,39 @@ fn command_present(settings: &Settings, command: &str) -> bool {
             .any(|p| p == Path::new("/usr"))
 }
 
+/// Whether a docker profile can run here: the engine answers, the plan is one the docker
+/// backend accepts, its image is present and its OCI runtime registered.
+fn docker_verdict(
+    settings: &Settings,
+    docker: &Result<warden_docker::EngineProbe, String>,
+    plan: &warden_engine::ExecPlan,
+) -> Result<(), String> {
+    let probe = docker
+        .as_ref()
+        .map_err(|e| format!("the docker engine is not usable: {e}"))?;
+    let backend = crate::run::docker_backend(&settings.sandbox.docker);
+    warden_engine::Backend::check(&backend, plan).map_err(|e| e.to_string())?;
+    let image = plan.image.as_deref().unwrap_or_default();
+    if !probe.images.iter().any(|(i, ok)| i == image && *ok) {
+        return Err(format!(
+            "image {image:?} is not present on the engine (scripts/setup-docker-images.sh builds the default ones)"
+        ));
+    }
+    if let Some(rt) = &plan.container_runtime
+        && !probe.runtimes.contains(rt)
+    {
+        return Err(format!(
+            "container_runtime {rt:?} is not registered with the engine (registered: {})",
+            probe.runtimes.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
     let settings = load_settings(config)?;
     let probes = warden_jail::probe::run_all();
-    let (docker_ok, docker_detail) = docker();
+    let docker = docker(&settings);
     let engine = crate::run::engine(settings.clone())?;
     // Probe the cluster when a profile uses it or credentials are configured.
     let kube_probe = (crate::kube::used(&settings)
@@ -64,7 +101,9 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             Err(e) => Err(e.to_string()),
             Ok((_, plan)) => {
                 let backend = settings.backend_of(profile);
-                if backend == BackendKind::Kubernetes {
+                if backend == BackendKind::Docker {
+                    docker_verdict(&settings, &docker, &plan)
+                } else if backend == BackendKind::Kubernetes {
                     match &kube_probe {
                         Some((true, _)) if plan.image.is_some() => Ok(()),
                         Some((true, _)) => Err("the kubernetes backend needs an image: set the profile's runtime.image".into()),
@@ -122,10 +161,45 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             )
         })
         .collect();
+    let jail_unsupported =
+        warden_engine::Backend::unsupported(&crate::run::jail_backend(&settings)?);
+    let docker_backend = crate::run::docker_backend(&settings.sandbox.docker);
+    let docker_unsupported = warden_engine::Backend::unsupported(&docker_backend);
+    let runsc_unsupported = match &docker {
+        Ok(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(docker_backend.unsupported_under("runsc")),
+        Err(_) => Vec::new(),
+    };
+    let unsupported = [
+        ("jail", &jail_unsupported),
+        ("docker", &docker_unsupported),
+        ("docker+runsc", &runsc_unsupported),
+    ];
+    let unsupported_json: Vec<_> = unsupported
+        .iter()
+        .flat_map(|(backend, list)| {
+            list.iter().map(move |u| {
+                serde_json::json!({ "backend": backend, "promise": u.promise, "why": u.why })
+            })
+        })
+        .collect();
     if json {
         let value = serde_json::json!({
+            "unsupported": unsupported_json,
             "jail": probes,
-            "docker": { "ok": docker_ok, "detail": docker_detail },
+            "docker": match &docker {
+                Ok(p) => serde_json::json!({
+                    "ok": true,
+                    "version": p.version,
+                    "api_version": p.api_version,
+                    "runtimes": p.runtimes,
+                    "runsc": p.runtimes.iter().any(|r| r == "runsc"),
+                    "images": p.images.iter().map(|(i, ok)| serde_json::json!({"image": i, "present": ok})).collect::<Vec<_>>(),
+                }),
+                Err(e) => serde_json::json!({ "ok": false, "detail": e }),
+            },
             "kubernetes": kube_probe.as_ref().map(|(ok, detail)| serde_json::json!({ "ok": ok, "detail": detail })),
             "runtimes": runtimes.iter().map(|(l, c, ok)| serde_json::json!({"language": l, "command": c, "present": ok})).collect::<Vec<_>>(),
             "data_science_packages": data_science,
@@ -139,7 +213,30 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             println!("  {} {:<14} {}", mark(p.ok), p.name, p.detail);
         }
         println!("docker backend:");
-        println!("  {} {:<14} {}", mark(docker_ok), "docker", docker_detail);
+        match &docker {
+            Ok(p) => {
+                println!(
+                    "  ok  {:<14} engine {} (API {})",
+                    "engine", p.version, p.api_version
+                );
+                let runsc = p.runtimes.iter().any(|r| r == "runsc");
+                println!(
+                    "  {} {:<14} OCI runtimes: {}{}",
+                    mark(runsc),
+                    "gvisor",
+                    p.runtimes.join(", "),
+                    if runsc {
+                        ""
+                    } else {
+                        " (runsc is not registered: profiles with container_runtime = \"runsc\" are refused)"
+                    }
+                );
+                for (image, ok) in &p.images {
+                    println!("  {} {:<14} {image}", mark(*ok), "image");
+                }
+            }
+            Err(e) => println!("  NO  {:<14} {e}", "engine"),
+        }
         println!("kubernetes backend:");
         match &kube_probe {
             Some((ok, detail)) => println!("  {} {:<14} {}", mark(*ok), "cluster", detail),
@@ -163,6 +260,12 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             match v {
                 Ok(()) => println!("  ok  {name:<14} runs with every limit applied"),
                 Err(why) => println!("  NO  {name:<14} refused: {why}"),
+            }
+        }
+        println!("conformance promises not kept here (crates/warden/tests/conformance.rs):");
+        for (backend, list) in unsupported {
+            for u in list {
+                println!("  --  {backend:<14} {}: {}", u.promise, u.why);
             }
         }
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use warden_config::{BackendKind, Settings};
+use warden_docker::{DockerBackend, DockerSettings};
 use warden_engine::{Engine, EngineError, ExecRequest};
 use warden_jail::{IdMap, JailBackend, JailSettings};
 use warden_types::{ExecEvent, ExecResult};
@@ -53,13 +54,14 @@ pub enum HelperMode {
     Exec,
 }
 
-pub fn engine_with(
-    settings: Arc<Settings>,
-    prestarted: Option<warden_jail::Prestarted>,
-    mode: HelperMode,
-) -> anyhow::Result<Engine> {
+/// The jail backend as doctor describes it (never started).
+pub fn jail_backend(settings: &Settings) -> anyhow::Result<JailBackend> {
+    Ok(jail_with(settings, HelperMode::Exec)?)
+}
+
+fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBackend> {
     let jail = &settings.sandbox.jail;
-    let backend = JailBackend::new(JailSettings {
+    Ok(JailBackend::new(JailSettings {
         host_paths: jail.host_paths.clone(),
         fast_cgroup_attach: jail.fast_cgroup_attach,
         ids: IdMap {
@@ -78,14 +80,44 @@ pub fn engine_with(
             pool: jail.network.pool,
             upstream_dns: jail.network.upstream_dns,
         },
-    })
-    .adopt(prestarted);
-    Ok(Engine::new(settings)
-        .with_backend(BackendKind::Jail, Arc::new(backend))
-        .with_unavailable_backend(
+    }))
+}
+
+pub fn engine_with(
+    settings: Arc<Settings>,
+    prestarted: Option<warden_jail::Prestarted>,
+    mode: HelperMode,
+) -> anyhow::Result<Engine> {
+    let backend = jail_with(&settings, mode)?.adopt(prestarted);
+    let engine = Engine::new(settings.clone()).with_backend(BackendKind::Jail, Arc::new(backend));
+    // The docker backend only where a profile uses it: a jail-only daemon never talks to an
+    // engine (nor warns, at start, that it could not look for leftover containers).
+    let uses_docker = settings
+        .sandbox
+        .profiles
+        .values()
+        .any(|p| settings.backend_of(p) == BackendKind::Docker);
+    Ok(if uses_docker {
+        engine.with_backend(
             BackendKind::Docker,
-            "this build has no docker backend yet".into(),
-        ))
+            Arc::new(docker_backend(&settings.sandbox.docker)),
+        )
+    } else {
+        engine.with_unavailable_backend(
+            BackendKind::Docker,
+            "no profile of these settings uses it".into(),
+        )
+    })
+}
+
+/// The docker backend from `[sandbox.docker]`; it connects on first use, so a process whose
+/// profiles never use docker never talks to the engine.
+pub fn docker_backend(options: &warden_config::DockerOptions) -> DockerBackend {
+    DockerBackend::new(DockerSettings {
+        host: options.host.clone(),
+        call_timeout: Duration::from_secs_f64(options.call_timeout_seconds),
+        user: options.user.clone(),
+    })
 }
 
 fn language_from_extension(path: &Path) -> Option<&'static str> {

@@ -49,6 +49,7 @@ fn plan(code: &str) -> ExecPlan {
         network_enabled: false,
         egress: Default::default(),
         image: None,
+        container_runtime: None,
     }
 }
 

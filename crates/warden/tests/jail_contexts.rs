@@ -51,6 +51,7 @@ async fn sandbox(backend: &JailBackend, id: &str, memory_mb: u64) -> Arc<dyn Bac
             limits: limits(memory_mb),
             network_enabled: false,
             egress: Default::default(),
+            container_runtime: None,
             image: None,
             labels: BTreeMap::new(),
         })

@@ -856,6 +856,7 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
         limits: limits.clone(),
         network_enabled: true,
         egress: egress.clone(),
+        container_runtime: None,
         image: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -870,6 +871,7 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
                 limits: limits.clone(),
                 network_enabled: true,
                 egress: egress.clone(),
+                container_runtime: None,
                 image: None,
                 labels: Default::default(),
             })

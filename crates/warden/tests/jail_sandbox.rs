@@ -54,6 +54,7 @@ fn plan(code: &str) -> ExecPlan {
         network_enabled: false,
         egress: Default::default(),
         image: None,
+        container_runtime: None,
     }
 }
 
@@ -66,6 +67,7 @@ async fn sandbox(backend: &JailBackend, id: &str) -> Arc<dyn BackendSandbox> {
             network_enabled: false,
             egress: Default::default(),
             image: None,
+            container_runtime: None,
             labels: BTreeMap::new(),
         })
         .await

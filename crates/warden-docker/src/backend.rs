@@ -1,0 +1,1209 @@
+//! The docker backend: [`Backend`] and [`BackendSandbox`] over the Docker Engine API.
+//!
+//! A one-shot execution is one container whose first process is the wrapper (create, attach,
+//! start, relay, wait, remove — what `docker run --rm` does); a persistent sandbox is a
+//! container whose first process is the keeper, and each execution an `exec` of the wrapper.
+//! The files API of a persistent sandbox is `exec`s of small shell scripts.
+//!
+//! Invariants: every call to the engine has a deadline (`call_timeout`), and a run's stream the
+//! plan's timeout plus a grace period, after which the container is killed — an engine that
+//! stops answering becomes an error, never a hang; a one-shot container is removed on every
+//! path, also when the caller goes away mid-run (a drop guard removes it); an execution, a file
+//! operation of one sandbox never overlap (one lock), so when a file operation runs no program
+//! process is alive (the wrapper killed them all) and its symlink checks cannot be raced; a
+//! destroy does not wait for the lock: removing the container ends a running execution; Warden never pulls an image; a profile that asks for an OCI runtime the engine
+//! lacks is refused, never run under the default one.
+
+use crate::archive;
+use crate::error::DockerError;
+use crate::plan::{ContainerPlan, LABEL_PID, LABEL_SANDBOX, PlanInput, Role};
+use crate::relay::{self, Relayed};
+use crate::wrapper;
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptionsBuilder, KillContainerOptions,
+    ListContainersOptions, RemoveContainerOptions, WaitContainerOptions,
+};
+use futures_util::StreamExt;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
+};
+use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
+
+/// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the conformance suite.
+const RUNSC_EXEC_AFTER_ARTIFACTS: &str = "with this runsc (Debian's 2022-12-19 build), the exec after a run that returned output files in a persistent sandbox fails with \"No such exec instance\"; the cause is not found yet";
+
+/// What the docker backend needs from the settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerSettings {
+    /// `unix:///path/to/docker.sock` or a plain socket path.
+    pub host: String,
+    /// Deadline of each engine call (create, start, inspect, remove, …).
+    pub call_timeout: Duration,
+    /// `uid:gid` the programs run as; never root.
+    pub user: String,
+}
+
+impl Default for DockerSettings {
+    fn default() -> Self {
+        DockerSettings {
+            host: "unix:///var/run/docker.sock".into(),
+            call_timeout: Duration::from_secs(30),
+            user: "65534:65534".into(),
+        }
+    }
+}
+
+/// What `warden doctor` shows about the engine.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EngineProbe {
+    pub version: String,
+    pub api_version: String,
+    /// OCI runtimes registered with the engine (`runc`, `runsc`, …).
+    pub runtimes: Vec<String>,
+    /// Each image asked about, and whether the engine has it.
+    pub images: Vec<(String, bool)>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    settings: DockerSettings,
+    client: tokio::sync::OnceCell<Docker>,
+    /// The engine's OCI runtimes, read once.
+    runtimes: tokio::sync::OnceCell<Vec<String>>,
+    /// One-shot containers of this process still running: never orphans.
+    in_flight: Mutex<HashSet<String>>,
+}
+
+/// The docker backend. Cheap to share; connects on first use.
+#[derive(Debug, Clone)]
+pub struct DockerBackend {
+    shared: Arc<Shared>,
+}
+
+impl DockerBackend {
+    pub fn new(settings: DockerSettings) -> DockerBackend {
+        DockerBackend {
+            shared: Arc::new(Shared {
+                settings,
+                client: tokio::sync::OnceCell::new(),
+                runtimes: tokio::sync::OnceCell::new(),
+                in_flight: Mutex::new(HashSet::new()),
+            }),
+        }
+    }
+
+    /// Reports the engine's version, runtimes and which of `images` it has.
+    pub async fn probe(&self, images: &[String]) -> Result<EngineProbe, DockerError> {
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        let version = sh.call("version", "", docker.version()).await?;
+        let runtimes = sh.runtimes().await?;
+        let mut present = Vec::new();
+        for image in images {
+            let found = match sh
+                .call("inspect image", "", docker.inspect_image(image))
+                .await
+            {
+                Ok(_) => true,
+                Err(DockerError::Call { message, .. }) if message.contains("No such image") => {
+                    false
+                }
+                Err(e) => return Err(e),
+            };
+            present.push((image.clone(), found));
+        }
+        Ok(EngineProbe {
+            version: version.version.unwrap_or_default(),
+            api_version: version.api_version.unwrap_or_default(),
+            runtimes,
+            images: present,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// The conformance promises this backend cannot keep when profiles run under the OCI
+    /// runtime `runtime` (each names a case or a group of cases of the suite). A runtime the
+    /// engine does not have keeps none (`*`).
+    pub async fn unsupported_under(&self, runtime: &str) -> Vec<Unsupported> {
+        match self.shared.runtimes().await {
+            Ok(have) if have.iter().any(|r| r == runtime) => {}
+            Ok(have) => {
+                return vec![Unsupported {
+                    promise: "*",
+                    why: format!(
+                        "the OCI runtime {runtime:?} is not registered with the engine (registered: {}); profiles that ask for it are refused",
+                        have.join(", ")
+                    ),
+                }];
+            }
+            Err(e) => {
+                return vec![Unsupported {
+                    promise: "*",
+                    why: e.to_string(),
+                }];
+            }
+        }
+        if runtime != "runsc" {
+            return Vec::new();
+        }
+        let u = |promise: &'static str, why: &str| Unsupported {
+            promise,
+            why: why.to_owned(),
+        };
+        vec![
+            u(
+                "memory_limit_is_reason_memory",
+                "gVisor does not show the cgroup's OOM-kill counter inside the sandbox: a run ended by the memory limit (which the host cgroup enforces) is reported as reason signal",
+            ),
+            u(
+                "a_limit_in_a_sandbox_is_that_runs_reason_only",
+                "under gVisor the memory limit is the runtime's too: a memory bomb in a persistent sandbox can end the whole container (\"No such exec instance\"), and the reasons are not reported (see the two cases below)",
+            ),
+            u(
+                "pids_limit_is_reason_pids",
+                "under gVisor the pids cgroup also counts the runtime's own threads (Warden adds 128 for them) and its counter is not visible inside: a fork bomb is stopped, but not reported as reason pids",
+            ),
+            u(
+                "cpu_quota_is_hard",
+                "gVisor shows the program virtual CPU times, so the quota (enforced by the host cgroup on the runtime) cannot be measured from inside",
+            ),
+            u(
+                "only_a_runs_own_artifacts_come_back",
+                RUNSC_EXEC_AFTER_ARTIFACTS,
+            ),
+            u(
+                "timeout_in_a_sandbox_kills_everything",
+                RUNSC_EXEC_AFTER_ARTIFACTS,
+            ),
+        ]
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan_input<'a>(
+        &'a self,
+        name: String,
+        sandbox_id: String,
+        image: Option<&'a str>,
+        limits: &'a Limits,
+        network_enabled: bool,
+        oci_runtime: Option<&'a str>,
+        labels: &'a BTreeMap<String, String>,
+        role: Role,
+        cmd: Vec<String>,
+    ) -> PlanInput<'a> {
+        PlanInput {
+            name,
+            sandbox_id,
+            image,
+            limits,
+            network_enabled,
+            user: &self.shared.settings.user,
+            oci_runtime,
+            labels,
+            role,
+            cmd,
+        }
+    }
+}
+
+impl Shared {
+    async fn docker(&self) -> Result<&Docker, DockerError> {
+        let host = self.settings.host.clone();
+        let timeout = self.settings.call_timeout;
+        self.client
+            .get_or_try_init(|| async move {
+                let unreachable = |message: String| DockerError::Unreachable {
+                    host: host.clone(),
+                    message,
+                };
+                let path = host.trim_start_matches("unix://");
+                let client = Docker::connect_with_unix(
+                    path,
+                    timeout.as_secs().max(1),
+                    bollard::API_DEFAULT_VERSION,
+                )
+                .map_err(|e| unreachable(e.to_string()))?;
+                // Speak the engine's API version when it is older than the client's.
+                match tokio::time::timeout(timeout, client.negotiate_version()).await {
+                    Ok(Ok(client)) => Ok(client),
+                    Ok(Err(e)) => Err(unreachable(e.to_string())),
+                    Err(_) => Err(DockerError::Deadline {
+                        call: "version",
+                        after: timeout,
+                    }),
+                }
+            })
+            .await
+    }
+
+    /// Runs one engine call under the deadline.
+    async fn call<T>(
+        &self,
+        call: &'static str,
+        container: &str,
+        fut: impl Future<Output = Result<T, bollard::errors::Error>>,
+    ) -> Result<T, DockerError> {
+        match tokio::time::timeout(self.settings.call_timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(DockerError::from_bollard(call, container, e)),
+            Err(_) => Err(DockerError::Deadline {
+                call,
+                after: self.settings.call_timeout,
+            }),
+        }
+    }
+
+    async fn runtimes(&self) -> Result<Vec<String>, DockerError> {
+        let docker = self.docker().await?;
+        self.runtimes
+            .get_or_try_init(|| async {
+                let info = self.call("info", "", docker.info()).await?;
+                let mut names: Vec<String> =
+                    info.runtimes.unwrap_or_default().into_keys().collect();
+                names.sort();
+                Ok(names)
+            })
+            .await
+            .cloned()
+    }
+
+    /// Refuses an OCI runtime the engine does not have.
+    async fn ensure_runtime(&self, runtime: Option<&str>) -> Result<(), DockerError> {
+        let Some(runtime) = runtime else {
+            return Ok(());
+        };
+        let have = self.runtimes().await?;
+        if have.iter().any(|r| r == runtime) {
+            Ok(())
+        } else {
+            Err(DockerError::RuntimeMissing {
+                runtime: runtime.to_owned(),
+                registered: have.join(", "),
+            })
+        }
+    }
+
+    async fn create(&self, plan: &ContainerPlan) -> Result<(), DockerError> {
+        let docker = self.docker().await?;
+        let options = CreateContainerOptionsBuilder::default()
+            .name(&plan.name)
+            .build();
+        match self
+            .call(
+                "create container",
+                "",
+                docker.create_container(Some(options), plan.to_create_body()),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(DockerError::Call { message, .. })
+                if message.contains("No such image") || message.contains("not found") =>
+            {
+                Err(DockerError::ImageMissing {
+                    image: plan.image.clone(),
+                })
+            }
+            Err(DockerError::Call { message, .. })
+                if message.contains("unknown or invalid runtime") =>
+            {
+                Err(DockerError::RuntimeMissing {
+                    runtime: plan.oci_runtime.clone().unwrap_or_default(),
+                    registered: "see `docker info`".into(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn remove(&self, name: &str) -> Result<(), DockerError> {
+        let docker = self.docker().await?;
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            link: false,
+        };
+        match self
+            .call(
+                "remove container",
+                name,
+                docker.remove_container(name, Some(options)),
+            )
+            .await
+        {
+            Ok(()) | Err(DockerError::ContainerGone { .. }) => Ok(()),
+            // Already being removed by an earlier call.
+            Err(DockerError::Call { message, .. }) if message.contains("already in progress") => {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Kills every process of the sandbox's user but pid 1 (and the killer itself): the
+    /// wrapper of a one-shot survives to send its report; a persistent sandbox's keeper too.
+    /// If that cannot start (e.g. the pids limit is full), the whole container is killed.
+    async fn kill_processes(&self, container: &str) {
+        let ok = async {
+            let docker = self.docker().await?;
+            let exec = self
+                .call(
+                    "create exec",
+                    container,
+                    docker.create_exec(
+                        container,
+                        CreateExecOptions::<String> {
+                            cmd: Some(wrapper::kill_all_command()),
+                            user: Some(self.settings.user.clone()),
+                            ..Default::default()
+                        },
+                    ),
+                )
+                .await?;
+            self.call(
+                "start exec",
+                container,
+                docker.start_exec(
+                    &exec.id,
+                    Some(StartExecOptions {
+                        detach: true,
+                        ..Default::default()
+                    }),
+                ),
+            )
+            .await?;
+            // Detached: wait until it has run, briefly.
+            for _ in 0..50 {
+                let inspect = self
+                    .call("inspect exec", container, docker.inspect_exec(&exec.id))
+                    .await?;
+                if inspect.running == Some(false) && inspect.exit_code.is_some() {
+                    return Ok::<bool, DockerError>(inspect.exit_code == Some(0));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok(false)
+        }
+        .await;
+        if !matches!(ok, Ok(true)) {
+            self.kill_container(container).await;
+        }
+    }
+
+    async fn kill_container(&self, container: &str) {
+        if let Ok(docker) = self.docker().await {
+            let _ = self
+                .call(
+                    "kill container",
+                    container,
+                    docker.kill_container(
+                        container,
+                        Some(KillContainerOptions {
+                            signal: "SIGKILL".into(),
+                        }),
+                    ),
+                )
+                .await;
+        }
+    }
+}
+
+/// Writes the payload to an attached stdin, then closes it (the program sees end of input).
+fn feed(
+    mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    payload: Vec<u8>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        // A program that exits without reading its stdin closes the pipe: not an error.
+        let _ = input.write_all(&payload).await;
+        let _ = input.flush().await;
+        let _ = input.shutdown().await;
+    })
+}
+
+/// Removes a one-shot container if the run's future is dropped before it finishes.
+struct RemoveOnDrop {
+    shared: Arc<Shared>,
+    name: Option<String>,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(name) = self.name.take() {
+            let shared = self.shared.clone();
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    let _ = shared.remove(&name).await;
+                    shared.in_flight.lock().expect("not poisoned").remove(&name);
+                });
+            }
+        }
+    }
+}
+
+/// Turns what the relay saw and the exit status into the result, by the jail's precedence:
+/// output, memory, pids, timeout, signal, exited.
+fn finish(
+    relayed: Relayed,
+    exit: Option<i64>,
+    limits: &Limits,
+    started: Instant,
+    counters_before: (u64, u64),
+) -> Result<(ExecResult, (u64, u64)), DockerError> {
+    let Some(report_bytes) = relayed.report.as_ref() else {
+        // No marker: the wrapper did not get to run the program, or the sandbox was killed
+        // before it could report.
+        if !(relayed.timed_out || relayed.output_exceeded) {
+            if let Some(e) = relayed.stream_error {
+                return Err(DockerError::Call {
+                    call: "attach",
+                    message: e,
+                });
+            }
+            match exit {
+                Some(wrapper::EXIT_NO_COMMAND) => {
+                    return Err(DockerError::Command(
+                        String::from_utf8_lossy(&relayed.stderr).trim().to_owned(),
+                    ));
+                }
+                Some(wrapper::EXIT_DELIVERY) => {
+                    return Err(DockerError::Delivery(
+                        String::from_utf8_lossy(&relayed.stderr).trim().to_owned(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        return Ok((
+            assemble(
+                relayed,
+                exit,
+                limits,
+                started,
+                false,
+                false,
+                Vec::new(),
+                Vec::new(),
+            ),
+            counters_before,
+        ));
+    };
+    let report = wrapper::parse_report(report_bytes).unwrap_or_default();
+    let oom = report.oom_kills.unwrap_or(0);
+    let pids = report.pids_max_hits.unwrap_or(0);
+    let mut collected = archive::collect(&report.archive, limits, relayed.report_complete);
+    for (name, size) in report.too_big {
+        collected.skipped.push(warden_types::SkippedArtifact {
+            name,
+            why: format!(
+                "{size} bytes would pass the artifact cap of {} bytes",
+                limits.max_artifact_bytes
+            ),
+        });
+    }
+    let oom_hit = oom > counters_before.0;
+    let pids_hit = pids > counters_before.1;
+    Ok((
+        assemble(
+            relayed,
+            exit,
+            limits,
+            started,
+            oom_hit,
+            pids_hit,
+            collected.artifacts,
+            collected.skipped,
+        ),
+        (oom.max(counters_before.0), pids.max(counters_before.1)),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    relayed: Relayed,
+    exit: Option<i64>,
+    limits: &Limits,
+    started: Instant,
+    oom: bool,
+    pids: bool,
+    artifacts: Vec<warden_types::Artifact>,
+    skipped: Vec<warden_types::SkippedArtifact>,
+) -> ExecResult {
+    // The engine reports a program that a signal ended as 128 + the signal, like a shell; a
+    // program that exits with such a status on its own is reported the same way (a
+    // documented difference from the jail, which sees the real wait status).
+    let killed = relayed.timed_out || relayed.output_exceeded;
+    let (exit_code, signal) = match exit {
+        _ if killed => (None, Some(libc_sigkill())),
+        Some(code) if (129..=128 + 64).contains(&code) => (None, Some((code - 128) as i32)),
+        Some(code) => (Some(code as i32), None),
+        None => (None, Some(libc_sigkill())),
+    };
+    let reason = if relayed.output_exceeded {
+        Reason::Output
+    } else if oom {
+        Reason::Memory
+    } else if pids {
+        Reason::Pids
+    } else if relayed.timed_out {
+        Reason::Timeout
+    } else if signal.is_some() {
+        Reason::Signal
+    } else {
+        Reason::Exited
+    };
+    let text = |bytes: &[u8], truncated: bool| {
+        let mut t = String::from_utf8_lossy(bytes).into_owned();
+        if truncated {
+            t.push_str(&truncation_marker(limits.max_output_bytes));
+        }
+        t
+    };
+    ExecResult {
+        stdout: text(&relayed.stdout, relayed.stdout_truncated),
+        stderr: text(&relayed.stderr, relayed.stderr_truncated),
+        exit_code,
+        signal,
+        reason,
+        duration_ms: started.elapsed().as_millis() as u64,
+        stdout_truncated: relayed.stdout_truncated,
+        stderr_truncated: relayed.stderr_truncated,
+        artifacts,
+        skipped_artifacts: skipped,
+        cell: Default::default(),
+    }
+}
+
+const fn libc_sigkill() -> i32 {
+    9
+}
+
+/// The marker appended to a stream cut at the output cap (the same text as the jail's).
+pub fn truncation_marker(limit: u64) -> String {
+    format!("\n[warden: output truncated at {limit} bytes]\n")
+}
+
+/// Bytes of the wrapper's report kept at most: twice the artifact cap plus room for tar
+/// headers. Files larger than the cap never come (the wrapper leaves them out); files that
+/// would pass the cap together are skipped by [`archive::collect`] as in the jail, as long as
+/// they come within twice the cap — past it, the rest is reported skipped in one entry.
+fn report_cap(limits: &Limits) -> usize {
+    let headers = 1024 * (u64::from(limits.max_artifacts) + 64);
+    usize::try_from(
+        limits
+            .max_artifact_bytes
+            .saturating_mul(2)
+            .saturating_add(headers)
+            .saturating_add(64 * 1024),
+    )
+    .unwrap_or(usize::MAX)
+}
+
+fn argv(plan: &ExecPlan) -> Vec<String> {
+    let mut argv = plan.command.clone();
+    argv.push(format!("{}/{}", crate::plan::CODE_DIR, plan.file_name));
+    argv.extend(plan.args.iter().cloned());
+    argv
+}
+
+fn refuse(e: crate::plan::PlanError) -> BackendError {
+    BackendError::Refused(e.to_string())
+}
+
+#[async_trait::async_trait]
+impl Backend for DockerBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
+        let labels = BTreeMap::new();
+        ContainerPlan::build(self.plan_input(
+            "check".into(),
+            "check".into(),
+            plan.image.as_deref(),
+            &plan.limits,
+            plan.network_enabled,
+            plan.container_runtime.as_deref(),
+            &labels,
+            Role::OneShot,
+            vec![],
+        ))
+        .map_err(refuse)?;
+        Ok(())
+    }
+
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let sh = &self.shared;
+        let nonce = wrapper::nonce();
+        let id = format!("run-{}", &nonce[..16]);
+        let name = format!("warden-{id}");
+        let labels = BTreeMap::new();
+        let cplan = ContainerPlan::build(self.plan_input(
+            name.clone(),
+            id,
+            plan.image.as_deref(),
+            &plan.limits,
+            plan.network_enabled,
+            plan.container_runtime.as_deref(),
+            &labels,
+            Role::OneShot,
+            wrapper::command(&argv(&plan)),
+        ))
+        .map_err(refuse)?;
+        sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
+        let docker = sh.docker().await?;
+        sh.in_flight
+            .lock()
+            .expect("not poisoned")
+            .insert(name.clone());
+        let mut guard = RemoveOnDrop {
+            shared: self.shared.clone(),
+            name: Some(name.clone()),
+        };
+        sh.create(&cplan).await?;
+        let attached = sh
+            .call(
+                "attach container",
+                &name,
+                docker.attach_container(
+                    &name,
+                    Some(AttachContainerOptions {
+                        stdin: true,
+                        stdout: true,
+                        stderr: true,
+                        stream: true,
+                        logs: false,
+                        detach_keys: None,
+                    }),
+                ),
+            )
+            .await?;
+        sh.call(
+            "start container",
+            &name,
+            docker.start_container(&name, None),
+        )
+        .await?;
+        let started = Instant::now();
+        let payload = wrapper::stdin_payload(
+            &nonce,
+            plan.limits.max_artifact_bytes,
+            &plan.file_name,
+            plan.code.as_bytes(),
+            &plan.stdin,
+        );
+        let writer = feed(attached.input, payload);
+        let relayed = relay::relay(
+            attached.output,
+            &wrapper::marker(&nonce),
+            plan.limits.max_output_bytes,
+            report_cap(&plan.limits),
+            started + plan.limits.timeout,
+            events,
+            || sh.kill_processes(&name),
+        )
+        .await;
+        writer.abort();
+        if !relayed.ended {
+            sh.kill_container(&name).await;
+        }
+        let exit = wait_exit(sh, docker, &name).await;
+        let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
+        let removed = sh.remove(&name).await;
+        guard.name = None;
+        sh.in_flight.lock().expect("not poisoned").remove(&name);
+        let (result, _) = outcome?;
+        removed?;
+        Ok(result)
+    }
+
+    async fn create_sandbox(
+        &self,
+        spec: SandboxSpec,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        let sh = &self.shared;
+        let name = format!("warden-{}", spec.id);
+        let cplan = ContainerPlan::build(self.plan_input(
+            name.clone(),
+            spec.id.clone(),
+            spec.image.as_deref(),
+            &spec.limits,
+            spec.network_enabled,
+            spec.container_runtime.as_deref(),
+            &spec.labels,
+            Role::Persistent,
+            vec![],
+        ))
+        .map_err(refuse)?;
+        sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
+        let docker = sh.docker().await?;
+        sh.create(&cplan).await?;
+        if let Err(e) = sh
+            .call(
+                "start container",
+                &name,
+                docker.start_container(&name, None),
+            )
+            .await
+        {
+            let _ = sh.remove(&name).await;
+            return Err(e.into());
+        }
+        Ok(Arc::new(DockerSandbox {
+            shared: self.shared.clone(),
+            name,
+            state: tokio::sync::Mutex::new(SandboxState {
+                counters: (0, 0),
+                destroyed: false,
+            }),
+        }))
+    }
+
+    /// Removes the containers labelled by Warden whose sandbox id is not in `live`, unless
+    /// this process is running them (one-shots in flight) or another live Warden process
+    /// created them.
+    async fn remove_orphans(&self, live: &[String]) -> Result<usize, BackendError> {
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(HashMap::from([(
+                "label".to_string(),
+                vec![LABEL_SANDBOX.to_string()],
+            )])),
+            ..Default::default()
+        };
+        let containers = sh
+            .call("list containers", "", docker.list_containers(Some(options)))
+            .await?;
+        let mut removed = 0;
+        for c in containers {
+            let Some(id) = c.labels.as_ref().and_then(|l| l.get(LABEL_SANDBOX)) else {
+                continue;
+            };
+            let name = c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .map(|n| n.trim_start_matches('/').to_owned())
+                .unwrap_or_default();
+            if live.contains(id) || sh.in_flight.lock().expect("not poisoned").contains(&name) {
+                continue;
+            }
+            if let Some(pid) = c.labels.as_ref().and_then(|l| l.get(LABEL_PID))
+                && pid.parse::<u32>().is_ok_and(|pid| {
+                    pid != std::process::id()
+                        && std::path::Path::new(&format!("/proc/{pid}")).exists()
+                })
+            {
+                // Another live Warden process's container: not ours to judge.
+                continue;
+            }
+            let Some(cid) = c.id.as_deref() else { continue };
+            sh.remove(cid).await?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+}
+
+/// Waits for a container to stop and returns its exit status.
+async fn wait_exit(sh: &Shared, docker: &Docker, name: &str) -> Option<i64> {
+    let mut stream = docker.wait_container(
+        name,
+        Some(WaitContainerOptions {
+            condition: "not-running".into(),
+        }),
+    );
+    match tokio::time::timeout(sh.settings.call_timeout, stream.next()).await {
+        Ok(Some(Ok(r))) => Some(r.status_code),
+        Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => Some(code),
+        _ => None,
+    }
+}
+
+#[derive(Debug)]
+struct SandboxState {
+    /// The cgroup's OOM-kill and pids-limit counters at the end of the last execution.
+    counters: (u64, u64),
+    destroyed: bool,
+}
+
+/// A persistent sandbox: a long-lived container; executions and file operations are `exec`s.
+#[derive(Debug)]
+pub struct DockerSandbox {
+    shared: Arc<Shared>,
+    name: String,
+    state: tokio::sync::Mutex<SandboxState>,
+}
+
+/// Exit statuses of the files scripts.
+const FILE_SYMLINK: i64 = 71;
+const FILE_NOT_FOUND: i64 = 75;
+const FILE_TOO_BIG: i64 = 76;
+const FILE_NOT_REGULAR: i64 = 73;
+
+/// Walks the path's folders from /workspace without following a symlink; the last component
+/// is left in `$last`. Shared by the file scripts.
+const WALK: &str = r#"cd /workspace || exit 70
+n=$#; i=1
+for c in "$@"; do
+  if [ -L "./$c" ]; then exit 71; fi
+  if [ "$i" -lt "$n" ]; then
+    if [ ! -e "./$c" ]; then [ "$MODE" = write ] && { mkdir "./$c" || exit 72; } || exit 75; fi
+    [ -d "./$c" ] || exit 73
+    cd "./$c" || exit 72
+  fi
+  last=$c; i=$((i+1))
+done
+"#;
+
+impl DockerSandbox {
+    /// Runs the wrapper without a program: the counters and this run's output files.
+    async fn report_only(&self, limits: &Limits) -> Result<Relayed, DockerError> {
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        let nonce = wrapper::nonce();
+        let exec = sh
+            .call(
+                "create exec",
+                &self.name,
+                docker.create_exec(
+                    &self.name,
+                    CreateExecOptions::<String> {
+                        cmd: Some(wrapper::command(&[])),
+                        env: Some(crate::plan::program_env()),
+                        user: Some(sh.settings.user.clone()),
+                        working_dir: Some(crate::plan::WORKSPACE_DIR.into()),
+                        attach_stdin: Some(true),
+                        attach_stdout: Some(true),
+                        attach_stderr: Some(true),
+                        ..Default::default()
+                    },
+                ),
+            )
+            .await?;
+        let started = sh
+            .call("start exec", &self.name, docker.start_exec(&exec.id, None))
+            .await?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(DockerError::Call {
+                call: "start exec",
+                message: "not attached".into(),
+            });
+        };
+        let writer = feed(
+            input,
+            wrapper::report_only_payload(&nonce, limits.max_artifact_bytes),
+        );
+        let relayed = relay::relay(
+            output,
+            &wrapper::marker(&nonce),
+            0,
+            report_cap(limits),
+            Instant::now() + sh.settings.call_timeout,
+            None,
+            || async {},
+        )
+        .await;
+        writer.abort();
+        Ok(relayed)
+    }
+
+    fn gone(&self) -> BackendError {
+        BackendError::Gone(format!("sandbox container {} was destroyed", self.name))
+    }
+
+    /// Runs a command to the end with `stdin`, keeping at most `cap` bytes of stdout.
+    async fn run_simple(
+        &self,
+        cmd: Vec<String>,
+        env: Vec<String>,
+        stdin: Vec<u8>,
+        cap: usize,
+    ) -> Result<(Vec<u8>, Option<i64>), DockerError> {
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        let exec = sh
+            .call(
+                "create exec",
+                &self.name,
+                docker.create_exec(
+                    &self.name,
+                    CreateExecOptions::<String> {
+                        cmd: Some(cmd),
+                        env: Some(env),
+                        user: Some(sh.settings.user.clone()),
+                        attach_stdin: Some(true),
+                        attach_stdout: Some(true),
+                        attach_stderr: Some(true),
+                        ..Default::default()
+                    },
+                ),
+            )
+            .await?;
+        let started = sh
+            .call("start exec", &self.name, docker.start_exec(&exec.id, None))
+            .await?;
+        let StartExecResults::Attached { mut output, input } = started else {
+            return Err(DockerError::Call {
+                call: "start exec",
+                message: "not attached".into(),
+            });
+        };
+        let writer = feed(input, stdin);
+        let mut out = Vec::new();
+        let deadline = Instant::now() + sh.settings.call_timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, output.next()).await {
+                Err(_) => {
+                    writer.abort();
+                    sh.kill_processes(&self.name).await;
+                    return Err(DockerError::Deadline {
+                        call: "file operation",
+                        after: sh.settings.call_timeout,
+                    });
+                }
+                Ok(None) => break,
+                Ok(Some(Ok(bollard::container::LogOutput::StdOut { message }))) => {
+                    let room = cap.saturating_sub(out.len());
+                    out.extend_from_slice(&message[..message.len().min(room)]);
+                }
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err(e))) => {
+                    return Err(DockerError::from_bollard("file operation", &self.name, e));
+                }
+            }
+        }
+        writer.abort();
+        let inspect = sh
+            .call("inspect exec", &self.name, docker.inspect_exec(&exec.id))
+            .await?;
+        Ok((out, inspect.exit_code))
+    }
+
+    async fn file_script(
+        &self,
+        mode: &str,
+        body: &str,
+        path: &WorkspacePath,
+        stdin: Vec<u8>,
+        cap: usize,
+    ) -> Result<(Vec<u8>, Option<i64>), BackendError> {
+        let mut cmd = vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            format!("{WALK}{body}"),
+            "warden".to_owned(),
+        ];
+        cmd.extend(path.components().map(str::to_owned));
+        let (out, code) = self
+            .run_simple(cmd, vec![format!("MODE={mode}")], stdin, cap)
+            .await?;
+        let p = path.as_str();
+        match code {
+            Some(0) => Ok((out, code)),
+            Some(FILE_SYMLINK) => Err(BackendError::BadPath(format!(
+                "{p}: leads through a symlink"
+            ))),
+            Some(FILE_NOT_FOUND) => Err(BackendError::NotFound(p.to_owned())),
+            Some(FILE_NOT_REGULAR) => Err(BackendError::BadPath(format!(
+                "{p}: not a regular file or folder where one is needed"
+            ))),
+            Some(FILE_TOO_BIG) => Err(BackendError::BadPath(format!(
+                "{p}: larger than the size cap"
+            ))),
+            other => Err(BackendError::Internal(format!(
+                "file operation on {p} failed (status {other:?})"
+            ))),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl BackendSandbox for DockerSandbox {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let mut state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        let nonce = wrapper::nonce();
+        let exec = sh
+            .call(
+                "create exec",
+                &self.name,
+                docker.create_exec(
+                    &self.name,
+                    CreateExecOptions::<String> {
+                        cmd: Some(wrapper::command(&argv(&plan))),
+                        env: Some(crate::plan::program_env()),
+                        user: Some(sh.settings.user.clone()),
+                        working_dir: Some(crate::plan::WORKSPACE_DIR.into()),
+                        attach_stdin: Some(true),
+                        attach_stdout: Some(true),
+                        attach_stderr: Some(true),
+                        ..Default::default()
+                    },
+                ),
+            )
+            .await?;
+        let started_exec = sh
+            .call("start exec", &self.name, docker.start_exec(&exec.id, None))
+            .await?;
+        let StartExecResults::Attached { output, input } = started_exec else {
+            return Err(BackendError::Internal("exec did not attach".into()));
+        };
+        let started = Instant::now();
+        let payload = wrapper::stdin_payload(
+            &nonce,
+            plan.limits.max_artifact_bytes,
+            &plan.file_name,
+            plan.code.as_bytes(),
+            &plan.stdin,
+        );
+        let writer = feed(input, payload);
+        let relayed = relay::relay(
+            output,
+            &wrapper::marker(&nonce),
+            plan.limits.max_output_bytes,
+            report_cap(&plan.limits),
+            started + plan.limits.timeout,
+            events,
+            || sh.kill_processes(&self.name),
+        )
+        .await;
+        writer.abort();
+        let mut relayed = relayed;
+        if !relayed.ended {
+            // The sandbox did not stop within the grace period: it is killed whole, and gone.
+            sh.kill_container(&self.name).await;
+            state.destroyed = true;
+        } else if relayed.report.is_none() && (relayed.timed_out || relayed.output_exceeded) {
+            // The kill took the wrapper too (here it is not pid 1): ask for its report alone.
+            if let Ok(report) = self.report_only(&plan.limits).await {
+                relayed.report = report.report;
+                relayed.report_complete = report.report_complete;
+            }
+        }
+        let exit = match sh
+            .call("inspect exec", &self.name, docker.inspect_exec(&exec.id))
+            .await
+        {
+            Ok(i) => i.exit_code,
+            Err(DockerError::ContainerGone { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let (result, counters) = finish(relayed, exit, &plan.limits, started, state.counters)?;
+        state.counters = counters;
+        Ok(result)
+    }
+
+    async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
+        let state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        let body = r#"if [ -e "./$last" ] && [ ! -f "./$last" ]; then exit 73; fi
+cat > "./$last" || exit 74
+"#;
+        self.file_script("write", body, path, bytes, 0).await?;
+        Ok(())
+    }
+
+    async fn read_file(
+        &self,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        let state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        let body = format!(
+            r#"[ -e "./$last" ] || exit 75
+[ -f "./$last" ] || exit 73
+size=$(wc -c < "./$last") || exit 74
+[ "$size" -le {max_bytes} ] || exit 76
+head -c {max_bytes} "./$last"
+"#
+        );
+        let cap = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        let (out, _) = self
+            .file_script("read", &body, path, Vec::new(), cap)
+            .await?;
+        Ok(out)
+    }
+
+    async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError> {
+        let state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        // find does not follow symlinks (-P, the default); only files and folders are listed.
+        let script = format!(
+            "cd /workspace && find . -mindepth 1 -maxdepth 64 \\( -type f -o -type d \\) -printf '%y %s %P\\0' | head -z -n {}",
+            max_entries
+        );
+        let (out, code) = self
+            .run_simple(
+                vec!["/bin/sh".into(), "-c".into(), script],
+                vec![],
+                Vec::new(),
+                max_entries.saturating_mul(4200),
+            )
+            .await?;
+        if code != Some(0) {
+            return Err(BackendError::Internal(format!(
+                "listing the workspace failed (status {code:?})"
+            )));
+        }
+        let mut entries = Vec::new();
+        for record in out.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+            let Ok(text) = std::str::from_utf8(record) else {
+                continue;
+            };
+            let mut parts = text.splitn(3, ' ');
+            let (Some(kind), Some(size), Some(path)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            entries.push(FileEntry {
+                path: path.to_owned(),
+                size: size.parse().unwrap_or(0),
+                is_dir: kind == "d",
+            });
+            if entries.len() >= max_entries {
+                break;
+            }
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(entries)
+    }
+
+    /// Removes the container without waiting for a running execution: removing it kills that
+    /// execution (which then ends with what it had), as a destroy must.
+    async fn destroy(&self) -> Result<(), BackendError> {
+        self.shared.remove(&self.name).await?;
+        self.state.lock().await.destroyed = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,362 @@
+//! The typed container plan: every setting of a sandbox's container decided from the engine's
+//! plan before the Engine API is called, then turned into the engine's create body in one place.
+//!
+//! Invariants (each one a field below, checked by a snapshot test of the create body): the root
+//! filesystem is read-only; the only writable places are size-capped tmpfs mounts
+//! (`/workspace`, `/tmp`, `/code`); no host path is mounted; the network mode is `none`; every
+//! capability is dropped and `no-new-privileges` is set, under the engine's default seccomp
+//! profile; the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
+//! capped; the container carries Warden's labels so that leftovers can be found after a crash.
+
+use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
+use std::collections::{BTreeMap, HashMap};
+use warden_types::Limits;
+
+/// The label every container Warden creates carries; its value is the sandbox id.
+pub const LABEL_SANDBOX: &str = "dev.warden.sandbox";
+/// `oneshot` or `persistent`.
+pub const LABEL_KIND: &str = "dev.warden.kind";
+/// The pid of the Warden process that created the container: `remove_orphans` leaves alone
+/// the containers of other live Warden processes (a `warden run` beside a daemon, a second
+/// daemon on the same engine).
+pub const LABEL_PID: &str = "dev.warden.pid";
+
+/// Where the program's code file is written (a small tmpfs of its own).
+pub const CODE_DIR: &str = "/code";
+pub const WORKSPACE_DIR: &str = "/workspace";
+/// The code tmpfs holds one code file at a time; the API accepts at most 10 MB of code.
+const CODE_TMPFS_MB: u64 = 16;
+/// Under gVisor the container's pids cgroup also holds the runtime's own processes and threads
+/// (the Sentry and the Gofer, Go programs whose threads grow with load); they get this many on top of
+/// the profile's `max_pids`, which is then a limit on the sandbox as a whole, not exactly on
+/// the program's processes.
+pub const RUNSC_PIDS_ALLOWANCE: u64 = 128;
+/// /dev/shm for Python's multiprocessing: small, and counted in the memory limit like every
+/// tmpfs page.
+const SHM_MB: u64 = 16;
+
+/// What a container is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Runs one program as its first process (the wrapper) and exits with it.
+    OneShot,
+    /// Runs a keeper that waits forever; programs run as `exec`s beside it.
+    Persistent,
+}
+
+impl Role {
+    fn label(self) -> &'static str {
+        match self {
+            Role::OneShot => "oneshot",
+            Role::Persistent => "persistent",
+        }
+    }
+}
+
+/// Everything a sandbox's container is created with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerPlan {
+    pub name: String,
+    pub image: String,
+    /// `uid:gid`, never 0.
+    pub user: String,
+    pub cmd: Vec<String>,
+    pub env: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    pub nano_cpus: i64,
+    pub file_size_bytes: i64,
+    pub workspace_mb: u64,
+    /// The OCI runtime (`runsc` for gVisor); `None`: the engine's default.
+    pub oci_runtime: Option<String>,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the docker backend needs an image: set the profile's or the runtime's `image`")]
+    NoImage,
+    #[error(
+        "network_enabled = true: the docker backend has no controlled egress yet, so the profile is refused rather than given the engine's bridge network"
+    )]
+    Network,
+    #[error(
+        "the sandbox user {0:?} is root; the docker backend runs programs as an unprivileged uid:gid"
+    )]
+    RootUser(String),
+    #[error("limit {field} = {value} does not fit the engine's API")]
+    Limit { field: &'static str, value: String },
+}
+
+/// What a plan is built from.
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    pub name: String,
+    pub sandbox_id: String,
+    pub image: Option<&'a str>,
+    pub limits: &'a Limits,
+    pub network_enabled: bool,
+    pub user: &'a str,
+    pub oci_runtime: Option<&'a str>,
+    pub labels: &'a BTreeMap<String, String>,
+    pub role: Role,
+    /// The one-shot's command (the wrapper and the program); ignored for a persistent one.
+    pub cmd: Vec<String>,
+}
+
+/// The environment every program sees (the image's own is replaced, not merged).
+pub fn program_env() -> Vec<String> {
+    [
+        "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+        "HOME=/workspace",
+        "TMPDIR=/tmp",
+        "LANG=C.UTF-8",
+        "USER=sandbox",
+        "PYTHONUNBUFFERED=1",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "MPLBACKEND=Agg",
+        "WARDEN_OUTPUT_DIR=/workspace/output",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+impl ContainerPlan {
+    pub fn build(input: PlanInput<'_>) -> Result<ContainerPlan, PlanError> {
+        if input.network_enabled {
+            return Err(PlanError::Network);
+        }
+        let image = input
+            .image
+            .filter(|i| !i.trim().is_empty())
+            .ok_or(PlanError::NoImage)?;
+        let uid = input.user.split(':').next().unwrap_or("");
+        if uid.is_empty() || uid == "0" || uid == "root" {
+            return Err(PlanError::RootUser(input.user.to_owned()));
+        }
+        let l = input.limits;
+        let fit = |field: &'static str, value: u64| {
+            i64::try_from(value).map_err(|_| PlanError::Limit {
+                field,
+                value: value.to_string(),
+            })
+        };
+        let nano = l.cpus * 1e9;
+        if !(nano.is_finite() && nano >= 1e6 && nano <= i64::MAX as f64) {
+            return Err(PlanError::Limit {
+                field: "cpus",
+                value: l.cpus.to_string(),
+            });
+        }
+        let mut labels = input.labels.clone();
+        labels.insert(LABEL_SANDBOX.into(), input.sandbox_id.clone());
+        labels.insert(LABEL_KIND.into(), input.role.label().into());
+        labels.insert(LABEL_PID.into(), std::process::id().to_string());
+        let cmd = match input.role {
+            Role::OneShot => input.cmd,
+            Role::Persistent => crate::wrapper::keeper_command(),
+        };
+        Ok(ContainerPlan {
+            name: input.name,
+            image: image.to_owned(),
+            user: input.user.to_owned(),
+            cmd,
+            env: program_env(),
+            labels,
+            memory_bytes: fit("memory_mb", l.memory_mb.saturating_mul(1024 * 1024))?,
+            pids_limit: fit(
+                "max_pids",
+                if input.oci_runtime == Some("runsc") {
+                    l.max_pids.saturating_add(RUNSC_PIDS_ALLOWANCE)
+                } else {
+                    l.max_pids
+                },
+            )?,
+            nano_cpus: nano as i64,
+            file_size_bytes: fit("max_file_size_bytes", l.max_file_size_bytes)?,
+            workspace_mb: l.workspace_mb,
+            oci_runtime: input.oci_runtime.map(str::to_owned),
+            role: input.role,
+        })
+    }
+
+    /// The uid and gid the tmpfs mounts are owned by.
+    fn ids(&self) -> (&str, &str) {
+        let mut parts = self.user.splitn(2, ':');
+        let uid = parts.next().unwrap_or("65534");
+        (uid, parts.next().unwrap_or(uid))
+    }
+
+    /// The Engine API's create body.
+    pub fn to_create_body(&self) -> ContainerCreateBody {
+        let (uid, gid) = self.ids();
+        let tmpfs = |mb: u64, mode: &str| {
+            format!("rw,nosuid,nodev,size={mb}m,uid={uid},gid={gid},mode={mode}")
+        };
+        let one_shot = self.role == Role::OneShot;
+        let host_config = HostConfig {
+            // No swap: the memory limit is the whole budget.
+            memory: Some(self.memory_bytes),
+            memory_swap: Some(self.memory_bytes),
+            memory_swappiness: Some(0),
+            pids_limit: Some(self.pids_limit),
+            nano_cpus: Some(self.nano_cpus),
+            ulimits: Some(vec![ResourcesUlimits {
+                name: Some("fsize".into()),
+                soft: Some(self.file_size_bytes),
+                hard: Some(self.file_size_bytes),
+            }]),
+            network_mode: Some("none".into()),
+            readonly_rootfs: Some(true),
+            cap_drop: Some(vec!["ALL".into()]),
+            // The engine's default seccomp profile applies unless one is named; it is kept.
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            privileged: Some(false),
+            ipc_mode: Some("private".into()),
+            tmpfs: Some(HashMap::from([
+                (WORKSPACE_DIR.into(), tmpfs(self.workspace_mb, "0700")),
+                ("/tmp".into(), tmpfs(self.workspace_mb, "1777")),
+                (CODE_DIR.into(), tmpfs(CODE_TMPFS_MB, "0700")),
+            ])),
+            shm_size: Some((SHM_MB * 1024 * 1024) as i64),
+            // No bind mounts, no volumes: nothing of the host's disk is visible.
+            binds: Some(vec![]),
+            init: Some(false),
+            runtime: self.oci_runtime.clone(),
+            ..Default::default()
+        };
+        ContainerCreateBody {
+            image: Some(self.image.clone()),
+            user: Some(self.user.clone()),
+            cmd: Some(self.cmd.clone()),
+            // The image's entrypoint would run before our wrapper; it is cleared.
+            entrypoint: Some(vec![]),
+            env: Some(self.env.clone()),
+            working_dir: Some(WORKSPACE_DIR.into()),
+            labels: Some(self.labels.clone().into_iter().collect()),
+            hostname: Some("sandbox".into()),
+            network_disabled: Some(true),
+            tty: Some(false),
+            attach_stdin: Some(one_shot),
+            attach_stdout: Some(one_shot),
+            attach_stderr: Some(one_shot),
+            open_stdin: Some(one_shot),
+            stdin_once: Some(one_shot),
+            host_config: Some(host_config),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits() -> Limits {
+        Limits {
+            timeout: Duration::from_secs(10),
+            memory_mb: 128,
+            max_pids: 64,
+            cpus: 0.5,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 16 << 20,
+            workspace_mb: 64,
+            max_artifacts: 32,
+            max_artifact_bytes: 16 << 20,
+        }
+    }
+
+    fn input<'a>(l: &'a Limits, labels: &'a BTreeMap<String, String>) -> PlanInput<'a> {
+        PlanInput {
+            name: "warden-sb-1".into(),
+            sandbox_id: "sb-1".into(),
+            image: Some("warden-python:3.11"),
+            limits: l,
+            network_enabled: false,
+            user: "65534:65534",
+            oci_runtime: None,
+            labels,
+            role: Role::Persistent,
+            cmd: vec![],
+        }
+    }
+
+    /// A sorted JSON view, so the snapshot does not depend on hash-map order.
+    fn sorted(body: &ContainerCreateBody) -> serde_json::Value {
+        let text = serde_json::to_string(body).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        fn sort(v: serde_json::Value) -> serde_json::Value {
+            match v {
+                serde_json::Value::Object(m) => serde_json::Value::Object(
+                    m.into_iter()
+                        .map(|(k, v)| (k, sort(v)))
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                        .into_iter()
+                        .collect(),
+                ),
+                other => other,
+            }
+        }
+        sort(value)
+    }
+
+    #[test]
+    fn persistent_container_body() {
+        let l = limits();
+        let labels = BTreeMap::from([("owner".to_string(), "tests".to_string())]);
+        let plan = ContainerPlan::build(input(&l, &labels)).unwrap();
+        let mut body = plan.to_create_body();
+        let pid = body.labels.as_mut().unwrap().remove(LABEL_PID);
+        assert_eq!(pid, Some(std::process::id().to_string()));
+        insta::assert_json_snapshot!(sorted(&body));
+    }
+
+    #[test]
+    fn one_shot_attaches_stdin_and_uses_the_runtime_asked_for() {
+        let l = limits();
+        let labels = BTreeMap::new();
+        let mut i = input(&l, &labels);
+        i.role = Role::OneShot;
+        i.cmd = vec!["/bin/sh".into(), "-c".into(), "true".into()];
+        i.oci_runtime = Some("runsc");
+        let body = ContainerPlan::build(i).unwrap().to_create_body();
+        assert_eq!(body.open_stdin, Some(true));
+        assert_eq!(body.stdin_once, Some(true));
+        assert_eq!(body.cmd.unwrap()[0], "/bin/sh");
+        let host = body.host_config.unwrap();
+        assert_eq!(host.runtime.as_deref(), Some("runsc"));
+        assert_eq!(body.labels.unwrap()[LABEL_KIND], "oneshot");
+    }
+
+    #[test]
+    fn refusals() {
+        let l = limits();
+        let labels = BTreeMap::new();
+        let mut i = input(&l, &labels);
+        i.network_enabled = true;
+        assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::Network);
+        let mut i = input(&l, &labels);
+        i.image = None;
+        assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::NoImage);
+        for user in ["0", "0:0", "root", ""] {
+            let mut i = input(&l, &labels);
+            i.user = user;
+            assert!(matches!(
+                ContainerPlan::build(i),
+                Err(PlanError::RootUser(_))
+            ));
+        }
+        let mut big = limits();
+        big.memory_mb = u64::MAX;
+        assert!(matches!(
+            ContainerPlan::build(input(&big, &labels)),
+            Err(PlanError::Limit {
+                field: "memory_mb",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,289 @@
+//! The output relay: reads an attached stream (container or exec), splits the program's stdout
+//! from the wrapper's report at the marker, keeps each stream up to the output cap, sends live
+//! events, and enforces the wall-clock timeout.
+//!
+//! Invariants: a byte of the program's output is kept or sent only once it is known not to be
+//! part of the marker (the last `marker.len() - 1` bytes wait for the next chunk); past the cap
+//! nothing more of a stream is kept and the sandbox is killed once; at the deadline the sandbox
+//! is killed once; after a kill the stream gets a grace period to end (the wrapper still writes
+//! its report), after which the relay gives up and says so (`ended = false`), and the caller
+//! kills the container. The report is kept up to `report_cap` bytes, after which the sandbox
+//! is killed (that ends the archive) and the report is marked incomplete.
+
+use bollard::container::LogOutput;
+use futures_util::{Stream, StreamExt};
+use std::future::Future;
+use std::time::Duration;
+use tokio::time::Instant;
+use warden_engine::EventSender;
+use warden_types::ExecEvent;
+
+/// How long a killed sandbox's stream may take to end.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Default)]
+pub struct Relayed {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub output_exceeded: bool,
+    pub timed_out: bool,
+    /// What followed the marker; `None` if the marker never came.
+    pub report: Option<Vec<u8>>,
+    /// False when the report passed its cap and was cut.
+    pub report_complete: bool,
+    /// False when the stream did not end within the grace period after a kill.
+    pub ended: bool,
+    /// An error of the stream itself (the engine went away mid-run).
+    pub stream_error: Option<String>,
+}
+
+/// Decodes output chunks as UTF-8 across chunk boundaries.
+#[derive(Debug, Default)]
+struct Utf8Carry(Vec<u8>);
+
+impl Utf8Carry {
+    fn push(&mut self, chunk: &[u8]) -> String {
+        self.0.extend_from_slice(chunk);
+        let valid_up_to = match std::str::from_utf8(&self.0) {
+            Ok(_) => self.0.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.0.len(),
+        };
+        let rest = self.0.split_off(valid_up_to);
+        let text = String::from_utf8_lossy(&self.0).into_owned();
+        self.0 = rest;
+        text
+    }
+}
+
+struct State<'a> {
+    r: Relayed,
+    limit: usize,
+    marker: &'a [u8],
+    pending: Vec<u8>,
+    report_cap: usize,
+    events: Option<EventSender>,
+    out_carry: Utf8Carry,
+    err_carry: Utf8Carry,
+    /// Set when a kill is due (cap reached, report too big).
+    want_kill: bool,
+}
+
+impl State<'_> {
+    async fn program_bytes(&mut self, stdout: bool, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let (kept, truncated) = if stdout {
+            (&mut self.r.stdout, &mut self.r.stdout_truncated)
+        } else {
+            (&mut self.r.stderr, &mut self.r.stderr_truncated)
+        };
+        let room = self.limit.saturating_sub(kept.len());
+        let take = bytes.len().min(room);
+        kept.extend_from_slice(&bytes[..take]);
+        if take < bytes.len() && !*truncated {
+            *truncated = true;
+            if !self.r.timed_out {
+                self.r.output_exceeded = true;
+            }
+            self.want_kill = true;
+        }
+        if take > 0
+            && let Some(tx) = &self.events
+        {
+            let timestamp = warden_types::now_ms();
+            let event = if stdout {
+                ExecEvent::Stdout {
+                    text: self.out_carry.push(&bytes[..take]),
+                    timestamp,
+                }
+            } else {
+                ExecEvent::Stderr {
+                    text: self.err_carry.push(&bytes[..take]),
+                    timestamp,
+                }
+            };
+            // A receiver that went away only loses the live view.
+            let _ = tx.send(event).await;
+        }
+    }
+
+    fn report_bytes(&mut self, bytes: &[u8]) {
+        let report = self.r.report.get_or_insert_with(Vec::new);
+        let room = self.report_cap.saturating_sub(report.len());
+        report.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        if bytes.len() > room && self.r.report_complete {
+            self.r.report_complete = false;
+            self.want_kill = true;
+        }
+    }
+
+    async fn stdout_chunk(&mut self, chunk: &[u8]) {
+        if self.r.report.is_some() {
+            self.report_bytes(chunk);
+            return;
+        }
+        self.pending.extend_from_slice(chunk);
+        if let Some(at) = find(&self.pending, self.marker) {
+            let pending = std::mem::take(&mut self.pending);
+            self.program_bytes(true, &pending[..at]).await;
+            self.r.report = Some(Vec::new());
+            self.report_bytes(&pending[at + self.marker.len()..]);
+            return;
+        }
+        let keep = self.marker.len().saturating_sub(1).min(self.pending.len());
+        let ready: Vec<u8> = self.pending.drain(..self.pending.len() - keep).collect();
+        self.program_bytes(true, &ready).await;
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Relays `stream` until it ends. `kill` ends every process of the sandbox but the wrapper
+/// (it is called at most once).
+#[allow(clippy::too_many_arguments)]
+pub async fn relay<S, K, F>(
+    mut stream: S,
+    marker: &[u8],
+    max_output_bytes: u64,
+    report_cap: usize,
+    deadline: Instant,
+    events: Option<EventSender>,
+    mut kill: K,
+) -> Relayed
+where
+    S: Stream<Item = Result<LogOutput, bollard::errors::Error>> + Unpin,
+    K: FnMut() -> F,
+    F: Future<Output = ()>,
+{
+    let mut st = State {
+        r: Relayed {
+            report_complete: true,
+            ..Relayed::default()
+        },
+        limit: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
+        marker,
+        pending: Vec::new(),
+        report_cap,
+        events,
+        out_carry: Utf8Carry::default(),
+        err_carry: Utf8Carry::default(),
+        want_kill: false,
+    };
+    let mut killed_at: Option<Instant> = None;
+    loop {
+        if st.want_kill && killed_at.is_none() {
+            kill().await;
+            killed_at = Some(Instant::now());
+        }
+        let wake = match killed_at {
+            Some(at) => at + GRACE,
+            None => deadline,
+        };
+        tokio::select! {
+            item = stream.next() => match item {
+                None => {
+                    st.r.ended = true;
+                    break;
+                }
+                Some(Ok(LogOutput::StdOut { message })) => st.stdout_chunk(&message).await,
+                Some(Ok(LogOutput::StdErr { message })) => st.program_bytes(false, &message).await,
+                Some(Ok(LogOutput::Console { message })) => st.stdout_chunk(&message).await,
+                Some(Ok(LogOutput::StdIn { .. })) => {}
+                Some(Err(e)) => {
+                    st.r.stream_error = Some(e.to_string());
+                    break;
+                }
+            },
+            () = tokio::time::sleep_until(wake) => {
+                if killed_at.is_some() {
+                    break;
+                }
+                if !st.r.output_exceeded {
+                    st.r.timed_out = true;
+                }
+                st.want_kill = true;
+            }
+        }
+    }
+    if st.r.report.is_none() {
+        // No marker: everything held back was the program's.
+        let pending = std::mem::take(&mut st.pending);
+        st.program_bytes(true, &pending).await;
+    }
+    st.r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn out(s: &[u8]) -> Result<LogOutput, bollard::errors::Error> {
+        Ok(LogOutput::StdOut {
+            message: Bytes::copy_from_slice(s),
+        })
+    }
+
+    fn run(chunks: Vec<Result<LogOutput, bollard::errors::Error>>, limit: u64) -> Relayed {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(relay(
+            futures_util::stream::iter(chunks),
+            b"\n#END#\n",
+            limit,
+            100,
+            Instant::now() + Duration::from_secs(5),
+            None,
+            || async {},
+        ))
+    }
+
+    #[test]
+    fn marker_split_across_chunks_is_found() {
+        let r = run(vec![out(b"hello\n#E"), out(b"ND#\nend\nrest")], 100);
+        assert_eq!(r.stdout, b"hello");
+        assert_eq!(r.report.unwrap(), b"end\nrest");
+        assert!(r.ended);
+    }
+
+    #[test]
+    fn without_a_marker_everything_is_output() {
+        let r = run(vec![out(b"abc"), out(b"\n#EN")], 100);
+        assert_eq!(r.stdout, b"abc\n#EN");
+        assert!(r.report.is_none());
+    }
+
+    #[test]
+    fn the_cap_cuts_and_asks_for_a_kill() {
+        let r = run(vec![out(b"0123456789"), out(b"more\n#END#\nend\n")], 4);
+        assert_eq!(r.stdout, b"0123");
+        assert!(r.stdout_truncated && r.output_exceeded);
+        assert_eq!(r.report.unwrap(), b"end\n");
+    }
+
+    #[test]
+    fn the_report_is_capped() {
+        let big = vec![b'x'; 300];
+        let mut first = b"\n#END#\n".to_vec();
+        first.extend_from_slice(&big);
+        let r = run(vec![out(&first)], 100);
+        assert_eq!(r.report.unwrap().len(), 100);
+        assert!(!r.report_complete);
+    }
+
+    #[test]
+    fn utf8_is_held_until_whole() {
+        let mut c = Utf8Carry::default();
+        let euro = "€".as_bytes();
+        assert_eq!(c.push(&euro[..1]), "");
+        assert_eq!(c.push(&euro[1..]), "€");
+    }
+}

@@ -6,6 +6,7 @@
 //! change.
 
 mod bytes_b64;
+pub mod llm;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

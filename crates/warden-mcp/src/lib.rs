@@ -1,0 +1,491 @@
+//! Warden's MCP server: the sandbox as tools an agent's model calls, over stdio (`warden mcp`)
+//! and streamable HTTP (`/mcp` of `warden serve`) — one implementation, [`WardenMcp`], behind
+//! both transports.
+//!
+//! Tools: the source document's `create_sandbox`, `run_code`, `destroy_sandbox`,
+//! `list_sandboxes` (same parameters; `sandbox_name` takes a sandbox's name or id), plus
+//! `execute_code` (one-shot) and `write_file`, `read_file`, `list_files` on a sandbox's
+//! workspace. Their input schemas are generated from the types in [`args`].
+//!
+//! Invariants: a tool is a thin front-end — decode its arguments, one call to the engine's
+//! [`Sandboxes`] (or [`warden_engine::Engine`] for one-shot runs), encode the answer; it never
+//! talks to a backend. Answers are written for a model: the `warden_types::llm` report, every
+//! text cut to `max_output_length` with a visible marker, artifacts by name, size and type,
+//! never their bytes; anything the model can fix is an `isError` tool result, not a protocol
+//! error (see [`reply`]). Executions take a slot: at most `max_concurrent` run and
+//! `max_queued` wait, past which a call is answered "busy" at once. Policies (CPU-bound
+//! parsing) run on blocking threads.
+
+pub mod args;
+pub mod reply;
+
+use args::{
+    CreateSandboxArgs, Encoding, ExecuteCodeArgs, ReadFileArgs, RunCodeArgs, SandboxArgs,
+    WriteFileArgs,
+};
+use base64::Engine as _;
+use reply::ToolError;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+pub use tokio_util::sync::CancellationToken;
+use warden_engine::{CreateSandbox, ExecRequest, SandboxExec, Sandboxes};
+use warden_types::WorkspacePath;
+
+/// What the server was configured with.
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// Characters per section of a report (`[sandbox].max_output_length`); 0: no cut.
+    pub max_output_length: usize,
+    /// Executions running at once.
+    pub max_concurrent: usize,
+    /// Executions waiting for a slot; past this, "busy".
+    pub max_queued: usize,
+    /// Largest file `read_file` returns, bytes.
+    pub max_read_bytes: u64,
+    /// Most entries `list_files` returns.
+    pub max_list_entries: usize,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        McpOptions {
+            max_output_length: 2000,
+            max_concurrent: 8,
+            max_queued: 64,
+            max_read_bytes: 4 * 1024 * 1024,
+            max_list_entries: 1000,
+        }
+    }
+}
+
+/// The MCP server. Cheap to clone: clones share the sandboxes and the execution slots.
+#[derive(Debug, Clone)]
+pub struct WardenMcp {
+    sandboxes: Sandboxes,
+    options: Arc<McpOptions>,
+    /// Execution slots.
+    slots: Arc<Semaphore>,
+    /// Admission: slots plus queue places.
+    admission: Arc<Semaphore>,
+    tool_router: ToolRouter<WardenMcp>,
+}
+
+/// An admitted execution: its queue place and slot, until dropped.
+#[derive(Debug)]
+struct Admitted {
+    _place: OwnedSemaphorePermit,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// Seconds from a tool's `timeout_seconds`, checked.
+fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ToolError> {
+    match seconds {
+        Some(t) if !(t.is_finite() && t > 0.0 && t <= 86_400.0) => {
+            Err(ToolError::InvalidArgument {
+                field: "timeout_seconds",
+                message: "must be a number of seconds in (0, 86400]".into(),
+            })
+        }
+        Some(t) => Ok(Some(Duration::from_secs_f64(t))),
+        None => Ok(None),
+    }
+}
+
+fn workspace_path(path: &str) -> Result<WorkspacePath, ToolError> {
+    WorkspacePath::new(path).map_err(|e| ToolError::InvalidArgument {
+        field: "path",
+        message: e.to_string(),
+    })
+}
+
+/// The tools answer for a caller without an API key (keys are not part of the MCP front-end
+/// yet): the sandboxes of `owner: None`, the same the REST API shows without a key.
+const OWNER: Option<&str> = None;
+
+impl WardenMcp {
+    pub fn new(sandboxes: Sandboxes, options: McpOptions) -> WardenMcp {
+        WardenMcp {
+            slots: Arc::new(Semaphore::new(options.max_concurrent)),
+            admission: Arc::new(Semaphore::new(options.max_concurrent + options.max_queued)),
+            sandboxes,
+            options: Arc::new(options),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn max_len(&self) -> usize {
+        self.options.max_output_length
+    }
+
+    /// Turns a tool's outcome into its result.
+    fn answer(&self, outcome: Result<CallToolResult, ToolError>) -> CallToolResult {
+        outcome.unwrap_or_else(|e| e.into_result(self.max_len()))
+    }
+
+    async fn admit(&self) -> Result<Admitted, ToolError> {
+        let place = self
+            .admission
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ToolError::Busy {
+                running: self.options.max_concurrent,
+                queued: self.options.max_queued,
+            })?;
+        let slot = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ToolError::ShuttingDown)?;
+        Ok(Admitted {
+            _place: place,
+            _slot: slot,
+        })
+    }
+
+    async fn create(&self, a: CreateSandboxArgs) -> Result<CallToolResult, ToolError> {
+        let mut labels = a.labels;
+        if let Some(ns) = a.namespace {
+            labels.insert("namespace".into(), ns);
+        }
+        let info = self
+            .sandboxes
+            .create(CreateSandbox {
+                profile: a.profile,
+                language: Some(a.language),
+                name: Some(a.name),
+                labels,
+                owner: OWNER.map(str::to_owned),
+                ..CreateSandbox::default()
+            })
+            .await?;
+        let message = format!(
+            "sandbox {} created: language {}, profile {}; destroyed after {} s without use \
+             (at most {} s in all)",
+            info.id, info.language, info.profile, info.idle_ttl_seconds, info.max_lifetime_seconds
+        );
+        let structured = json!({
+            "success": true,
+            "message": message,
+            "sandbox_id": info.id,
+            "sandbox": info,
+        });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
+    async fn run(&self, a: RunCodeArgs) -> Result<CallToolResult, ToolError> {
+        let timeout = timeout_from(a.timeout_seconds)?;
+        let _admitted = self.admit().await?;
+        let sandboxes = self.sandboxes.clone();
+        let prepared = tokio::task::spawn_blocking(move || {
+            sandboxes.prepare_exec(
+                OWNER,
+                &a.sandbox_name,
+                SandboxExec {
+                    code: a.code,
+                    timeout,
+                    ..SandboxExec::default()
+                },
+            )
+        })
+        .await
+        .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))??;
+        let result = self.sandboxes.run_exec(prepared, None).await?;
+        Ok(reply::ran(&result, self.max_len()))
+    }
+
+    async fn destroy(&self, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
+        let id = self.sandboxes.destroy(OWNER, &a.sandbox_name).await?;
+        let message = format!("sandbox {id} destroyed");
+        let structured = json!({ "success": true, "message": message });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
+    fn list(&self) -> CallToolResult {
+        let sandboxes = self.sandboxes.list(OWNER, &Default::default());
+        let mut text = match sandboxes.len() {
+            0 => "no live sandboxes".to_owned(),
+            1 => "1 live sandbox:".to_owned(),
+            n => format!("{n} live sandboxes:"),
+        };
+        for s in &sandboxes {
+            let _ = write!(
+                text,
+                "\n- {} (language {}, profile {}, {} executions, expires {})",
+                s.id, s.language, s.profile, s.executions, s.expires_at
+            );
+        }
+        let structured = json!({ "sandboxes": sandboxes, "count": sandboxes.len() });
+        reply::done(&text, structured, self.max_len())
+    }
+
+    async fn execute(&self, a: ExecuteCodeArgs) -> Result<CallToolResult, ToolError> {
+        let request = ExecRequest {
+            code: a.code,
+            language: a.language,
+            profile: a.profile,
+            timeout: timeout_from(a.timeout_seconds)?,
+            ..ExecRequest::default()
+        };
+        let _admitted = self.admit().await?;
+        let engine = self.sandboxes.engine().clone();
+        let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
+            .await
+            .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))??;
+        let result = self
+            .sandboxes
+            .engine()
+            .run_prepared(&profile, plan, None)
+            .await?;
+        Ok(reply::ran(&result, self.max_len()))
+    }
+
+    async fn write(&self, a: WriteFileArgs) -> Result<CallToolResult, ToolError> {
+        let path = workspace_path(&a.path)?;
+        let bytes = match a.encoding {
+            Encoding::Text => a.content.into_bytes(),
+            Encoding::Base64 => base64::engine::general_purpose::STANDARD
+                .decode(a.content.trim())
+                .map_err(|e| ToolError::InvalidArgument {
+                    field: "content",
+                    message: format!("not base64: {e}"),
+                })?,
+        };
+        let size = bytes.len();
+        self.sandboxes
+            .write_file(OWNER, &a.sandbox_name, &path, bytes)
+            .await?;
+        let message = format!("wrote {size} bytes to /workspace/{path}");
+        let structured = json!({ "success": true, "message": message, "path": path, "size": size });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
+    async fn read(&self, a: ReadFileArgs) -> Result<CallToolResult, ToolError> {
+        let path = workspace_path(&a.path)?;
+        let bytes = self
+            .sandboxes
+            .read_file(OWNER, &a.sandbox_name, &path, self.options.max_read_bytes)
+            .await?;
+        let size = bytes.len();
+        let (text, structured) = match a.encoding {
+            Encoding::Base64 => {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                let structured = json!({
+                    "path": path, "size": size, "encoding": "base64", "content": b64,
+                });
+                // Cutting base64 would make it useless: the caller asked for the whole file.
+                let mut reply = reply::done("", structured, 0);
+                reply.content = vec![rmcp::model::ContentBlock::text(b64)];
+                return Ok(reply);
+            }
+            Encoding::Text => match String::from_utf8(bytes) {
+                Ok(text) => {
+                    let shown = warden_types::llm::truncate(&text, self.max_len());
+                    let structured = json!({
+                        "path": path, "size": size, "encoding": "text", "content": shown,
+                        "truncated": shown.len() != text.len(),
+                    });
+                    (shown, structured)
+                }
+                Err(_) => {
+                    let text = format!(
+                        "/workspace/{path} is a binary file of {size} bytes; read it with \
+                         encoding \"base64\""
+                    );
+                    let structured = json!({
+                        "path": path, "size": size, "encoding": "none", "binary": true,
+                    });
+                    (text, structured)
+                }
+            },
+        };
+        // `text` is already cut; the marker it carries is the file's, not the reply's.
+        Ok(reply::done(&text, structured, 0))
+    }
+
+    async fn files(&self, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
+        let entries = self
+            .sandboxes
+            .list_files(OWNER, &a.sandbox_name, self.options.max_list_entries)
+            .await?;
+        let mut text = if entries.is_empty() {
+            "/workspace is empty".to_owned()
+        } else {
+            format!("{} entries in /workspace:", entries.len())
+        };
+        for e in &entries {
+            if e.is_dir {
+                let _ = write!(text, "\n- {}/", e.path);
+            } else {
+                let _ = write!(text, "\n- {} ({} bytes)", e.path, e.size);
+            }
+        }
+        let structured = json!({ "files": entries, "count": entries.len() });
+        Ok(reply::done(&text, structured, self.max_len()))
+    }
+}
+
+#[tool_router]
+impl WardenMcp {
+    #[tool(
+        description = "Create a sandbox that lives across calls: runs in it share its /workspace folder \
+            (files, not variables), until destroy_sandbox or its idle timeout.",
+        annotations(
+            title = "Create a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn create_sandbox(&self, Parameters(a): Parameters<CreateSandboxArgs>) -> CallToolResult {
+        self.answer(self.create(a).await)
+    }
+
+    #[tool(
+        description = "Run a program in a sandbox made by create_sandbox, in its language, with \
+            /workspace as the working directory. No network. Returns STDOUT, STDERR, ERROR \
+            (why it failed) and FILES (what the program wrote to /workspace/output; read \
+            them with read_file at \"output/NAME\").",
+        annotations(
+            title = "Run code in a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn run_code(&self, Parameters(a): Parameters<RunCodeArgs>) -> CallToolResult {
+        self.answer(self.run(a).await)
+    }
+
+    #[tool(
+        description = "Destroy a sandbox and everything in its workspace; a running program is killed.",
+        annotations(
+            title = "Destroy a sandbox",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn destroy_sandbox(&self, Parameters(a): Parameters<SandboxArgs>) -> CallToolResult {
+        self.answer(self.destroy(a).await)
+    }
+
+    #[tool(
+        description = "List the live sandboxes: id, language, profile, executions and when each \
+            expires.",
+        annotations(
+            title = "List sandboxes",
+            read_only_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn list_sandboxes(&self) -> CallToolResult {
+        self.list()
+    }
+
+    #[tool(
+        description = "Run one program in a fresh sandbox that is destroyed afterwards (nothing is \
+            kept). No network. Returns STDOUT, STDERR, ERROR (why it failed) and FILES (what \
+            the program wrote to /workspace/output).",
+        annotations(
+            title = "Execute code once",
+            read_only_hint = false,
+            destructive_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn execute_code(&self, Parameters(a): Parameters<ExecuteCodeArgs>) -> CallToolResult {
+        self.answer(self.execute(a).await)
+    }
+
+    #[tool(
+        description = "Write a file into a sandbox's /workspace, for the code run there to use.",
+        annotations(
+            title = "Write a file",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn write_file(&self, Parameters(a): Parameters<WriteFileArgs>) -> CallToolResult {
+        self.answer(self.write(a).await)
+    }
+
+    #[tool(
+        description = "Read a file from a sandbox's /workspace, e.g. one a run wrote.",
+        annotations(title = "Read a file", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn read_file(&self, Parameters(a): Parameters<ReadFileArgs>) -> CallToolResult {
+        self.answer(self.read(a).await)
+    }
+
+    #[tool(
+        description = "List the files and folders in a sandbox's /workspace.",
+        annotations(title = "List files", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn list_files(&self, Parameters(a): Parameters<SandboxArgs>) -> CallToolResult {
+        self.answer(self.files(a).await)
+    }
+}
+
+#[tool_handler(
+    router = self.tool_router,
+    name = "warden",
+    instructions = "Warden runs code in isolated sandboxes: no network, a read-only system, \
+        hard limits on time, memory and processes. Use execute_code for a one-off program; \
+        create_sandbox, then run_code (as often as needed) and destroy_sandbox when files must \
+        carry over between runs. Print what you want to see: only stdout, stderr and the files \
+        written to /workspace/output come back."
+)]
+impl ServerHandler for WardenMcp {}
+
+/// Why the MCP server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("mcp session over stdio could not start: {0}")]
+    StartStdio(String),
+    #[error("mcp session over stdio ended abnormally: {0}")]
+    RunStdio(String),
+}
+
+/// Serves the tools on this process's stdin and stdout until the client closes them.
+pub async fn serve_stdio(server: WardenMcp) -> Result<(), McpError> {
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| McpError::StartStdio(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| McpError::RunStdio(e.to_string()))?;
+    Ok(())
+}
+
+/// The tools over MCP's streamable HTTP transport, as a tower service to mount in an axum
+/// router (`Router::nest_service("/mcp", service)`). Only loopback `Host`s are accepted (rmcp's
+/// guard against DNS rebinding), matching the loopback-only `warden serve`. Cancelling
+/// `shutdown` ends open sessions and streams, so a graceful server stop is not held up by them.
+pub fn streamable_http_service(
+    server: WardenMcp,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<WardenMcp, LocalSessionManager> {
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_cancellation_token(shutdown),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -53,6 +53,8 @@ pub struct McpOptions {
     pub max_read_bytes: u64,
     /// Most entries `list_files` returns.
     pub max_list_entries: usize,
+    /// Largest request body over HTTP, bytes (a `write_file` travels in one).
+    pub max_request_bytes: usize,
 }
 
 impl Default for McpOptions {
@@ -63,6 +65,7 @@ impl Default for McpOptions {
             max_queued: 64,
             max_read_bytes: 4 * 1024 * 1024,
             max_list_entries: 1000,
+            max_request_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -480,10 +483,13 @@ pub fn streamable_http_service(
     server: WardenMcp,
     shutdown: CancellationToken,
 ) -> StreamableHttpService<WardenMcp, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(server.options.max_request_bytes);
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_cancellation_token(shutdown),
+        config,
     )
 }
 

@@ -5,6 +5,7 @@
 
 mod cli;
 mod doctor;
+mod mcp;
 mod profiles;
 mod run;
 mod serve;

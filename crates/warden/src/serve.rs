@@ -1,5 +1,5 @@
-//! `warden serve`: the HTTP API on a loopback address (API keys, and so other addresses, come
-//! with the daemon's next steps).
+//! `warden serve`: the HTTP API, and the MCP tools at `/mcp` (streamable HTTP), on a loopback
+//! address (API keys, and so other addresses, come with the daemon's next steps).
 
 use crate::cli::load_settings;
 use crate::run::{HelperMode, engine_with};
@@ -46,6 +46,12 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--max-concurrent must be at least 1");
     }
     let settings = load_settings(config)?;
+    let mcp_options = warden_mcp::McpOptions {
+        max_output_length: settings.sandbox.max_output_length,
+        max_concurrent: args.max_concurrent,
+        max_queued: args.max_queued,
+        ..warden_mcp::McpOptions::default()
+    };
     let engine = engine_with(settings, None, HelperMode::Exec)?;
     let limits = ServerLimits {
         max_concurrent: args.max_concurrent,
@@ -70,8 +76,18 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
-        axum::serve(listener, router(state.clone()))
-            .with_graceful_shutdown(shutdown_signal())
+        // MCP over streamable HTTP at /mcp: the same tools as `warden mcp`, on these sandboxes.
+        let mcp_stop = warden_mcp::CancellationToken::new();
+        let mcp = warden_mcp::WardenMcp::new(state.sandboxes().clone(), mcp_options);
+        let app = router(state.clone()).nest_service(
+            "/mcp",
+            warden_mcp::streamable_http_service(mcp, mcp_stop.clone()),
+        );
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown_signal().await;
+                mcp_stop.cancel();
+            })
             .await?;
         reaper.abort();
         state.sandboxes().destroy_all().await;

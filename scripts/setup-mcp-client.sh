@@ -6,10 +6,11 @@
 set -euo pipefail
 
 venv="${WARDEN_MCP_VENV:-/var/cache/warden/venv-mcp}"
-# The major version the client script is written against.
-spec='mcp>=1.10,<3'
+# The client script uses the 2.x API (`mcp.Client`).
+spec='mcp>=2.3,<3'
 
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import mcp.client.stdio, mcp.client.streamable_http' 2>/dev/null; then
+check='from mcp import Client; from mcp.client.stdio import StdioServerParameters'
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
   exit 0
 fi
 if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
@@ -24,5 +25,5 @@ fi
 mkdir -p "$(dirname "$venv")"
 /usr/bin/python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$spec"
-"$venv/bin/python" -c 'import mcp.client.stdio, mcp.client.streamable_http'
+"$venv/bin/python" -c "$check"
 echo "setup-mcp-client: the mcp client is in $venv"

@@ -21,3 +21,5 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+# The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
+bash "$(dirname "$0")/setup-mcp-client.sh"

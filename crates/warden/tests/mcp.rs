@@ -231,25 +231,42 @@ fn check_session(v: &Value) {
     assert_eq!(text(v, "list_after"), "no live sandboxes");
 }
 
+/// The client's two ways to start a session: the initialize handshake of the protocol versions
+/// before 2026-07-28 (what most MCP hosts speak today), and discovery of the newest version.
+const MODES: [&str; 2] = ["legacy", "auto"];
+
+/// Checks that `mode` negotiated the kind of protocol version it should.
+fn check_version(v: &Value, mode: &str) {
+    let version = v["protocol_version"].as_str().expect("protocol_version");
+    match mode {
+        "legacy" => assert!(version < "2026-07-28", "legacy mode negotiated {version}"),
+        _ => assert!(version >= "2026-07-28", "auto mode negotiated {version}"),
+    }
+}
+
 #[test]
 fn a_real_mcp_client_over_stdio() {
     require_root!();
     let warden = common::warden();
     let settings = common::settings();
-    // In an outer pid namespace, as the other tests that build real sandboxes.
-    let v = run_client(&[
-        "stdio",
-        "unshare",
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-        warden.to_str().unwrap(),
-        "--config",
-        settings.to_str().unwrap(),
-        "mcp",
-    ]);
-    check_session(&v);
+    for mode in MODES {
+        // In an outer pid namespace, as the other tests that build real sandboxes.
+        let v = run_client(&[
+            mode,
+            "stdio",
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            warden.to_str().unwrap(),
+            "--config",
+            settings.to_str().unwrap(),
+            "mcp",
+        ]);
+        check_version(&v, mode);
+        check_session(&v);
+    }
 }
 
 struct Server {
@@ -319,37 +336,47 @@ fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
     require_root!();
     let mut server = serve();
     let url = format!("http://{}/mcp", server.addr);
-    let v = run_client(&["http", &url]);
-    check_session(&v);
+    for mode in MODES {
+        let v = run_client(&[mode, "http", &url]);
+        check_version(&v, mode);
+        check_session(&v);
+    }
 
-    // The MCP tools act on the daemon's sandboxes: one made over MCP is seen over REST.
-    let created = run_client_create(&url);
+    // The MCP tools act on the daemon's sandboxes: one made over MCP is seen over REST. The
+    // session stays open (a legacy session keeps an event stream open).
+    let mut holder = Command::new(client_python())
+        .arg(client_script())
+        .args(["legacy", "hold", &url, "seen-by-rest"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the MCP client");
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let created: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
     let listed: Value = serde_json::from_str(&get(&server.addr, "/v1/sandboxes")).unwrap();
     assert_eq!(listed["count"], 1, "{listed}");
-    assert_eq!(listed["sandboxes"][0]["id"], created);
+    assert_eq!(listed["sandboxes"][0]["id"], created["sandbox_id"]);
 
-    // SIGTERM: the daemon stops promptly; open MCP sessions do not hold it up.
+    // SIGTERM with that session open: the daemon still stops promptly.
     let term = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
         .status()
         .unwrap();
     assert!(term.success());
     let start = Instant::now();
-    loop {
+    let stopped = loop {
         if let Some(status) = server.child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
+            break Some(status);
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "warden serve did not stop within 10 s of SIGTERM"
-        );
+        if start.elapsed() > Duration::from_secs(10) {
+            break None;
+        }
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Creates a sandbox over MCP in a session of its own; returns its id.
-fn run_client_create(url: &str) -> String {
-    let v = run_client(&["create", url, "seen-by-rest"]);
-    v["sandbox_id"].as_str().expect("sandbox_id").to_owned()
+    };
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let status = stopped.expect("warden serve did not stop within 10 s of SIGTERM");
+    assert!(status.success(), "{status}");
 }

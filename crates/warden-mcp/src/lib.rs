@@ -28,16 +28,17 @@ use reply::ToolError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::{RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use tokio_util::sync::CancellationToken;
-use warden_engine::{CreateSandbox, ExecRequest, SandboxExec, Sandboxes};
+use warden_engine::{CreateSandbox, EngineError, ExecRequest, SandboxExec, Sandboxes};
 use warden_types::WorkspacePath;
 
 /// What the server was configured with.
@@ -55,6 +56,9 @@ pub struct McpOptions {
     pub max_list_entries: usize,
     /// Largest request body over HTTP, bytes (a `write_file` travels in one).
     pub max_request_bytes: usize,
+    /// Over HTTP, accept only loopback `Host` headers (rmcp's guard against DNS rebinding):
+    /// right for a server without API keys; a server with keys may be reached by any name.
+    pub loopback_hosts_only: bool,
 }
 
 impl Default for McpOptions {
@@ -66,7 +70,30 @@ impl Default for McpOptions {
             max_read_bytes: 4 * 1024 * 1024,
             max_list_entries: 1000,
             max_request_bytes: 16 * 1024 * 1024,
+            loopback_hosts_only: true,
         }
+    }
+}
+
+/// Who is calling, as the HTTP server's authentication saw it; the default (no API keys, or
+/// stdio) owns the sandboxes made without a key.
+#[derive(Debug, Clone, Default)]
+pub struct McpCaller {
+    /// The API key's name: the owner of what it creates, and the only sandboxes it sees.
+    pub owner: Option<String>,
+    /// The key's own limit on live sandboxes.
+    pub max_sandboxes: Option<usize>,
+    /// The key's own execution slots and their number.
+    pub slots: Option<(Arc<Semaphore>, usize)>,
+}
+
+/// Finds the caller in the extensions of the HTTP request that carried a tool call.
+#[derive(Clone)]
+struct CallerOf(Arc<dyn Fn(&http::Extensions) -> McpCaller + Send + Sync>);
+
+impl std::fmt::Debug for CallerOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerOf(..)")
     }
 }
 
@@ -79,12 +106,14 @@ pub struct WardenMcp {
     slots: Arc<Semaphore>,
     /// Admission: slots plus queue places.
     admission: Arc<Semaphore>,
+    caller_of: Option<CallerOf>,
     tool_router: ToolRouter<WardenMcp>,
 }
 
-/// An admitted execution: its queue place and slot, until dropped.
+/// An admitted execution: its permits, until dropped.
 #[derive(Debug)]
 struct Admitted {
+    _own: Option<OwnedSemaphorePermit>,
     _place: OwnedSemaphorePermit,
     _slot: OwnedSemaphorePermit,
 }
@@ -110,10 +139,6 @@ fn workspace_path(path: &str) -> Result<WorkspacePath, ToolError> {
     })
 }
 
-/// The tools answer for a caller without an API key (keys are not part of the MCP front-end
-/// yet): the sandboxes of `owner: None`, the same the REST API shows without a key.
-const OWNER: Option<&str> = None;
-
 impl WardenMcp {
     pub fn new(sandboxes: Sandboxes, options: McpOptions) -> WardenMcp {
         WardenMcp {
@@ -121,7 +146,36 @@ impl WardenMcp {
             admission: Arc::new(Semaphore::new(options.max_concurrent + options.max_queued)),
             sandboxes,
             options: Arc::new(options),
+            caller_of: None,
             tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Shares execution slots and queue places with another front-end (the REST API), so the
+    /// daemon's bound holds across both: `slots` run, `admission` is slots plus queue places.
+    pub fn with_shared_slots(mut self, slots: Arc<Semaphore>, admission: Arc<Semaphore>) -> Self {
+        self.slots = slots;
+        self.admission = admission;
+        self
+    }
+
+    /// Over HTTP: how to find the caller (owner and per-key limits) in the extensions the
+    /// server's authentication left on the request. Without it every call is the default caller.
+    pub fn with_caller(
+        mut self,
+        caller_of: impl Fn(&http::Extensions) -> McpCaller + Send + Sync + 'static,
+    ) -> Self {
+        self.caller_of = Some(CallerOf(Arc::new(caller_of)));
+        self
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> McpCaller {
+        match (
+            &self.caller_of,
+            ctx.extensions.get::<http::request::Parts>(),
+        ) {
+            (Some(CallerOf(find)), Some(parts)) => find(&parts.extensions),
+            _ => McpCaller::default(),
         }
     }
 
@@ -134,7 +188,22 @@ impl WardenMcp {
         outcome.unwrap_or_else(|e| e.into_result(self.max_len()))
     }
 
-    async fn admit(&self) -> Result<Admitted, ToolError> {
+    async fn admit(&self, caller: &McpCaller) -> Result<Admitted, ToolError> {
+        // A key's own limit first: it must not take a global place it cannot use.
+        let own = match &caller.slots {
+            Some((slots, max)) => {
+                Some(
+                    slots
+                        .clone()
+                        .try_acquire_owned()
+                        .map_err(|_| ToolError::KeyBusy {
+                            key: caller.owner.clone().unwrap_or_default(),
+                            max: *max,
+                        })?,
+                )
+            }
+            None => None,
+        };
         let place = self
             .admission
             .clone()
@@ -150,12 +219,22 @@ impl WardenMcp {
             .await
             .map_err(|_| ToolError::ShuttingDown)?;
         Ok(Admitted {
+            _own: own,
             _place: place,
             _slot: slot,
         })
     }
 
-    async fn create(&self, a: CreateSandboxArgs) -> Result<CallToolResult, ToolError> {
+    async fn create(
+        &self,
+        caller: McpCaller,
+        a: CreateSandboxArgs,
+    ) -> Result<CallToolResult, ToolError> {
+        if let Some(max) = caller.max_sandboxes
+            && self.sandboxes.count_of(caller.owner.as_deref()) >= max
+        {
+            return Err(EngineError::TooManySandboxes { max }.into());
+        }
         let mut labels = a.labels;
         if let Some(ns) = a.namespace {
             labels.insert("namespace".into(), ns);
@@ -167,7 +246,7 @@ impl WardenMcp {
                 language: Some(a.language),
                 name: Some(a.name),
                 labels,
-                owner: OWNER.map(str::to_owned),
+                owner: caller.owner,
                 ..CreateSandbox::default()
             })
             .await?;
@@ -185,13 +264,13 @@ impl WardenMcp {
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    async fn run(&self, a: RunCodeArgs) -> Result<CallToolResult, ToolError> {
+    async fn run(&self, caller: McpCaller, a: RunCodeArgs) -> Result<CallToolResult, ToolError> {
         let timeout = timeout_from(a.timeout_seconds)?;
-        let _admitted = self.admit().await?;
+        let _admitted = self.admit(&caller).await?;
         let sandboxes = self.sandboxes.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             sandboxes.prepare_exec(
-                OWNER,
+                caller.owner.as_deref(),
                 &a.sandbox_name,
                 SandboxExec {
                     code: a.code,
@@ -206,15 +285,24 @@ impl WardenMcp {
         Ok(reply::ran(&result, self.max_len()))
     }
 
-    async fn destroy(&self, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
-        let id = self.sandboxes.destroy(OWNER, &a.sandbox_name).await?;
+    async fn destroy(
+        &self,
+        caller: McpCaller,
+        a: SandboxArgs,
+    ) -> Result<CallToolResult, ToolError> {
+        let id = self
+            .sandboxes
+            .destroy(caller.owner.as_deref(), &a.sandbox_name)
+            .await?;
         let message = format!("sandbox {id} destroyed");
         let structured = json!({ "success": true, "message": message });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    fn list(&self) -> CallToolResult {
-        let sandboxes = self.sandboxes.list(OWNER, &Default::default());
+    fn list(&self, caller: McpCaller) -> CallToolResult {
+        let sandboxes = self
+            .sandboxes
+            .list(caller.owner.as_deref(), &Default::default());
         let mut text = match sandboxes.len() {
             0 => "no live sandboxes".to_owned(),
             1 => "1 live sandbox:".to_owned(),
@@ -231,7 +319,11 @@ impl WardenMcp {
         reply::done(&text, structured, self.max_len())
     }
 
-    async fn execute(&self, a: ExecuteCodeArgs) -> Result<CallToolResult, ToolError> {
+    async fn execute(
+        &self,
+        caller: McpCaller,
+        a: ExecuteCodeArgs,
+    ) -> Result<CallToolResult, ToolError> {
         let request = ExecRequest {
             code: a.code,
             language: a.language,
@@ -239,7 +331,7 @@ impl WardenMcp {
             timeout: timeout_from(a.timeout_seconds)?,
             ..ExecRequest::default()
         };
-        let _admitted = self.admit().await?;
+        let _admitted = self.admit(&caller).await?;
         let engine = self.sandboxes.engine().clone();
         let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
             .await
@@ -252,7 +344,11 @@ impl WardenMcp {
         Ok(reply::ran(&result, self.max_len()))
     }
 
-    async fn write(&self, a: WriteFileArgs) -> Result<CallToolResult, ToolError> {
+    async fn write(
+        &self,
+        caller: McpCaller,
+        a: WriteFileArgs,
+    ) -> Result<CallToolResult, ToolError> {
         let path = workspace_path(&a.path)?;
         let bytes = match a.encoding {
             Encoding::Text => a.content.into_bytes(),
@@ -265,18 +361,23 @@ impl WardenMcp {
         };
         let size = bytes.len();
         self.sandboxes
-            .write_file(OWNER, &a.sandbox_name, &path, bytes)
+            .write_file(caller.owner.as_deref(), &a.sandbox_name, &path, bytes)
             .await?;
         let message = format!("wrote {size} bytes to /workspace/{path}");
         let structured = json!({ "success": true, "message": message, "path": path, "size": size });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    async fn read(&self, a: ReadFileArgs) -> Result<CallToolResult, ToolError> {
+    async fn read(&self, caller: McpCaller, a: ReadFileArgs) -> Result<CallToolResult, ToolError> {
         let path = workspace_path(&a.path)?;
         let bytes = self
             .sandboxes
-            .read_file(OWNER, &a.sandbox_name, &path, self.options.max_read_bytes)
+            .read_file(
+                caller.owner.as_deref(),
+                &a.sandbox_name,
+                &path,
+                self.options.max_read_bytes,
+            )
             .await?;
         let size = bytes.len();
         let (text, structured) = match a.encoding {
@@ -315,10 +416,14 @@ impl WardenMcp {
         Ok(reply::done(&text, structured, 0))
     }
 
-    async fn files(&self, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
+    async fn files(&self, caller: McpCaller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
         let entries = self
             .sandboxes
-            .list_files(OWNER, &a.sandbox_name, self.options.max_list_entries)
+            .list_files(
+                caller.owner.as_deref(),
+                &a.sandbox_name,
+                self.options.max_list_entries,
+            )
             .await?;
         let mut text = if entries.is_empty() {
             "/workspace is empty".to_owned()
@@ -349,8 +454,12 @@ impl WardenMcp {
             open_world_hint = false
         )
     )]
-    async fn create_sandbox(&self, Parameters(a): Parameters<CreateSandboxArgs>) -> CallToolResult {
-        self.answer(self.create(a).await)
+    async fn create_sandbox(
+        &self,
+        Parameters(a): Parameters<CreateSandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.create(self.caller(&ctx), a).await)
     }
 
     #[tool(
@@ -365,8 +474,12 @@ impl WardenMcp {
             open_world_hint = false
         )
     )]
-    async fn run_code(&self, Parameters(a): Parameters<RunCodeArgs>) -> CallToolResult {
-        self.answer(self.run(a).await)
+    async fn run_code(
+        &self,
+        Parameters(a): Parameters<RunCodeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.run(self.caller(&ctx), a).await)
     }
 
     #[tool(
@@ -379,8 +492,12 @@ impl WardenMcp {
             open_world_hint = false
         )
     )]
-    async fn destroy_sandbox(&self, Parameters(a): Parameters<SandboxArgs>) -> CallToolResult {
-        self.answer(self.destroy(a).await)
+    async fn destroy_sandbox(
+        &self,
+        Parameters(a): Parameters<SandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.destroy(self.caller(&ctx), a).await)
     }
 
     #[tool(
@@ -392,8 +509,8 @@ impl WardenMcp {
             open_world_hint = false
         )
     )]
-    async fn list_sandboxes(&self) -> CallToolResult {
-        self.list()
+    async fn list_sandboxes(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        self.list(self.caller(&ctx))
     }
 
     #[tool(
@@ -407,8 +524,12 @@ impl WardenMcp {
             open_world_hint = false
         )
     )]
-    async fn execute_code(&self, Parameters(a): Parameters<ExecuteCodeArgs>) -> CallToolResult {
-        self.answer(self.execute(a).await)
+    async fn execute_code(
+        &self,
+        Parameters(a): Parameters<ExecuteCodeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.execute(self.caller(&ctx), a).await)
     }
 
     #[tool(
@@ -421,24 +542,36 @@ impl WardenMcp {
             open_world_hint = false
         )
     )]
-    async fn write_file(&self, Parameters(a): Parameters<WriteFileArgs>) -> CallToolResult {
-        self.answer(self.write(a).await)
+    async fn write_file(
+        &self,
+        Parameters(a): Parameters<WriteFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.write(self.caller(&ctx), a).await)
     }
 
     #[tool(
         description = "Read a file from a sandbox's /workspace, e.g. one a run wrote.",
         annotations(title = "Read a file", read_only_hint = true, open_world_hint = false)
     )]
-    async fn read_file(&self, Parameters(a): Parameters<ReadFileArgs>) -> CallToolResult {
-        self.answer(self.read(a).await)
+    async fn read_file(
+        &self,
+        Parameters(a): Parameters<ReadFileArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.read(self.caller(&ctx), a).await)
     }
 
     #[tool(
         description = "List the files and folders in a sandbox's /workspace.",
         annotations(title = "List files", read_only_hint = true, open_world_hint = false)
     )]
-    async fn list_files(&self, Parameters(a): Parameters<SandboxArgs>) -> CallToolResult {
-        self.answer(self.files(a).await)
+    async fn list_files(
+        &self,
+        Parameters(a): Parameters<SandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.files(self.caller(&ctx), a).await)
     }
 }
 
@@ -476,16 +609,20 @@ pub async fn serve_stdio(server: WardenMcp) -> Result<(), McpError> {
 }
 
 /// The tools over MCP's streamable HTTP transport, as a tower service to mount in an axum
-/// router (`Router::nest_service("/mcp", service)`). Only loopback `Host`s are accepted (rmcp's
-/// guard against DNS rebinding), matching the loopback-only `warden serve`. Cancelling
-/// `shutdown` ends open sessions and streams, so a graceful server stop is not held up by them.
+/// router (`Router::nest_service("/mcp", service)`, behind the router's authentication). Unless
+/// [`McpOptions::loopback_hosts_only`] is off, only loopback `Host`s are accepted (rmcp's guard
+/// against DNS rebinding). Cancelling `shutdown` ends open sessions and streams, so a graceful
+/// server stop is not held up by them.
 pub fn streamable_http_service(
     server: WardenMcp,
     shutdown: CancellationToken,
 ) -> StreamableHttpService<WardenMcp, LocalSessionManager> {
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(shutdown)
         .with_max_request_body_bytes(server.options.max_request_bytes);
+    if !server.options.loopback_hosts_only {
+        config = config.disable_allowed_hosts();
+    }
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),

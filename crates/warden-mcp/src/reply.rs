@@ -27,6 +27,8 @@ pub enum ToolError {
         "busy: {running} executions are running and {queued} waiting, the most allowed; try again shortly"
     )]
     Busy { running: usize, queued: usize },
+    #[error("the API key {key:?} runs {max} executions already, its limit; try again shortly")]
+    KeyBusy { key: String, max: usize },
     #[error("the server is stopping")]
     ShuttingDown,
     #[error("internal error: {0}")]
@@ -57,7 +59,7 @@ impl ToolError {
                 },
             },
             ToolError::InvalidArgument { .. } => "invalid_request",
-            ToolError::Busy { .. } => "too_many_requests",
+            ToolError::Busy { .. } | ToolError::KeyBusy { .. } => "too_many_requests",
             ToolError::ShuttingDown => "shutting_down",
             ToolError::Internal(_) => "internal",
         }

@@ -1,8 +1,11 @@
-//! The tools against a fake backend: arguments, answers, errors and the tool list, without
-//! root. The real jail and a real MCP client are tested in `crates/warden/tests/mcp.rs`.
+//! The tools against a fake backend, called by an in-process MCP client (rmcp's) over a pipe:
+//! arguments, answers, errors, callers and the tool list, without root. The real jail and the
+//! official Python client are tested in `crates/warden/tests/mcp.rs`.
 
 use super::*;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use warden_engine::{Backend, BackendError, BackendSandbox, Engine, EventSender, ExecPlan};
@@ -168,17 +171,53 @@ fn structured(r: &CallToolResult) -> &serde_json::Value {
     r.structured_content.as_ref().expect("structured content")
 }
 
-/// Arguments as the model sends them: JSON, decoded the way the router decodes them.
-fn args<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Parameters<T> {
-    Parameters(serde_json::from_value(v).expect("valid arguments"))
+/// A client session with a server, both in this process, over a pipe.
+struct Session {
+    client: RunningService<RoleClient, ()>,
+}
+
+impl Session {
+    async fn start(mcp: WardenMcp) -> Session {
+        let (server_end, client_end) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = mcp.serve(server_end).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = ().serve(client_end).await.expect("MCP handshake");
+        Session { client }
+    }
+
+    /// Calls `tool` with `arguments` as the model sends them.
+    async fn call(&self, tool: &'static str, arguments: serde_json::Value) -> CallToolResult {
+        let serde_json::Value::Object(arguments) = arguments else {
+            panic!("arguments must be an object");
+        };
+        self.client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: protocol error {e}"))
+    }
+}
+
+async fn session() -> Session {
+    Session::start(server()).await
+}
+
+/// Arguments decoded as the router decodes them, for calls that bypass the protocol.
+fn args<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("valid arguments")
 }
 
 #[tokio::test]
 async fn a_sandbox_lives_across_runs_and_is_found_by_name_or_id() {
-    let mcp = server();
-    let created = mcp
-        .create_sandbox(args(json!({"name": "data", "language": "python",
-            "namespace": "dev", "labels": {"team": "a"}})))
+    let s = session().await;
+    let created = s
+        .call(
+            "create_sandbox",
+            json!({"name": "data", "language": "python",
+            "namespace": "dev", "labels": {"team": "a"}}),
+        )
         .await;
     assert_eq!(created.is_error, Some(false), "{}", text(&created));
     let id = structured(&created)["sandbox_id"]
@@ -193,22 +232,26 @@ async fn a_sandbox_lives_across_runs_and_is_found_by_name_or_id() {
     );
     assert!(text(&created).starts_with(&format!("sandbox {id} created: language python")));
 
-    let first = mcp
-        .run_code(args(json!({"sandbox_name": "data",
-            "code": "open(\"a.txt\", \"w\").write(\"kept\")\nprint(\"wrote\")"})))
+    let first = s
+        .call(
+            "run_code",
+            json!({"sandbox_name": "data",
+            "code": "open(\"a.txt\", \"w\").write(\"kept\")\nprint(\"wrote\")"}),
+        )
         .await;
     assert_eq!(text(&first), "STDOUT:\nwrote");
-    let second = mcp
-        .run_code(args(
+    let second = s
+        .call(
+            "run_code",
             json!({"sandbox_name": id, "code": "print(open(\"a.txt\").read())"}),
-        ))
+        )
         .await;
     assert_eq!(text(&second), "STDOUT:\nkept");
     assert_eq!(structured(&second)["success"], true);
     assert_eq!(structured(&second)["exit_code"], 0);
     assert_eq!(structured(&second)["output"], "STDOUT:\nkept");
 
-    let listed = mcp.list_sandboxes().await;
+    let listed = s.call("list_sandboxes", json!({})).await;
     assert_eq!(structured(&listed)["count"], 1);
     assert_eq!(structured(&listed)["sandboxes"][0]["id"], id.as_str());
     assert_eq!(structured(&listed)["sandboxes"][0]["executions"], 2);
@@ -218,19 +261,23 @@ async fn a_sandbox_lives_across_runs_and_is_found_by_name_or_id() {
         text(&listed)
     );
 
-    let destroyed = mcp
-        .destroy_sandbox(args(json!({"sandbox_name": "data"})))
+    let destroyed = s
+        .call("destroy_sandbox", json!({"sandbox_name": "data"}))
         .await;
     assert_eq!(text(&destroyed), format!("sandbox {id} destroyed"));
     assert_eq!(
         structured(&destroyed),
         &json!({"success": true, "message": format!("sandbox {id} destroyed")})
     );
-    assert_eq!(text(&mcp.list_sandboxes().await), "no live sandboxes");
-    let gone = mcp
-        .run_code(args(
+    assert_eq!(
+        text(&s.call("list_sandboxes", json!({})).await),
+        "no live sandboxes"
+    );
+    let gone = s
+        .call(
+            "run_code",
             json!({"sandbox_name": "data", "code": "print(\"x\")"}),
-        ))
+        )
         .await;
     assert_eq!(gone.is_error, Some(true));
     assert_eq!(structured(&gone)["error"], "sandbox_not_found");
@@ -238,78 +285,97 @@ async fn a_sandbox_lives_across_runs_and_is_found_by_name_or_id() {
 
 #[tokio::test]
 async fn files_go_in_and_come_out() {
-    let mcp = server();
-    mcp.create_sandbox(args(json!({"name": "f", "language": "python"})))
+    let s = session().await;
+    s.call("create_sandbox", json!({"name": "f", "language": "python"}))
         .await;
-    let wrote = mcp
-        .write_file(args(
+    let wrote = s
+        .call(
+            "write_file",
             json!({"sandbox_name": "f", "path": "/workspace/in/data.csv",
             "content": "a,b\n1,2\n"}),
-        ))
+        )
         .await;
     assert_eq!(text(&wrote), "wrote 8 bytes to /workspace/in/data.csv");
-    let read = mcp
-        .read_file(args(json!({"sandbox_name": "f", "path": "in/data.csv"})))
+    let read = s
+        .call(
+            "read_file",
+            json!({"sandbox_name": "f", "path": "in/data.csv"}),
+        )
         .await;
     assert_eq!(text(&read), "a,b\n1,2\n");
     assert_eq!(structured(&read)["size"], 8);
 
-    let binary = mcp
-        .write_file(args(json!({"sandbox_name": "f", "path": "b.bin",
-            "content": "AP8=", "encoding": "base64"})))
+    let binary = s
+        .call(
+            "write_file",
+            json!({"sandbox_name": "f", "path": "b.bin",
+            "content": "AP8=", "encoding": "base64"}),
+        )
         .await;
     assert_eq!(text(&binary), "wrote 2 bytes to /workspace/b.bin");
-    let as_text = mcp
-        .read_file(args(json!({"sandbox_name": "f", "path": "b.bin"})))
+    let as_text = s
+        .call("read_file", json!({"sandbox_name": "f", "path": "b.bin"}))
         .await;
     assert_eq!(
         text(&as_text),
         "/workspace/b.bin is a binary file of 2 bytes; read it with encoding \"base64\""
     );
-    let as_b64 = mcp
-        .read_file(args(
+    let as_b64 = s
+        .call(
+            "read_file",
             json!({"sandbox_name": "f", "path": "b.bin", "encoding": "base64"}),
-        ))
+        )
         .await;
     assert_eq!(text(&as_b64), "AP8=");
 
-    let listed = mcp.list_files(args(json!({"sandbox_name": "f"}))).await;
+    let listed = s.call("list_files", json!({"sandbox_name": "f"})).await;
     assert_eq!(
         text(&listed),
         "2 entries in /workspace:\n- b.bin (2 bytes)\n- in/data.csv (8 bytes)"
     );
 
-    let escape = mcp
-        .read_file(args(json!({"sandbox_name": "f", "path": "../etc/passwd"})))
+    let escape = s
+        .call(
+            "read_file",
+            json!({"sandbox_name": "f", "path": "../etc/passwd"}),
+        )
         .await;
     assert_eq!(escape.is_error, Some(true));
     assert!(text(&escape).starts_with("ERROR:\ninvalid argument path: invalid workspace path"));
-    let missing = mcp
-        .read_file(args(json!({"sandbox_name": "f", "path": "nope.txt"})))
+    let missing = s
+        .call(
+            "read_file",
+            json!({"sandbox_name": "f", "path": "nope.txt"}),
+        )
         .await;
     assert_eq!(missing.is_error, Some(true));
     assert_eq!(structured(&missing)["error"], "not_found");
-    let bad_b64 = mcp
-        .write_file(args(json!({"sandbox_name": "f", "path": "x",
-            "content": "!!", "encoding": "base64"})))
+    let bad_b64 = s
+        .call(
+            "write_file",
+            json!({"sandbox_name": "f", "path": "x",
+            "content": "!!", "encoding": "base64"}),
+        )
         .await;
     assert!(text(&bad_b64).starts_with("ERROR:\ninvalid argument content: not base64"));
 }
 
 #[tokio::test]
 async fn long_files_are_cut_for_the_model() {
-    let mcp = server_with(McpOptions {
+    let s = Session::start(server_with(McpOptions {
         max_output_length: 20,
         ..McpOptions::default()
-    });
-    mcp.create_sandbox(args(json!({"name": "l", "language": "python"})))
-        .await;
-    mcp.write_file(args(
-        json!({"sandbox_name": "l", "path": "big.txt", "content": "x".repeat(1000)}),
-    ))
+    }))
     .await;
-    let read = mcp
-        .read_file(args(json!({"sandbox_name": "l", "path": "big.txt"})))
+    s.call("create_sandbox", json!({"name": "l", "language": "python"}))
+        .await;
+    s.call(
+        "write_file",
+        json!({"sandbox_name": "l", "path": "big.txt", "content": "x".repeat(1000)}),
+    )
+    .await;
+    let read = s
+        .call("read_file", json!({"sandbox_name": "l", "path": "big.txt"}))
         .await;
     assert_eq!(
         text(&read),
@@ -325,9 +391,12 @@ async fn long_files_are_cut_for_the_model() {
 
 #[tokio::test]
 async fn a_policy_violation_is_a_tool_error_naming_the_module() {
-    let mcp = server();
-    let r = mcp
-        .execute_code(args(json!({"code": "import os\nprint(os.getcwd())"})))
+    let s = session().await;
+    let r = s
+        .call(
+            "execute_code",
+            json!({"code": "import os\nprint(os.getcwd())"}),
+        )
         .await;
     assert_eq!(r.is_error, Some(true));
     let t = text(&r);
@@ -339,14 +408,20 @@ async fn a_policy_violation_is_a_tool_error_naming_the_module() {
 
 #[tokio::test]
 async fn execute_code_runs_once_and_reports_failure() {
-    let mcp = server();
-    let ok = mcp
-        .execute_code(args(json!({"code": "print(\"42\")", "language": "python"})))
+    let s = session().await;
+    let ok = s
+        .call(
+            "execute_code",
+            json!({"code": "print(\"42\")", "language": "python"}),
+        )
         .await;
     assert_eq!(ok.is_error, Some(false));
     assert_eq!(text(&ok), "STDOUT:\n42");
-    let failed = mcp
-        .execute_code(args(json!({"code": "print(\"so far\")\nexit(3)"})))
+    let failed = s
+        .call(
+            "execute_code",
+            json!({"code": "print(\"so far\")\nexit(3)"}),
+        )
         .await;
     assert_eq!(failed.is_error, Some(true));
     assert_eq!(
@@ -359,21 +434,34 @@ async fn execute_code_runs_once_and_reports_failure() {
 
 #[tokio::test]
 async fn bad_requests_say_what_to_change() {
-    let mcp = server();
+    let s = session().await;
     let cases = [
-        mcp.execute_code(args(json!({"code": "print(\"x\")", "language": "cobol"})))
-            .await,
-        mcp.execute_code(args(json!({"code": "print(\"x\")", "profile": "nope"})))
-            .await,
-        mcp.execute_code(args(json!({"code": "print(\"x\")", "timeout_seconds": -1})))
-            .await,
-        mcp.execute_code(args(
-            json!({"code": "print(\"x\")", "timeout_seconds": 3600}),
-        ))
+        s.call(
+            "execute_code",
+            json!({"code": "print(\"x\")", "language": "cobol"}),
+        )
         .await,
-        mcp.create_sandbox(args(json!({"name": "Bad Name", "language": "python"})))
-            .await,
-        mcp.destroy_sandbox(args(json!({"sandbox_name": "ghost"})))
+        s.call(
+            "execute_code",
+            json!({"code": "print(\"x\")", "profile": "nope"}),
+        )
+        .await,
+        s.call(
+            "execute_code",
+            json!({"code": "print(\"x\")", "timeout_seconds": -1}),
+        )
+        .await,
+        s.call(
+            "execute_code",
+            json!({"code": "print(\"x\")", "timeout_seconds": 3600}),
+        )
+        .await,
+        s.call(
+            "create_sandbox",
+            json!({"name": "Bad Name", "language": "python"}),
+        )
+        .await,
+        s.call("destroy_sandbox", json!({"sandbox_name": "ghost"}))
             .await,
     ];
     let texts: Vec<String> = cases
@@ -388,13 +476,19 @@ async fn bad_requests_say_what_to_change() {
 
 #[tokio::test]
 async fn a_name_is_unique_among_live_sandboxes() {
-    let mcp = server();
-    let a = mcp
-        .create_sandbox(args(json!({"name": "twin", "language": "python"})))
+    let s = session().await;
+    let a = s
+        .call(
+            "create_sandbox",
+            json!({"name": "twin", "language": "python"}),
+        )
         .await;
     assert_eq!(a.is_error, Some(false));
-    let b = mcp
-        .create_sandbox(args(json!({"name": "twin", "language": "python"})))
+    let b = s
+        .call(
+            "create_sandbox",
+            json!({"name": "twin", "language": "python"}),
+        )
         .await;
     assert_eq!(b.is_error, Some(true));
     assert_eq!(structured(&b)["error"], "name_taken");
@@ -408,24 +502,30 @@ async fn a_full_queue_answers_busy_at_once() {
         max_queued: 0,
         ..McpOptions::default()
     });
-    let held = mcp.admit().await.expect("the one slot");
-    let r = mcp
-        .execute_code(args(json!({"code": "print(\"x\")"})))
+    let s = Session::start(mcp.clone()).await;
+    let held = mcp
+        .admit(&McpCaller::default())
+        .await
+        .expect("the one slot");
+    let r = s
+        .call("execute_code", json!({"code": "print(\"x\")"}))
         .await;
     assert_eq!(r.is_error, Some(true));
     assert_eq!(structured(&r)["error"], "too_many_requests");
     assert!(text(&r).starts_with("ERROR:\nbusy: 1 executions are running and 0 waiting"));
     drop(held);
-    let r = mcp
-        .execute_code(args(json!({"code": "print(\"x\")"})))
+    let r = s
+        .call("execute_code", json!({"code": "print(\"x\")"}))
         .await;
     assert_eq!(r.is_error, Some(false), "{}", text(&r));
 }
 
-#[test]
-fn the_tool_list_and_its_schemas() {
-    let tools = server().tool_router.list_all();
-    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+#[tokio::test]
+async fn the_tool_list_and_its_schemas() {
+    let s = session().await;
+    let tools = s.client.list_all_tools().await.expect("tools/list");
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
     assert_eq!(
         names,
         [
@@ -439,7 +539,7 @@ fn the_tool_list_and_its_schemas() {
             "write_file"
         ]
     );
-    let listing: Vec<serde_json::Value> = tools
+    let mut listing: Vec<serde_json::Value> = tools
         .iter()
         .map(|t| {
             json!({
@@ -450,5 +550,94 @@ fn the_tool_list_and_its_schemas() {
             })
         })
         .collect();
+    listing.sort_by_key(|t| t["name"].as_str().unwrap_or_default().to_owned());
     insta::assert_json_snapshot!(listing);
+}
+
+fn key(name: &str, max_sandboxes: Option<usize>, slots: Option<usize>) -> McpCaller {
+    McpCaller {
+        owner: Some(name.to_owned()),
+        max_sandboxes,
+        slots: slots.map(|n| (Arc::new(tokio::sync::Semaphore::new(n)), n)),
+    }
+}
+
+#[tokio::test]
+async fn a_key_sees_only_its_own_sandboxes() {
+    let mcp = server();
+    let (alice, bob) = (key("alice", None, None), key("bob", None, None));
+    let made = mcp.answer(
+        mcp.create(
+            alice.clone(),
+            args(json!({"name": "mine", "language": "python"})),
+        )
+        .await,
+    );
+    assert_eq!(made.is_error, Some(false), "{}", text(&made));
+    let listed = mcp.list(bob.clone());
+    assert_eq!(structured(&listed)["count"], 0);
+    let stolen = mcp.answer(
+        mcp.run(
+            bob.clone(),
+            args(json!({"sandbox_name": "mine", "code": "print(\"x\")"})),
+        )
+        .await,
+    );
+    assert_eq!(structured(&stolen)["error"], "sandbox_not_found");
+    let gone = mcp.answer(
+        mcp.destroy(bob.clone(), args(json!({"sandbox_name": "mine"})))
+            .await,
+    );
+    assert_eq!(structured(&gone)["error"], "sandbox_not_found");
+    // Names are per owner: bob may use the same one.
+    let same_name = mcp.answer(
+        mcp.create(
+            bob.clone(),
+            args(json!({"name": "mine", "language": "python"})),
+        )
+        .await,
+    );
+    assert_eq!(same_name.is_error, Some(false), "{}", text(&same_name));
+    assert_eq!(structured(&mcp.list(alice.clone()))["count"], 1);
+    assert_eq!(structured(&mcp.list(McpCaller::default()))["count"], 0);
+}
+
+#[tokio::test]
+async fn a_keys_own_limits_hold() {
+    let mcp = server();
+    let alice = key("alice", Some(1), Some(1));
+    let first = mcp.answer(
+        mcp.create(
+            alice.clone(),
+            args(json!({"name": "a1", "language": "python"})),
+        )
+        .await,
+    );
+    assert_eq!(first.is_error, Some(false), "{}", text(&first));
+    let second = mcp.answer(
+        mcp.create(
+            alice.clone(),
+            args(json!({"name": "a2", "language": "python"})),
+        )
+        .await,
+    );
+    assert_eq!(structured(&second)["error"], "too_many_sandboxes");
+    let held = mcp.admit(&alice).await.expect("alice's one slot");
+    let busy = mcp.answer(
+        mcp.execute(alice.clone(), args(json!({"code": "print(\"x\")"})))
+            .await,
+    );
+    assert_eq!(structured(&busy)["error"], "too_many_requests");
+    assert!(
+        text(&busy).contains("\"alice\" runs 1 executions already"),
+        "{}",
+        text(&busy)
+    );
+    // Other callers are not held up by alice's limit.
+    let other = mcp.answer(
+        mcp.execute(McpCaller::default(), args(json!({"code": "print(\"x\")"})))
+            .await,
+    );
+    assert_eq!(other.is_error, Some(false), "{}", text(&other));
+    drop(held);
 }

@@ -8,6 +8,7 @@
 mod bytes_b64;
 pub mod llm;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -15,7 +16,9 @@ use std::time::Duration;
 /// A language a runtime is configured for: `python`, `javascript`, `bash`, …
 ///
 /// Lowercase ASCII letters, digits, `-`, `_`, `+`, `.`; 1–32 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Language(String);
 
@@ -72,11 +75,12 @@ impl std::error::Error for InvalidLanguage {}
 
 /// The hard limits one execution runs under. Every field is enforced by the backend or the
 /// run is refused; none is advisory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Wall-clock time from the program's start to its kill.
     #[serde(with = "duration_ms", rename = "timeout_ms")]
+    #[schemars(with = "u64")]
     pub timeout: Duration,
     /// Memory of the whole sandbox (all its processes), MiB.
     pub memory_mb: u64,
@@ -112,7 +116,7 @@ mod duration_ms {
 /// Why an execution ended. Exactly one is reported, by precedence: `output` (Warden stopped the
 /// run), `memory` or `pids` (the sandbox hit that limit during the run, even if the program
 /// carried on), `timeout`, `signal`, `exited`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The program exited by itself (any exit code).
@@ -157,7 +161,7 @@ impl fmt::Display for Reason {
 }
 
 /// A file the program left in the workspace's output folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Artifact {
     /// Path relative to the output folder, `/`-separated; never absolute, never `..`.
     pub name: String,
@@ -167,11 +171,12 @@ pub struct Artifact {
     pub sha256: String,
     /// The content, base64 in JSON.
     #[serde(with = "bytes_b64")]
+    #[schemars(with = "String")]
     pub bytes: Vec<u8>,
 }
 
 /// What one execution produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExecResult {
     pub stdout: String,
     pub stderr: String,
@@ -208,7 +213,7 @@ impl ExecResult {
 }
 
 /// An artifact that was not returned, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SkippedArtifact {
     /// The name as found, lossily decoded when it is not UTF-8.
     pub name: String,
@@ -217,7 +222,7 @@ pub struct SkippedArtifact {
 
 /// A chunk of output or the end of an execution, as it happens. The NDJSON stream of the API:
 /// `{"type": "stdout", "text", "timestamp"}` … then `{"type": "end", …the whole result}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
     Stdout {
@@ -295,7 +300,9 @@ mod tests {
 /// `/`-separated, no `.`/`..`/empty components, no NUL, at most 4096 bytes and 64 components.
 /// Checking the spelling here is only the first gate: backends still open each component
 /// without following symlinks, so a link the program made cannot lead outside.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct WorkspacePath(String);
 
@@ -378,7 +385,7 @@ impl fmt::Display for InvalidWorkspacePath {
 impl std::error::Error for InvalidWorkspacePath {}
 
 /// An entry of a workspace listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FileEntry {
     /// Relative to the workspace, `/`-separated.
     pub path: String,

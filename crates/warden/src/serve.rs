@@ -1,5 +1,5 @@
-//! `warden serve`: the HTTP API, and the MCP tools at `/mcp` (streamable HTTP), on a loopback
-//! address (API keys, and so other addresses, come with the daemon's next steps).
+//! `warden serve`: the HTTP API, with the MCP tools at `/mcp` (streamable HTTP). Without API
+//! keys in the settings it listens only on loopback.
 
 use crate::cli::load_settings;
 use crate::run::{HelperMode, engine_with};
@@ -10,7 +10,7 @@ use warden_server::{AppState, ServerLimits, router};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on; loopback only until API keys exist.
+    /// Address to listen on; other than loopback only with API keys configured.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Executions running at once.
@@ -36,22 +36,16 @@ async fn shutdown_signal() {
 }
 
 pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
-    if !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "--listen {}: a non-loopback address needs API keys, which this build does not have yet; listen on 127.0.0.1 or [::1]",
-            args.listen
-        );
-    }
     if args.max_concurrent == 0 {
         anyhow::bail!("--max-concurrent must be at least 1");
     }
     let settings = load_settings(config)?;
-    let mcp_options = warden_mcp::McpOptions {
-        max_output_length: settings.sandbox.max_output_length,
-        max_concurrent: args.max_concurrent,
-        max_queued: args.max_queued,
-        ..warden_mcp::McpOptions::default()
-    };
+    if !args.listen.ip().is_loopback() && settings.server.api_keys.is_empty() {
+        anyhow::bail!(
+            "--listen {}: a non-loopback address needs API keys ([[server.api_keys]] in the settings); listen on 127.0.0.1 or [::1], or configure keys",
+            args.listen
+        );
+    }
     let engine = engine_with(settings, None, HelperMode::Exec)?;
     let limits = ServerLimits {
         max_concurrent: args.max_concurrent,
@@ -76,17 +70,12 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
-        // MCP over streamable HTTP at /mcp: the same tools as `warden mcp`, on these sandboxes.
-        let mcp_stop = warden_mcp::CancellationToken::new();
-        let mcp = warden_mcp::WardenMcp::new(state.sandboxes().clone(), mcp_options);
-        let app = router(state.clone()).nest_service(
-            "/mcp",
-            warden_mcp::streamable_http_service(mcp, mcp_stop.clone()),
-        );
-        axum::serve(listener, app)
+        let stopping = state.clone();
+        axum::serve(listener, router(state.clone()))
             .with_graceful_shutdown(async move {
                 shutdown_signal().await;
-                mcp_stop.cancel();
+                // Open MCP sessions (at /mcp) would otherwise hold the shutdown up.
+                stopping.stop_mcp();
             })
             .await?;
         reaper.abort();

@@ -293,13 +293,17 @@ impl Drop for Server {
     }
 }
 
+fn serve() -> Server {
+    serve_with(&common::settings())
+}
+
 // The child is waited for by `Server`'s drop, or on the early return here.
 #[allow(clippy::zombie_processes)]
-fn serve() -> Server {
+fn serve_with(settings: &std::path::Path) -> Server {
     let mut child = Command::new(common::warden())
         .args([
             "--config",
-            common::settings().to_str().unwrap(),
+            settings.to_str().unwrap(),
             "serve",
             "--listen",
             "127.0.0.1:0",
@@ -392,4 +396,78 @@ fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
     let _ = holder.wait();
     let status = stopped.expect("warden serve did not stop within 10 s of SIGTERM");
     assert!(status.success(), "{status}");
+}
+
+/// `POST path` with a JSON body and optional headers over plain HTTP/1.1; the status and body.
+fn post(addr: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    (status, raw.split_once("\r\n\r\n").unwrap().1.to_owned())
+}
+
+#[test]
+fn with_api_keys_mcp_needs_a_key_and_a_key_sees_only_its_sandboxes() {
+    require_root!();
+    let _serial = one_at_a_time();
+    // The test settings plus two keys ("alice-key", "bob-key"; the file holds their SHA-256).
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    let mut toml = std::fs::read_to_string(common::settings()).unwrap();
+    toml.push_str(
+        "\n[[server.api_keys]]\nname = \"alice\"\nmax_sandboxes = 1\n\
+         key_sha256 = \"72ee9d4355ccb9d3a4c9dbf37382e38e75c1b1a225b5bd1f729ee91bbda30c20\"\n\
+         [[server.api_keys]]\nname = \"bob\"\n\
+         key_sha256 = \"9b94dc1a51a38769f135edf04033ad7f2f487b6c25929be7a861cfc1ab10cf98\"\n",
+    );
+    std::fs::write(&settings, toml).unwrap();
+    let server = serve_with(&settings);
+    let url = format!("http://{}/mcp", server.addr);
+
+    // Without a key, or with a wrong one, /mcp is refused before any MCP is spoken.
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    for headers in ["", "Authorization: Bearer wrong\r\n"] {
+        let (status, body) = post(&server.addr, "/mcp", headers, initialize);
+        assert_eq!(status, 401, "{headers:?}: {body}");
+        assert!(body.contains("unauthorized"), "{body}");
+    }
+    let (status, body) = post(
+        &server.addr,
+        "/mcp",
+        "Authorization: Bearer bob-key\r\n",
+        initialize,
+    );
+    assert_eq!(status, 200, "{body}");
+
+    for mode in MODES {
+        let v = run_client(&[mode, "keys", &url, "alice-key", "bob-key"]);
+        assert!(
+            v["no_key"].as_str().unwrap().starts_with("refused: "),
+            "{mode}: connected without a key: {}",
+            v["no_key"]
+        );
+        assert!(!is_error(&v, "a_create"), "{}", v["a_create"]);
+        assert_eq!(v["a_create"]["structured"]["sandbox"]["name"], "mine");
+        // alice's own limit: one live sandbox.
+        assert_eq!(v["a_second"]["structured"]["error"], "too_many_sandboxes");
+        assert_eq!(text(&v, "a_run"), "STDOUT:\na");
+        assert_eq!(v["a_list"]["structured"]["count"], 1);
+        // bob sees nothing of alice's and can touch none of it.
+        assert_eq!(v["b_list"]["structured"]["count"], 0);
+        for step in ["b_run", "b_read", "b_destroy"] {
+            assert_eq!(
+                v[step]["structured"]["error"], "sandbox_not_found",
+                "{mode} {step}: {}",
+                v[step]
+            );
+        }
+        assert!(!is_error(&v, "a_destroy"), "{}", v["a_destroy"]);
+    }
 }

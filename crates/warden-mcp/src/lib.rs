@@ -13,8 +13,11 @@
 //! text cut to `max_output_length` with a visible marker, artifacts by name, size and type,
 //! never their bytes; anything the model can fix is an `isError` tool result, not a protocol
 //! error (see [`reply`]). Executions take a slot: at most `max_concurrent` run and
-//! `max_queued` wait, past which a call is answered "busy" at once. Policies (CPU-bound
-//! parsing) run on blocking threads.
+//! `max_queued` wait, past which a call is answered "busy" at once (slots may be shared with
+//! the REST API). Over HTTP the caller — an API key, as the server's authentication found it —
+//! decides which sandboxes a call sees and which per-key limits hold; over stdio, and without
+//! keys, every call is the default caller. Policies (CPU-bound parsing) run on blocking
+//! threads.
 
 pub mod args;
 pub mod reply;

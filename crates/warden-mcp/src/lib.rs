@@ -42,7 +42,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use tokio_util::sync::CancellationToken;
 use warden_engine::{CreateSandbox, EngineError, ExecRequest, SandboxExec, Sandboxes};
-use warden_types::WorkspacePath;
+use warden_types::{ExecResult, WorkspacePath};
 
 /// What the server was configured with.
 #[derive(Debug, Clone)]
@@ -100,6 +100,32 @@ impl std::fmt::Debug for CallerOf {
     }
 }
 
+/// What a tool did, for the server's metrics (see [`WardenMcp::with_observer`]).
+#[derive(Debug)]
+pub enum McpEvent<'a> {
+    /// An execution ran (`Ok`) or was refused or failed (`Err`: a policy violation, an unknown
+    /// language, a backend failure). `profile` and `language` are as asked when it was refused
+    /// before they were resolved.
+    Execution {
+        profile: &'a str,
+        language: &'a str,
+        outcome: Result<&'a ExecResult, &'a EngineError>,
+    },
+    /// A sandbox was created or destroyed.
+    SandboxesChanged,
+}
+
+type ObserverFn = dyn Fn(McpEvent<'_>) + Send + Sync;
+
+#[derive(Clone)]
+struct Observer(Arc<ObserverFn>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer(..)")
+    }
+}
+
 /// The MCP server. Cheap to clone: clones share the sandboxes and the execution slots.
 #[derive(Debug, Clone)]
 pub struct WardenMcp {
@@ -110,6 +136,7 @@ pub struct WardenMcp {
     /// Admission: slots plus queue places.
     admission: Arc<Semaphore>,
     caller_of: Option<CallerOf>,
+    observer: Option<Observer>,
     tool_router: ToolRouter<WardenMcp>,
 }
 
@@ -150,6 +177,7 @@ impl WardenMcp {
             sandboxes,
             options: Arc::new(options),
             caller_of: None,
+            observer: None,
             tool_router: Self::tool_router(),
         }
     }
@@ -170,6 +198,37 @@ impl WardenMcp {
     ) -> Self {
         self.caller_of = Some(CallerOf(Arc::new(caller_of)));
         self
+    }
+
+    /// Tells `observer` what the tools do (executions and their outcome, sandboxes created
+    /// and destroyed), for metrics.
+    pub fn with_observer(
+        mut self,
+        observer: impl Fn(McpEvent<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Observer(Arc::new(observer)));
+        self
+    }
+
+    fn observe(&self, event: McpEvent<'_>) {
+        if let Some(Observer(observer)) = &self.observer {
+            observer(event);
+        }
+    }
+
+    /// Reports an execution's outcome to the observer and passes it on.
+    fn observed(
+        &self,
+        profile: &str,
+        language: &str,
+        outcome: Result<ExecResult, EngineError>,
+    ) -> Result<ExecResult, ToolError> {
+        self.observe(McpEvent::Execution {
+            profile,
+            language,
+            outcome: outcome.as_ref(),
+        });
+        Ok(outcome?)
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> McpCaller {
@@ -253,6 +312,7 @@ impl WardenMcp {
                 ..CreateSandbox::default()
             })
             .await?;
+        self.observe(McpEvent::SandboxesChanged);
         let message = format!(
             "sandbox {} created: language {}, profile {}; destroyed after {} s without use \
              (at most {} s in all)",
@@ -269,6 +329,9 @@ impl WardenMcp {
 
     async fn run(&self, caller: McpCaller, a: RunCodeArgs) -> Result<CallToolResult, ToolError> {
         let timeout = timeout_from(a.timeout_seconds)?;
+        let info = self
+            .sandboxes
+            .get(caller.owner.as_deref(), &a.sandbox_name)?;
         let _admitted = self.admit(&caller).await?;
         let sandboxes = self.sandboxes.clone();
         let prepared = tokio::task::spawn_blocking(move || {
@@ -283,8 +346,12 @@ impl WardenMcp {
             )
         })
         .await
-        .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))??;
-        let result = self.sandboxes.run_exec(prepared, None).await?;
+        .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))?;
+        let outcome = match prepared {
+            Ok(prepared) => self.sandboxes.run_exec(prepared, None).await,
+            Err(e) => Err(e),
+        };
+        let result = self.observed(&info.profile, &info.language, outcome)?;
         Ok(reply::ran(&result, self.max_len()))
     }
 
@@ -297,6 +364,7 @@ impl WardenMcp {
             .sandboxes
             .destroy(caller.owner.as_deref(), &a.sandbox_name)
             .await?;
+        self.observe(McpEvent::SandboxesChanged);
         let message = format!("sandbox {id} destroyed");
         let structured = json!({ "success": true, "message": message });
         Ok(reply::done(&message, structured, self.max_len()))
@@ -334,16 +402,36 @@ impl WardenMcp {
             timeout: timeout_from(a.timeout_seconds)?,
             ..ExecRequest::default()
         };
+        // The labels of a refusal before the profile and language are resolved: as asked.
+        let settings = self.sandboxes.engine().settings();
+        let asked_profile = request
+            .profile
+            .clone()
+            .unwrap_or_else(|| settings.sandbox.default_profile.clone());
+        let asked_language = request.language.clone().unwrap_or_else(|| {
+            settings
+                .profile(&asked_profile)
+                .map(|p| p.runtime.language.clone())
+                .unwrap_or_default()
+        });
         let _admitted = self.admit(&caller).await?;
         let engine = self.sandboxes.engine().clone();
-        let (profile, plan) = tokio::task::spawn_blocking(move || engine.prepare(&request))
+        let prepared = tokio::task::spawn_blocking(move || engine.prepare(&request))
             .await
-            .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))??;
-        let result = self
-            .sandboxes
-            .engine()
-            .run_prepared(&profile, plan, None)
-            .await?;
+            .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))?;
+        let (profile, language, outcome) = match prepared {
+            Ok((profile, plan)) => {
+                let language = plan.language.to_string();
+                let outcome = self
+                    .sandboxes
+                    .engine()
+                    .run_prepared(&profile, plan, None)
+                    .await;
+                (profile, language, outcome)
+            }
+            Err(e) => (asked_profile, asked_language, Err(e)),
+        };
+        let result = self.observed(&profile, &language, outcome)?;
         Ok(reply::ran(&result, self.max_len()))
     }
 

@@ -641,3 +641,46 @@ async fn a_keys_own_limits_hold() {
     assert_eq!(other.is_error, Some(false), "{}", text(&other));
     drop(held);
 }
+
+#[tokio::test]
+async fn the_observer_hears_executions_refusals_and_sandboxes() {
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let log = heard.clone();
+    let mcp = server().with_observer(move |event| {
+        let line = match event {
+            McpEvent::Execution {
+                profile,
+                language,
+                outcome,
+            } => match outcome {
+                Ok(r) => format!("{profile}/{language}: {}", r.reason),
+                Err(e) => format!("{profile}/{language}: refused: {e}"),
+            },
+            McpEvent::SandboxesChanged => "sandboxes changed".to_owned(),
+        };
+        log.lock().unwrap().push(line);
+    });
+    let s = Session::start(mcp).await;
+    s.call("execute_code", json!({"code": "print(\"x\")"}))
+        .await;
+    s.call(
+        "execute_code",
+        json!({"code": "import os", "language": "python"}),
+    )
+    .await;
+    s.call("execute_code", json!({"code": "x", "language": "cobol"}))
+        .await;
+    s.call("create_sandbox", json!({"name": "o", "language": "python"}))
+        .await;
+    s.call("run_code", json!({"sandbox_name": "o", "code": "exit(2)"}))
+        .await;
+    s.call(
+        "run_code",
+        json!({"sandbox_name": "ghost", "code": "exit(2)"}),
+    )
+    .await;
+    s.call("destroy_sandbox", json!({"sandbox_name": "o"}))
+        .await;
+    let heard = heard.lock().unwrap().join("\n");
+    insta::assert_snapshot!(heard);
+}

@@ -358,6 +358,20 @@ fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
         check_version(&v, mode);
         check_session(&v);
     }
+    // MCP's executions and refusals are in /metrics: six runs and one policy violation a session.
+    let metrics = get(&server.addr, "/metrics");
+    for line in [
+        r#"warden_executions_total{profile="test",language="python",outcome="exited"} 12"#,
+        r#"warden_executions_total{profile="strict",language="python",outcome="policy_violation"} 2"#,
+        r#"warden_policy_violations_total{policy="forbidden_imports"} 2"#,
+        "warden_execution_duration_seconds_count 12",
+        "warden_sandboxes_live 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in /metrics:\n{metrics}"
+        );
+    }
 
     // The MCP tools act on the daemon's sandboxes: one made over MCP is seen over REST. The
     // session stays open (a legacy session keeps an event stream open).
@@ -375,6 +389,11 @@ fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
     let listed: Value = serde_json::from_str(&get(&server.addr, "/v1/sandboxes")).unwrap();
     assert_eq!(listed["count"], 1, "{listed}");
     assert_eq!(listed["sandboxes"][0]["id"], created["sandbox_id"]);
+    assert!(
+        get(&server.addr, "/metrics")
+            .lines()
+            .any(|l| l == "warden_sandboxes_live 1")
+    );
 
     // SIGTERM with that session open: the daemon still stops promptly.
     let term = Command::new("kill")

@@ -473,14 +473,12 @@ impl WardenMcp {
         let size = bytes.len();
         let (text, structured) = match a.encoding {
             Encoding::Base64 => {
+                // Never cut: cut base64 is useless, and the caller asked for the whole file.
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
                 let structured = json!({
                     "path": path, "size": size, "encoding": "base64", "content": b64,
                 });
-                // Cutting base64 would make it useless: the caller asked for the whole file.
-                let mut reply = reply::done("", structured, 0);
-                reply.content = vec![rmcp::model::ContentBlock::text(b64)];
-                return Ok(reply);
+                (b64, structured)
             }
             Encoding::Text => match String::from_utf8(bytes) {
                 Ok(text) => {
@@ -503,7 +501,7 @@ impl WardenMcp {
                 }
             },
         };
-        // `text` is already cut; the marker it carries is the file's, not the reply's.
+        // Text is already cut (its marker is the file's); base64 must not be.
         Ok(reply::done(&text, structured, 0))
     }
 

@@ -21,5 +21,9 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+
+# The Python SDK's venv (pytest, langchain-core, openai) for its tests.
+bash "$(dirname "$0")/setup-python-sdk.sh"
+
 # The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
 bash "$(dirname "$0")/setup-mcp-client.sh"

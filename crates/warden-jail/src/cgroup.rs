@@ -195,15 +195,19 @@ impl Hierarchy {
                         .map(|p| p.join(PARENT).join(name))
                         .ok_or(CgroupError::ControllerMissing { controller, limit })
                 };
-                let cg = V1Cgroup {
+                let mut cg = V1Cgroup {
                     memory: need(memory, "memory", "memory")?,
                     pids: need(pids, "pids", "process")?,
                     cpu: need(cpu, "cpu", "cpu")?,
+                    _owned: Vec::new(),
                 };
-                for dir in [&cg.memory, &cg.pids, &cg.cpu] {
-                    if let Err(e) = mkdir(dir) {
-                        let _ = cg.remove();
-                        return Err(e);
+                for dir in [cg.memory.clone(), cg.pids.clone(), cg.cpu.clone()] {
+                    match create_owned(&dir) {
+                        Ok(lock) => cg._owned.push(lock),
+                        Err(e) => {
+                            let _ = cg.remove();
+                            return Err(e);
+                        }
                     }
                 }
                 Ok(Box::new(cg))
@@ -217,45 +221,57 @@ impl Hierarchy {
                     }
                 }
                 let parent = base.join(PARENT);
-                let cg = V2Cgroup {
-                    path: parent.join(name),
-                };
                 mkdir(&parent)?;
                 write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu")?;
-                mkdir(&cg.path)?;
-                Ok(Box::new(cg))
+                let path = parent.join(name);
+                let lock = create_owned(&path)?;
+                Ok(Box::new(V2Cgroup { path, _owned: lock }))
             }
         }
     }
 
     /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
-    /// with the pid namespace they ran in, or by `kill -9`): a leaf is named
-    /// `run-<helper pid>-<time>`, and one whose helper is gone and that holds no process is
-    /// stale. Returns how many were removed.
+    /// with the pid namespace they ran in, or by `kill -9`). A live sandbox's leaf is locked
+    /// (`flock`) by its helper and init for as long as either lives, whatever pid namespace
+    /// they are in; a leaf nobody locks and that holds no process is stale. Returns how many
+    /// were removed.
     pub fn remove_stale(&self) -> usize {
-        let mut removed = 0;
+        self.stale(true)
+    }
+
+    /// Whether a stale leaf is there (see [`Hierarchy::remove_stale`]).
+    pub fn has_stale(&self) -> bool {
+        self.stale(false) > 0
+    }
+
+    fn stale(&self, remove: bool) -> usize {
+        let mut found = 0;
         for parent in self.parents() {
+            // Exclusive on the parent: no leaf is between its creation and its lock meanwhile.
+            let Ok(_scan) = lock_dir(&parent, libc::LOCK_EX) else {
+                continue;
+            };
             let Ok(entries) = fs::read_dir(&parent) else {
                 continue;
             };
             for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("run-"))
-                    .and_then(|n| n.split('-').next())
-                    .and_then(|p| p.parse::<u32>().ok())
-                else {
+                if !entry.file_name().to_string_lossy().starts_with("run-") {
                     continue;
-                };
-                let helper_alive = Path::new(&format!("/proc/{pid}")).exists();
+                }
                 let path = entry.path();
-                if !helper_alive && procs(&path).is_empty() && fs::remove_dir(&path).is_ok() {
-                    removed += 1;
+                // Held by its owner: alive.
+                if lock_dir(&path, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+                    continue;
+                }
+                if !procs(&path).is_empty() {
+                    continue;
+                }
+                if !remove || fs::remove_dir(&path).is_ok() {
+                    found += 1;
                 }
             }
         }
-        removed
+        found
     }
 
     /// Kills every process in the runs of helper `helper_pid` (a cancelled execution): its
@@ -278,25 +294,6 @@ impl Hierarchy {
             }
         }
         killed
-    }
-
-    /// Whether a leaf of a helper that is gone is still there (see [`Hierarchy::remove_stale`]).
-    pub fn has_stale(&self) -> bool {
-        self.parents().iter().any(|parent| {
-            fs::read_dir(parent)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|entry| {
-                    entry
-                        .file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_prefix("run-"))
-                        .and_then(|n| n.split('-').next())
-                        .and_then(|p| p.parse::<u32>().ok())
-                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-                })
-        })
     }
 
     /// The folders of Warden's parent cgroup, to find leftovers.
@@ -348,6 +345,41 @@ pub fn ensure_fast_attach() {
             Some("none,name=warden,favordynmods"),
         );
     }
+}
+
+/// Opens a folder and `flock`s it (`how`: LOCK_SH, LOCK_EX, optionally LOCK_NB).
+fn lock_dir(path: &Path, how: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)?;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(dir.as_raw_fd(), how) } == 0 {
+            return Ok(dir.into());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Creates a sandbox's leaf and locks it, under a shared lock of the parent so that
+/// [`Hierarchy::remove_stale`] never sees the leaf before its lock. The returned lock lives
+/// as long as the sandbox's helper (and its init, which inherits it).
+fn create_owned(leaf: &Path) -> Result<std::os::fd::OwnedFd, CgroupError> {
+    let parent = leaf.parent().unwrap_or(leaf);
+    mkdir(parent)?;
+    let locked = |source| CgroupError::Create {
+        path: leaf.to_owned(),
+        source,
+    };
+    let _creating = lock_dir(parent, libc::LOCK_SH).map_err(locked)?;
+    mkdir(leaf)?;
+    lock_dir(leaf, libc::LOCK_EX).map_err(locked)
 }
 
 fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
@@ -433,6 +465,8 @@ struct V1Cgroup {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
+    /// The ownership locks of the leaves (see [`Hierarchy::remove_stale`]).
+    _owned: Vec<std::os::fd::OwnedFd>,
 }
 
 impl Cgroup for V1Cgroup {
@@ -489,6 +523,8 @@ impl Cgroup for V1Cgroup {
 #[derive(Debug)]
 struct V2Cgroup {
     path: PathBuf,
+    /// The ownership lock of the leaf (see [`Hierarchy::remove_stale`]).
+    _owned: std::os::fd::OwnedFd,
 }
 
 impl Cgroup for V2Cgroup {
@@ -569,13 +605,16 @@ mod tests {
             pids: Some(tmp.path().join("pids")),
             cpu: Some(tmp.path().join("cpu")),
         };
-        let own = format!("run-{}-1", std::process::id());
-        h.create(&own).unwrap();
-        // pid 0x7fffffff never exists.
-        h.create("run-2147483647-1").unwrap();
+        // A live sandbox holds its leaves' locks; a dead helper's leaves are unlocked. Pids
+        // play no part: a helper in another pid namespace has a number that means nothing here.
+        let live = h.create("run-1-live").unwrap();
+        drop(h.create("run-1-dead").unwrap());
+        assert!(h.has_stale());
         assert_eq!(h.remove_stale(), 3);
-        assert!(tmp.path().join("memory/warden").join(&own).exists());
-        assert!(!tmp.path().join("memory/warden/run-2147483647-1").exists());
+        assert!(tmp.path().join("memory/warden/run-1-live").exists());
+        assert!(!tmp.path().join("memory/warden/run-1-dead").exists());
+        assert!(!h.has_stale());
+        drop(live);
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod error;
 mod mcp;
 mod metrics;
 pub mod openapi;
+mod otlp;
 mod piston;
 mod sandboxes;
 mod versions;
@@ -20,6 +21,7 @@ mod versions;
 pub use auth::{Caller, Keys};
 pub use error::ApiError;
 pub use metrics::Metrics;
+use otlp::{ExecSpans, Tracer};
 use versions::Versions;
 
 use axum::extract::rejection::JsonRejection;
@@ -69,6 +71,7 @@ impl Default for ServerLimits {
 pub struct AppState {
     engine: Engine,
     keys: Keys,
+    tracer: Tracer,
     sandboxes: Sandboxes,
     limits: ServerLimits,
     /// Execution slots.
@@ -91,6 +94,7 @@ impl AppState {
             metrics: Metrics::default(),
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
+            tracer: Tracer::new(&engine.settings().server.otlp),
             mcp_stop: warden_mcp::CancellationToken::new(),
             engine,
             limits,
@@ -341,6 +345,33 @@ impl Drop for Admitted {
     }
 }
 
+/// Counts one execution's outcome and, with tracing on, exports its spans.
+fn record_traced(
+    state: &AppState,
+    spans: ExecSpans,
+    profile: &str,
+    language: &str,
+    outcome: &Result<warden_types::ExecResult, ApiError>,
+) {
+    record(state, profile, language, outcome);
+    let (reason, error) = match outcome {
+        Ok(r) => (r.reason.as_str().to_owned(), None),
+        Err(e) => (e.code.to_owned(), Some(e.message.as_str())),
+    };
+    let mut attributes = vec![
+        ("warden.profile", profile.to_owned()),
+        ("warden.language", language.to_owned()),
+        ("warden.outcome", reason),
+    ];
+    if let Ok(r) = outcome {
+        attributes.push(("warden.duration_ms", r.duration_ms.to_string()));
+        if let Some(code) = r.exit_code {
+            attributes.push(("warden.exit_code", code.to_string()));
+        }
+    }
+    state.tracer.record(spans, &attributes, error);
+}
+
 /// Counts one request's outcome.
 fn record(
     state: &AppState,
@@ -434,15 +465,20 @@ async fn execute_inner(
 ) -> Result<Response, ApiError> {
     let stream = body.stream;
     let request = body.into_request()?;
+    let mut spans = ExecSpans::start();
+    spans.stage("queue");
     let slot = admit(&state, &caller).await?;
+    spans.stage("policies");
     let (profile, plan) = prepare(&state, request).await?;
     let language = plan.language.to_string();
     state.engine.check_prepared(&profile, &plan)?;
+    spans.stage("run");
     let engine = state.engine.clone();
     let run_profile = profile.clone();
     Ok(respond(
         state,
         slot,
+        spans,
         stream,
         profile,
         language,
@@ -456,6 +492,7 @@ async fn execute_inner(
 async fn respond<F, Fut>(
     state: AppState,
     slot: Admitted,
+    spans: ExecSpans,
     stream: bool,
     profile: String,
     language: String,
@@ -467,7 +504,7 @@ where
 {
     if !stream {
         let result = run(None).await.map_err(ApiError::from);
-        record(&state, &profile, &language, &result);
+        record_traced(&state, spans, &profile, &language, &result);
         drop(slot);
         return match result {
             Ok(result) => Json(result).into_response(),
@@ -492,17 +529,13 @@ where
         };
         let (result, ()) = tokio::join!(run(Some(tx)), forward);
         let result = result.map_err(ApiError::from);
-        record(&state, &profile, &language, &result);
+        record_traced(&state, spans, &profile, &language, &result);
         let last = match result {
             Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
-            Err(e) => {
-                let mut line = serde_json::to_vec(&serde_json::json!({
-                    "type": "error", "name": e.code, "value": e.message,
-                }))
-                .unwrap_or_default();
-                line.push(b'\n');
-                line.into()
-            }
+            Err(e) => ndjson(&ExecEvent::Error {
+                name: e.code.to_owned(),
+                value: e.message,
+            }),
         };
         let _ = lines_tx.send(Ok(last)).await;
     });

@@ -37,6 +37,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write the Kubernetes manifests (deploy/kubernetes) for these settings.
+    KubeManifests(crate::kube::ManifestArgs),
     /// Report what this host supports and what that means for each profile.
     Doctor {
         /// Print JSON instead of text.
@@ -60,6 +62,7 @@ pub fn main() -> i32 {
         Command::Serve(args) => crate::serve::run(cli.config.as_ref(), args),
         Command::Mcp(args) => crate::mcp::run(cli.config.as_ref(), args),
         Command::Profiles { json } => crate::profiles::run(cli.config.as_ref(), *json),
+        Command::KubeManifests(args) => crate::kube::manifests(cli.config.as_ref(), args),
         Command::Doctor { json } => crate::doctor::run(cli.config.as_ref(), *json),
     };
     match result {

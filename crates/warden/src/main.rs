@@ -5,6 +5,7 @@
 
 mod cli;
 mod doctor;
+mod kube;
 mod mcp;
 mod profiles;
 mod run;

@@ -13,17 +13,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The tests of this file run one at a time: `warden mcp` runs in an outer pid namespace, and
-/// a jail helper there cannot see the helpers of the `warden serve` test, whose fresh cgroups
-/// its clean-up of stale ones could take for a dead helper's (see `Hierarchy::remove_stale`).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// The venv's python, as the setup script installs it; its absence is a failure, not a skip:
 /// `scripts/setup.sh` (run by `scripts/test.sh` and CI) installs it.
 fn client_python() -> PathBuf {
@@ -258,7 +247,6 @@ fn check_version(v: &Value, mode: &str) {
 #[test]
 fn a_real_mcp_client_over_stdio() {
     require_root!();
-    let _serial = one_at_a_time();
     let warden = common::warden();
     let settings = common::settings();
     for mode in MODES {
@@ -350,7 +338,6 @@ fn get(addr: &str, path: &str) -> String {
 #[test]
 fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
     require_root!();
-    let _serial = one_at_a_time();
     let mut server = serve();
     let url = format!("http://{}/mcp", server.addr);
     for mode in MODES {
@@ -435,7 +422,6 @@ fn post(addr: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
 #[test]
 fn with_api_keys_mcp_needs_a_key_and_a_key_sees_only_its_sandboxes() {
     require_root!();
-    let _serial = one_at_a_time();
     // The test settings plus two keys ("alice-key", "bob-key"; the file holds their SHA-256).
     let dir = tempfile::tempdir().unwrap();
     let settings = dir.path().join("settings.toml");

@@ -39,3 +39,30 @@ PY
 if [ "${LOAD_SECONDS:-60}" != 0 ]; then
   python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}"
 fi
+
+# Extra start-up of a networked sandbox (issue 9): the same `true.sh` in an offline profile and
+# in a networked one (own veth pair, NAT, firewall, resolver), interleaved. Needs root, nft, ip.
+if [ "${WARDEN_BENCH_NET:-1}" = 1 ]; then
+  cat > "$work/net.toml" <<'TOML'
+[sandbox]
+default_profile = "offline"
+[sandbox.jail.network]
+upstream_dns = "127.0.0.1:53"
+[sandbox.profiles.offline]
+enabled_policies = []
+[sandbox.profiles.networked]
+network_enabled = true
+enabled_policies = []
+TOML
+  "$warden" --config "$work/net.toml" run --profile networked "$work/true.sh" >/dev/null
+  echo
+  python3 bench/interleave.py --rounds "$rounds" --json "$work/net.json" \
+    "offline true.sh=$warden --config $work/net.toml run $work/true.sh" \
+    "networked true.sh=$warden --config $work/net.toml run --profile networked $work/true.sh"
+  python3 - "$work/net.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+extra = s["networked true.sh"]["median"] - s["offline true.sh"]["median"]
+print(f"\nnetworked - offline = {extra:.1f} ms (target < 20 ms)")
+PY
+fi

@@ -24,6 +24,7 @@ fi
 
 # The Python SDK's venv (pytest, langchain-core, openai) for its tests.
 bash "$(dirname "$0")/setup-python-sdk.sh"
+bash "$(dirname "$0")/setup-net.sh"
 
 # The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
 bash "$(dirname "$0")/setup-mcp-client.sh"

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use warden_policy::PolicySettings;
+use warden_types::egress::{Cidr, EgressPolicy};
 use warden_types::{Language, Limits};
 
 /// The embedded default settings: the source document's `standard` and `data_science` profiles.
@@ -199,6 +200,9 @@ pub struct Profile {
     /// A sandbox with a lifetime is destroyed this long after its creation, seconds.
     /// Default: 3600. A request may ask for less, never more.
     pub max_lifetime_seconds: u64,
+    /// What a networked sandbox may reach (`network_enabled = true` only). Default: the public
+    /// internet, never the host, loopback, private, shared or link-local ranges.
+    pub egress: EgressPolicy,
 }
 
 impl Default for Profile {
@@ -222,6 +226,7 @@ impl Default for Profile {
             backend: None,
             idle_ttl_seconds: 600,
             max_lifetime_seconds: 3600,
+            egress: EgressPolicy::default(),
         }
     }
 }
@@ -301,6 +306,29 @@ pub struct JailOptions {
     /// (once per boot, as root) so that moving a sandbox into its cgroup does not wait for an
     /// RCU grace period (~10 ms). Costs the host slightly slower fork/exit. Default: true.
     pub fast_cgroup_attach: bool,
+    /// Host side of networked sandboxes (`network_enabled = true`).
+    pub network: JailNetwork,
+}
+
+/// `[sandbox.jail.network]`: how networked jail sandboxes are wired to the host.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JailNetwork {
+    /// IPv4 range cut into one /30 per networked sandbox (host end, sandbox end). Must not
+    /// overlap a network the host routes to. Default: 10.213.0.0/16 (16384 sandboxes).
+    pub pool: Cidr,
+    /// The resolver Warden's per-sandbox DNS server asks. Default: the first `nameserver` of
+    /// the host's /etc/resolv.conf.
+    pub upstream_dns: Option<std::net::SocketAddr>,
+}
+
+impl Default for JailNetwork {
+    fn default() -> Self {
+        Self {
+            pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            upstream_dns: None,
+        }
+    }
 }
 
 impl Default for JailOptions {
@@ -335,6 +363,7 @@ impl Default for JailOptions {
             host_uid: 65534,
             host_gid: 65534,
             fast_cgroup_attach: true,
+            network: JailNetwork::default(),
         }
     }
 }
@@ -689,6 +718,13 @@ impl Settings {
                 ),
             ));
         }
+        let pool = s.jail.network.pool;
+        if !pool.is_ipv4() || !(8..=30).contains(&pool.prefix()) {
+            return Err((
+                "sandbox.jail.network.pool".into(),
+                "must be an IPv4 range from /8 to /30".into(),
+            ));
+        }
         for (lang, rt) in &s.runtimes {
             let key = format!("sandbox.runtimes.{lang}");
             Language::new(lang).map_err(|e| (key.clone(), e.to_string()))?;
@@ -754,6 +790,13 @@ impl Settings {
                         p.runtime.language,
                         s.runtimes.keys().cloned().collect::<Vec<_>>().join(", ")
                     ),
+                ));
+            }
+            if !p.network_enabled && p.egress != EgressPolicy::default() {
+                return Err((
+                    key("egress"),
+                    "egress rules apply only to a networked profile: set network_enabled = true"
+                        .into(),
                 ));
             }
             if let Some(cmd) = &p.runtime.command

@@ -91,7 +91,7 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
@@ -238,5 +238,51 @@ fn bad_kubernetes_options_name_the_key() {
     insta::assert_snapshot!(
         err("[sandbox]\nbackend = \"k8s\"\n"),
         @"test.toml: sandbox.backend: unknown variant `k8s`, expected one of `jail`, `docker`, `kubernetes`"
+    );
+}
+
+#[test]
+fn egress_rules_parse_into_domain_types() {
+    let s = Settings::from_toml(
+        "[sandbox]\ndefault_profile = \"net\"\n[sandbox.profiles.net]\nnetwork_enabled = true\n\
+         [sandbox.profiles.net.egress]\nallow_cidrs = [\"203.0.113.0/24\"]\ndeny_cidrs = [\"203.0.113.7\"]\n\
+         allow_domains = [\"PyPI.org\", \"*.pythonhosted.org\"]\nmax_bandwidth = \"10mbit\"\n",
+        "t",
+    )
+    .unwrap();
+    let e = &s.profile("net").unwrap().egress;
+    assert_eq!(e.allow_cidrs[0].to_string(), "203.0.113.0/24");
+    assert_eq!(e.deny_cidrs[0].to_string(), "203.0.113.7/32");
+    assert!(e.allows_name("files.pythonhosted.org") && e.allows_name("pypi.org"));
+    assert_eq!(e.max_bandwidth.unwrap().bits_per_second(), 10_000_000);
+    assert_eq!(s.sandbox.jail.network.pool.to_string(), "10.213.0.0/16");
+}
+
+#[test]
+fn bad_egress_rules_name_the_key() {
+    let net = "[sandbox]\ndefault_profile = \"n\"\n[sandbox.profiles.n]\nnetwork_enabled = true\n[sandbox.profiles.n.egress]\n";
+    insta::assert_snapshot!(
+        err(&format!("{net}allow_cidrs = [\"10.1.2.3/8\"]\n")),
+        @r#"test.toml: sandbox.profiles.n.egress.allow_cidrs[0]: invalid CIDR "10.1.2.3/8": host bits set below the prefix"#
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}allow_domains = [\"a..b\"]\n")),
+        @r#"test.toml: sandbox.profiles.n.egress.allow_domains[0]: invalid domain "a..b": every label must have 1 to 63 characters"#
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}max_bandwidth = \"10mb\"\n")),
+        @r#"test.toml: sandbox.profiles.n.egress.max_bandwidth: invalid bandwidth "10mb": the unit must be bit, kbit, mbit or gbit"#
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}allow = []\n")),
+        @"test.toml: sandbox.profiles.n.egress.allow: unknown field `allow`, expected one of `allow_cidrs`, `deny_cidrs`, `allow_domains`, `max_bandwidth`"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard.egress]\nallow_domains = [\"pypi.org\"]\n"),
+        @"test.toml: sandbox.profiles.standard.egress: egress rules apply only to a networked profile: set network_enabled = true"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.jail.network]\npool = \"10.0.0.0/31\"\n"),
+        @"test.toml: sandbox.jail.network.pool: must be an IPv4 range from /8 to /30"
     );
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use warden_types::egress::EgressPolicy;
 use warden_types::{ExecEvent, ExecResult, FileEntry, Language, Limits, WorkspacePath};
 
 /// One execution, fully resolved: the backend neither looks up profiles nor runs policies.
@@ -24,6 +25,8 @@ pub struct ExecPlan {
     pub stdin: Vec<u8>,
     pub limits: Limits,
     pub network_enabled: bool,
+    /// What the sandbox may reach when `network_enabled` (ignored otherwise).
+    pub egress: EgressPolicy,
     /// The docker backend's image, when the profile or runtime names one.
     pub image: Option<String>,
 }
@@ -67,6 +70,8 @@ pub struct SandboxSpec {
     pub profile: String,
     pub limits: Limits,
     pub network_enabled: bool,
+    /// What the sandbox may reach when `network_enabled` (ignored otherwise).
+    pub egress: EgressPolicy,
     /// The image (docker/kubernetes), from the profile's runtime.
     pub image: Option<String>,
     /// Set on what the backend creates, where it can carry labels.

@@ -180,6 +180,7 @@ impl Engine {
                 stdin: req.stdin.clone(),
                 limits,
                 network_enabled: profile.network_enabled,
+                egress: profile.egress.clone(),
                 image,
             },
         ))

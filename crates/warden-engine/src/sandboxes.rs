@@ -262,6 +262,7 @@ impl Sandboxes {
                 profile: profile_name.clone(),
                 limits: plan.limits.clone(),
                 network_enabled: plan.network_enabled,
+                egress: plan.egress.clone(),
                 image: plan.image.clone(),
                 labels,
             })

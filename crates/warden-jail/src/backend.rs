@@ -19,8 +19,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use warden_types::{ExecEvent, ExecResult, FileEntry, WorkspacePath};
 
-const NETWORK_REFUSAL: &str = "network_enabled = true: the jail backend has no controlled network, so the profile is refused rather than run with the host's network";
-
 /// What the jail needs from the settings.
 #[derive(Debug, Clone)]
 pub struct JailSettings {
@@ -37,6 +35,64 @@ pub struct JailSettings {
     /// about to exit must: as pid 1 of a pid namespace (a container's entry point), its exit
     /// would kill the helper before its clean-up.
     pub wait_for_teardown: bool,
+    /// The host side of networked sandboxes.
+    pub network: NetSettings,
+}
+
+/// How networked sandboxes are wired to the host (`[sandbox.jail.network]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetSettings {
+    /// The IPv4 range cut into one /30 per networked sandbox.
+    pub pool: warden_types::egress::Cidr,
+    /// The resolver the per-sandbox DNS server asks; `None`: the host's /etc/resolv.conf.
+    pub upstream_dns: Option<std::net::SocketAddr>,
+}
+
+impl Default for NetSettings {
+    fn default() -> Self {
+        NetSettings {
+            pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            upstream_dns: None,
+        }
+    }
+}
+
+/// What a networked sandbox asks of the host; `None` for an offline one.
+fn net_request(
+    settings: &NetSettings,
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+) -> Result<Option<warden_net::NetRequest>, BackendError> {
+    if !network_enabled {
+        return Ok(None);
+    }
+    let upstream_dns = match settings.upstream_dns {
+        Some(a) => a,
+        None => std::fs::read_to_string("/etc/resolv.conf")
+            .ok()
+            .and_then(|s| first_nameserver(&s))
+            .ok_or_else(|| {
+                BackendError::Refused(
+                    "network_enabled = true: no upstream resolver (set [sandbox.jail.network].upstream_dns, or a nameserver in /etc/resolv.conf)".into(),
+                )
+            })?,
+    };
+    Ok(Some(warden_net::NetRequest {
+        egress: egress.clone(),
+        pool: settings.pool,
+        upstream_dns,
+    }))
+}
+
+/// The first `nameserver` of a resolv.conf, on port 53.
+fn first_nameserver(resolv_conf: &str) -> Option<std::net::SocketAddr> {
+    resolv_conf.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next() == Some("nameserver"))
+            .then(|| words.next()?.parse::<std::net::IpAddr>().ok())
+            .flatten()
+            .map(|ip| std::net::SocketAddr::new(ip, 53))
+    })
 }
 
 #[derive(Debug)]
@@ -166,6 +222,16 @@ impl JailBackend {
             shared_workspace_fd: None,
         })
         .map_err(|e| BackendError::Refused(e.to_string()))
+        .and_then(|mut jail_plan| {
+            jail_plan.network =
+                net_request(&self.settings.network, plan.network_enabled, &plan.egress)?.map(
+                    |request| crate::plan::JailNetwork {
+                        request,
+                        interface: None,
+                    },
+                );
+            Ok(jail_plan)
+        })
     }
 }
 
@@ -197,6 +263,8 @@ impl JailBackend {
 pub struct JailSandbox {
     id: String,
     backend: SandboxPart,
+    /// A networked sandbox: each execution gets its own link and firewall with these rules.
+    network: Option<warden_net::NetRequest>,
     /// `None` once destroyed. A run holds its own reference until it ends.
     workspace: std::sync::Mutex<Option<Arc<Workspace>>>,
     one_at_a_time: tokio::sync::Mutex<()>,
@@ -258,6 +326,13 @@ impl BackendSandbox for JailSandbox {
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        jail_plan.network = self
+            .network
+            .clone()
+            .map(|request| crate::plan::JailNetwork {
+                request,
+                interface: None,
+            });
         jail_plan.known_outputs = {
             let workspace = workspace.clone();
             blocking(move || Ok(workspace.output_stamps())).await?
@@ -360,8 +435,13 @@ impl Backend for JailBackend {
     }
 
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
-        if plan.network_enabled {
-            return Err(BackendError::Refused(NETWORK_REFUSAL.into()));
+        // A networked sandbox runs only behind Warden's own link and firewall; a host that
+        // cannot provide them refuses the profile rather than run it on the host's network.
+        if let Some(request) =
+            net_request(&self.settings.network, plan.network_enabled, &plan.egress)?
+        {
+            warden_net::check(&request)
+                .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
         }
         let hierarchy = self
             .hierarchy
@@ -450,14 +530,17 @@ impl Backend for JailBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
-        if spec.network_enabled {
-            return Err(BackendError::Refused(NETWORK_REFUSAL.into()));
+        let network = net_request(&self.settings.network, spec.network_enabled, &spec.egress)?;
+        if let Some(request) = &network {
+            warden_net::check(request)
+                .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
         }
         let workspace = Workspace::create(spec.limits.workspace_mb, self.settings.ids)
             .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}")))?;
         Ok(Arc::new(JailSandbox {
             id: spec.id,
             backend: self.sandbox_part(),
+            network,
             workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
             one_at_a_time: tokio::sync::Mutex::new(()),
             destroyed: tokio::sync::watch::Sender::new(false),
@@ -467,9 +550,12 @@ impl Backend for JailBackend {
     /// A sandbox's workspace is a detached tmpfs held only by the daemon's descriptor, so a
     /// crashed daemon leaves no mount or tmpfs; its helpers die with it (parent-death signal)
     /// and their sandboxes with them. What remains are the cgroups of the killed helpers,
-    /// removed here (see [`crate::cgroup::Hierarchy::remove_stale`]).
+    /// removed here (see [`crate::cgroup::Hierarchy::remove_stale`]), and what their
+    /// networked runs left (a slot's rules and pinned addresses; the veth pair died with the
+    /// namespace), emptied here as the next run on that slot would.
     async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
-        blocking(|| {
+        let pool = self.settings.network.pool;
+        blocking(move || {
             let h = Hierarchy::detect()
                 .map_err(|e| BackendError::Internal(format!("cgroup layout: {e}")))?;
             let mut removed = 0;
@@ -481,6 +567,8 @@ impl Backend for JailBackend {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            let mut sys = warden_net::sys::RealSys;
+            removed += warden_net::sweep(pool, std::path::Path::new(warden_net::RUN_DIR), &mut sys);
             Ok(removed)
         })
         .await
@@ -694,6 +782,16 @@ impl Drop for KillHelperOnDrop {
 #[cfg(test)]
 mod tests {
     use super::Utf8Carry;
+
+    #[test]
+    fn the_first_nameserver_is_the_upstream() {
+        let conf = "# comment\nsearch x\nnameserver 192.0.2.53\nnameserver 8.8.8.8\n";
+        assert_eq!(
+            super::first_nameserver(conf),
+            Some("192.0.2.53:53".parse().unwrap())
+        );
+        assert_eq!(super::first_nameserver("nameserver bogus\n"), None);
+    }
 
     #[test]
     fn split_characters_are_held_until_whole() {

@@ -54,7 +54,7 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
     let hierarchy = Hierarchy::detect().map_err(|e| format!("cannot read the cgroup layout: {e}"));
     let started = supervisor::start(hierarchy.as_ref().map_err(Clone::clone));
     let plan = read_plan(input);
-    let (started, plan) = match (started, plan) {
+    let (started, mut plan) = match (started, plan) {
         (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
         (_, Err(HelperFailure::NoPlan)) => return 0,
@@ -67,6 +67,15 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
             crate::monotonic_ms()
         );
     }
+    // A networked sandbox: its link and firewall, torn down after the sandbox (below).
+    let mut network = match attach_network(&mut plan, started.pid()) {
+        Ok(n) => n,
+        Err(e) => return finish(out, Err(HelperFailure::Jail(e))),
+    };
+    let mut before_go = || match network.as_mut() {
+        Some(n) => n.wait_firewall().map_err(network_error),
+        None => Ok(()),
+    };
     let mut relay = |stream: Stream, chunk: &[u8]| {
         let tag = match stream {
             Stream::Stdout => Tag::Stdout,
@@ -75,8 +84,48 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
         // A reader that went away is noticed at the final frame.
         let _ = write_frame(out, tag, chunk);
     };
-    let result = supervisor::run(started, &plan, &mut relay).map_err(HelperFailure::Jail);
-    finish(out, result)
+    let result = supervisor::run_with(started, &plan, &mut relay, &mut before_go)
+        .map_err(HelperFailure::Jail);
+    let code = finish(out, result);
+    drop(network);
+    code
+}
+
+/// Gives a networked plan its link (the sandbox end into the namespaces of `pid`) and its
+/// resolver, and tells the sandbox's init how to configure its side.
+fn attach_network(
+    plan: &mut JailPlan,
+    pid: libc::pid_t,
+) -> Result<Option<warden_net::Attached>, JailError> {
+    let Some(network) = plan.network.as_mut() else {
+        return Ok(None);
+    };
+    let attached = warden_net::attach(
+        &network.request,
+        pid,
+        std::path::Path::new(warden_net::RUN_DIR),
+        Box::new(warden_net::sys::RealSys),
+    )
+    .map_err(network_error)?;
+    network.interface = Some(attached.interface());
+    plan.mounts.push(crate::plan::MountOp::File {
+        dest: "/etc/resolv.conf".into(),
+        contents: attached.plan().resolv_conf(),
+        mode: 0o644,
+    });
+    Ok(Some(attached))
+}
+
+fn network_error(e: warden_net::HostError) -> JailError {
+    match e {
+        warden_net::HostError::Unavailable(_) | warden_net::HostError::Plan(_) => {
+            JailError::Refused(e.to_string())
+        }
+        _ => JailError::Setup {
+            step: "network".into(),
+            message: e.to_string(),
+        },
+    }
 }
 
 fn finish(

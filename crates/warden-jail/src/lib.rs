@@ -23,7 +23,7 @@ pub mod supervisor;
 mod sys;
 pub mod workspace;
 
-pub use backend::{JailBackend, JailSandbox, JailSettings, Prestarted};
+pub use backend::{JailBackend, JailSandbox, JailSettings, NetSettings, Prestarted};
 pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};
 
 /// Monotonic clock in milliseconds, comparable across processes: for `WARDEN_TRACE_TIMING`.

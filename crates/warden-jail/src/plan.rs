@@ -135,6 +135,18 @@ pub struct JailPlan {
     /// artifacts unless changed.
     #[serde(default)]
     pub known_outputs: Vec<crate::artifacts::FileStamp>,
+    /// A networked sandbox (`network_enabled`): `None` keeps it on loopback only.
+    #[serde(default)]
+    pub network: Option<JailNetwork>,
+}
+
+/// A networked sandbox's part of the plan: what it may reach, and (filled in by the helper
+/// once its link exists) how its init configures its side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JailNetwork {
+    pub request: warden_net::NetRequest,
+    #[serde(default)]
+    pub interface: Option<warden_net::Interface>,
 }
 
 /// Why a plan could not be built.
@@ -390,6 +402,7 @@ impl JailPlan {
             fast_cgroup_attach: false,
             shared_workspace_fd: input.shared_workspace_fd,
             known_outputs: Vec::new(),
+            network: None,
         })
     }
 }

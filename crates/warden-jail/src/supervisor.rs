@@ -153,6 +153,13 @@ pub struct Started {
     ws_parent: OwnedFd,
 }
 
+impl Started {
+    /// The sandbox's init (its namespaces are `/proc/<pid>/ns/*`).
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+}
+
 impl std::fmt::Debug for Started {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Started").field("pid", &self.pid).finish()
@@ -231,6 +238,18 @@ pub fn run(
     plan: &JailPlan,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<(ExecResult, Teardown), JailError> {
+    run_with(started, plan, on_output, &mut || Ok(()))
+}
+
+/// [`run`], with `before_go` called once the sandbox is in its cgroup and just before its
+/// program may start (a networked sandbox waits for its firewall there); an error ends the
+/// sandbox before the program runs.
+pub fn run_with(
+    started: Started,
+    plan: &JailPlan,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+    before_go: &mut dyn FnMut() -> Result<(), JailError>,
+) -> Result<(ExecResult, Teardown), JailError> {
     let trace = |what: &str| {
         if plan.trace_timing {
             eprintln!(
@@ -270,6 +289,7 @@ pub fn run(
     cgroup.0.attach(pid)?;
     trace("cgroup limits set and attached");
     let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
+    before_go()?;
     // A failed write means init is gone; its status message says why.
     let _ = sys::write_all(go_w.as_fd(), b"g");
     drop(go_w);

@@ -22,6 +22,25 @@ use warden_config::KubernetesOptions;
 use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
 
+/// The cluster's NetworkPolicy gives a networked profile the internet minus the blocked
+/// ranges; per-profile allow-lists, deny-lists and bandwidth caps are the jail's (its own
+/// firewall and resolver). A profile asking for them is refused here, never run without them.
+fn refuse_egress_rules(
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+) -> Result<(), BackendError> {
+    if network_enabled
+        && (egress.is_allow_list()
+            || !egress.deny_cidrs.is_empty()
+            || egress.max_bandwidth.is_some())
+    {
+        return Err(BackendError::Refused(
+            "the kubernetes backend cannot apply a profile's egress allow-lists, deny-lists or bandwidth cap (only the jail can); refused rather than run without them".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Failures of setting the backend up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartupError {
@@ -336,7 +355,7 @@ impl Backend for KubeBackend {
         if plan.image.is_none() {
             return Err(no_image());
         }
-        Ok(())
+        refuse_egress_rules(plan.network_enabled, &plan.egress)
     }
 
     async fn exec(
@@ -350,6 +369,7 @@ impl Backend for KubeBackend {
             profile: plan.profile.clone(),
             limits: plan.limits.clone(),
             network_enabled: plan.network_enabled,
+            egress: plan.egress.clone(),
             image: plan.image.clone(),
             labels: BTreeMap::new(),
         };
@@ -367,6 +387,7 @@ impl Backend for KubeBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        refuse_egress_rules(spec.network_enabled, &spec.egress)?;
         let pod = self.start_pod(&spec).await?;
         Ok(Arc::new(self.sandbox_for(pod, &spec)))
     }

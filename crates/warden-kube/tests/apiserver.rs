@@ -375,6 +375,7 @@ fn plan(code: &str) -> ExecPlan {
         stdin: vec![],
         limits: limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: Some("python:3.11-slim".into()),
     }
 }
@@ -397,6 +398,7 @@ async fn exec_over_kubes_websocket_client_carries_stdin_output_and_status() {
         profile: "standard".into(),
         limits: limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: Some("python:3.11-slim".into()),
         labels: BTreeMap::new(),
     };
@@ -471,6 +473,7 @@ async fn the_backend_from_a_kubeconfig_runs_code_end_to_end() {
             profile: "standard".into(),
             limits: limits(),
             network_enabled: false,
+            egress: Default::default(),
             image: Some("python:3.11-slim".into()),
             labels: BTreeMap::from([("team".into(), "a b".into())]),
         })

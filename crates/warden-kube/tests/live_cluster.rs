@@ -46,6 +46,7 @@ fn plan(code: &str) -> ExecPlan {
         stdin: vec![],
         limits: limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: Some(image()),
     }
 }
@@ -94,6 +95,7 @@ async fn sandboxes_keep_files_refuse_symlinks_and_are_deleted() {
         profile: "standard".into(),
         limits: limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: Some(image()),
         labels: BTreeMap::new(),
     };

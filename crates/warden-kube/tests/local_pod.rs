@@ -116,6 +116,7 @@ fn plan(code: &str) -> ExecPlan {
         stdin: b"from stdin".to_vec(),
         limits: limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: Some("python:3.11-slim".into()),
     }
 }
@@ -131,6 +132,7 @@ async fn sandbox(pod: &Arc<LocalPod>) -> Arc<dyn warden_engine::BackendSandbox> 
             profile: "standard".into(),
             limits: limits(),
             network_enabled: false,
+            egress: Default::default(),
             image: Some("python:3.11-slim".into()),
             labels: BTreeMap::new(),
         })

@@ -228,6 +228,7 @@ fn spec(id: &str) -> SandboxSpec {
             .unwrap()
             .limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: Some("python:3.11-slim".into()),
         labels: BTreeMap::new(),
     }

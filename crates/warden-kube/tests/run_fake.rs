@@ -138,6 +138,7 @@ fn plan() -> ExecPlan {
             max_artifact_bytes: 1 << 20,
         },
         network_enabled: false,
+        egress: Default::default(),
         image: Some("python:3.11-slim".into()),
     }
 }

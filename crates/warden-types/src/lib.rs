@@ -6,6 +6,7 @@
 //! change.
 
 mod bytes_b64;
+pub mod egress;
 pub mod llm;
 
 use schemars::JsonSchema;

@@ -94,6 +94,10 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                         helper_exe: PathBuf::new(),
                         fork_when_single_threaded: false,
                         wait_for_teardown: false,
+                        network: warden_jail::NetSettings {
+                            pool: settings.sandbox.jail.network.pool,
+                            upstream_dns: settings.sandbox.jail.network.upstream_dns,
+                        },
                     });
                     warden_engine::Backend::check(&jail, &plan).map_err(|e| e.to_string())
                 }

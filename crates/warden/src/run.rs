@@ -74,6 +74,10 @@ pub fn engine_with(
         // kill the helper before the clean-up, which otherwise finishes on its own within a
         // millisecond or two of the answer.
         wait_for_teardown: mode == HelperMode::ForkWhenSingleThreaded && std::process::id() == 1,
+        network: warden_jail::NetSettings {
+            pool: jail.network.pool,
+            upstream_dns: jail.network.upstream_dns,
+        },
     })
     .adopt(prestarted);
     Ok(Engine::new(settings)

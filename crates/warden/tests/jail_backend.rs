@@ -22,6 +22,7 @@ fn backend() -> Arc<JailBackend> {
         helper_exe: common::warden(),
         fork_when_single_threaded: false,
         wait_for_teardown: false,
+        network: Default::default(),
     }))
 }
 
@@ -46,6 +47,7 @@ fn plan(code: &str) -> ExecPlan {
             max_artifact_bytes: 1 << 20,
         },
         network_enabled: false,
+        egress: Default::default(),
         image: None,
     }
 }

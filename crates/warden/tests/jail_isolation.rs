@@ -381,7 +381,8 @@ fn the_daemons_environment_does_not_reach_the_sandbox() {
 }
 
 #[test]
-fn a_profile_asking_for_network_is_refused_not_run_without() {
+fn a_network_the_jail_cannot_enforce_is_refused_not_run_without() {
+    // Networked profiles that can be enforced are tested in jail_network.rs.
     require_root!();
     let (v, status) = run_json("networked", "python", "print(1)");
     assert_eq!(status, 125);

@@ -23,6 +23,7 @@ fn backend() -> Arc<JailBackend> {
         helper_exe: common::warden(),
         fork_when_single_threaded: false,
         wait_for_teardown: false,
+        network: Default::default(),
     }))
 }
 
@@ -51,6 +52,7 @@ fn plan(code: &str) -> ExecPlan {
         stdin: vec![],
         limits: limits(),
         network_enabled: false,
+        egress: Default::default(),
         image: None,
     }
 }
@@ -62,6 +64,7 @@ async fn sandbox(backend: &JailBackend, id: &str) -> Arc<dyn BackendSandbox> {
             profile: "test".into(),
             limits: limits(),
             network_enabled: false,
+            egress: Default::default(),
             image: None,
             labels: BTreeMap::new(),
         })

@@ -1,6 +1,7 @@
 //! Landlock: the program may write, create, remove or truncate only under the workspace, /tmp,
-//! /dev/shm and the writable devices, make no TCP connection or bind, and neither signal nor
-//! reach abstract unix sockets outside its sandbox.
+//! /dev/shm and the writable devices, bind no TCP port, make no TCP connection unless its
+//! sandbox is networked (then its firewall decides where), and neither signal nor reach
+//! abstract unix sockets outside its sandbox.
 //!
 //! Reading and executing are left to the mount namespace (the sandbox sees only the read-only
 //! allow-listed root): handling them in Landlock would make every open walk the rule set — about
@@ -24,12 +25,19 @@ pub enum LandlockError {
     NotEnforced,
 }
 
-pub fn restrict(writable: &[&str], devices: &[&str]) -> Result<(), LandlockError> {
+pub fn restrict(networked: bool, writable: &[&str], devices: &[&str]) -> Result<(), LandlockError> {
     let write = AccessFs::from_write(ABI_WANTED);
+    // Handled and not granted means denied: a networked sandbox keeps TCP bind denied and
+    // gets connect back.
+    let net = if networked {
+        AccessNet::BindTcp.into()
+    } else {
+        AccessNet::from_all(ABI_WANTED)
+    };
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(write)?
-        .handle_access(AccessNet::from_all(ABI_WANTED))?
+        .handle_access(net)?
         .scope(Scope::from_all(ABI_WANTED))?
         .create()?
         .add_rules(path_beneath_rules(writable, write))?

@@ -49,6 +49,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("make root read-only", make_root_read_only),
     ("set hostname", set_hostname),
     ("bring up loopback", bring_up_loopback),
+    ("configure network", configure_network),
     ("enter cgroup namespace", enter_cgroup_namespace),
     ("apply rlimits", apply_rlimits),
     ("drop capabilities", drop_capabilities),
@@ -127,6 +128,15 @@ fn bring_up_loopback(_: &mut Ctx<'_>) -> Result<(), String> {
     net::loopback_up().map_err(os)
 }
 
+/// A networked sandbox: address its end of the link the host moved in, default route via the
+/// host end. Offline sandboxes have no such interface and skip this.
+fn configure_network(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    match ctx.plan.network.as_ref().and_then(|n| n.interface.as_ref()) {
+        Some(iface) => warden_net::inside::configure(iface).map_err(os),
+        None => Ok(()),
+    }
+}
+
 fn enter_cgroup_namespace(_: &mut Ctx<'_>) -> Result<(), String> {
     // After the supervisor attached us: the sandbox sees its own cgroup as the root.
     // SAFETY: unshare with a flag has no memory effects.
@@ -192,6 +202,7 @@ fn apply_landlock(ctx: &mut Ctx<'_>) -> Result<(), String> {
         return Ok(());
     }
     landlock::restrict(
+        ctx.plan.network.is_some(),
         &["/workspace", "/tmp", "/dev/shm"],
         &[
             "/dev/null",

@@ -1,0 +1,619 @@
+//! A networked sandbox's lifetime on the host: [`attach`] leases a slot, starts the firewall
+//! transaction (clearing what an earlier holder of the slot left), creates the veth pair into
+//! the sandbox's network namespace and starts its resolver; dropping the [`Attached`] undoes
+//! all of it.
+//!
+//! Invariants: nothing is created before the slot is leased; everything created is named
+//! after the slot, so a crash's leftovers are found by name — the veth pair dies with the
+//! sandbox's namespace, the slot's rules and pinned addresses are emptied by whoever leases
+//! the slot next, or by [`sweep`] (the lock file says `dirty` until they are); what stays
+//! between sandboxes is the slot's empty skeleton (chains without rules, sets without
+//! addresses), which drops everything; the sandbox may not run its program before
+//! [`Attached::wait_firewall`] returned `Ok` (until its rules exist its interface is dropped,
+//! so even a violation of that fails closed).
+
+use crate::dns;
+use crate::plan::{Interface, NetPlan, NetRequest, PlanError, TABLE};
+use crate::pool::{Lease, Pool, PoolError};
+use crate::sys::{Cmd, NetSys, Pending, SysError};
+use std::io::{Read, Seek, Write};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Where slot locks live by default (a tmpfs: empty after a reboot, when nothing is left).
+pub const RUN_DIR: &str = "/run/warden/net";
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The host cannot give this sandbox a controlled network: refuse the run.
+    #[error("no controlled network on this host: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("set up the sandbox's {what}: {source}")]
+    Setup {
+        what: &'static str,
+        #[source]
+        source: SysError,
+    },
+    #[error("start the sandbox's resolver: {0}")]
+    Resolver(std::io::Error),
+}
+
+/// Checks, before anything is started, that this host can give a sandbox a controlled
+/// network: root (to create interfaces and rules), the tools, IPv4 forwarding, a pool that
+/// overlaps no route of the host's, and a request the jail can enforce.
+pub fn check(req: &NetRequest) -> Result<(), HostError> {
+    let unavailable = |why: String| HostError::Unavailable(why);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(unavailable(
+            "networked sandboxes need root (CAP_NET_ADMIN on the host) to create their link and firewall".into(),
+        ));
+    }
+    crate::sys::tools_present().map_err(unavailable)?;
+    let forward = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap_or_default();
+    if forward.trim() != "1" {
+        return Err(unavailable(
+            "IPv4 forwarding is off (net.ipv4.ip_forward = 0); scripts/setup-net.sh turns it on"
+                .into(),
+        ));
+    }
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    if let Some((iface, net)) = overlapping_route(&routes, req) {
+        return Err(unavailable(format!(
+            "the address pool {} overlaps the host's route to {net} via {iface}; choose another [sandbox.jail.network].pool",
+            req.pool
+        )));
+    }
+    crate::plan::check(req)?;
+    Ok(())
+}
+
+/// The first route of the host (not Warden's own interfaces, not the default route) that
+/// overlaps the pool, from /proc/net/route.
+fn overlapping_route(routes: &str, req: &NetRequest) -> Option<(String, String)> {
+    for line in routes.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || f[0].starts_with(crate::pool::IF_PREFIX) {
+            continue;
+        }
+        let (Ok(dest), Ok(mask)) = (u32::from_str_radix(f[1], 16), u32::from_str_radix(f[7], 16))
+        else {
+            continue;
+        };
+        // The kernel prints the network-order words as native (little-endian) integers.
+        let dest = Ipv4Addr::from(dest.to_le_bytes());
+        let prefix = mask.count_ones() as u8;
+        if prefix == 0 {
+            continue;
+        }
+        let Ok(net) = warden_types::egress::Cidr::new(dest.into(), prefix) else {
+            continue;
+        };
+        if net.overlaps(&req.pool) {
+            return Some((f[0].to_owned(), net.to_string()));
+        }
+    }
+    None
+}
+
+/// A sandbox's network on the host; dropping it removes everything.
+#[derive(Debug)]
+pub struct Attached {
+    plan: NetPlan,
+    sys: Box<dyn NetSys>,
+    lease: Lease,
+    lock_file: std::fs::File,
+    firewall: Option<Box<dyn Pending>>,
+    /// The full setup, run if the fast path fails (the skeleton was not what the lock file
+    /// said, e.g. someone deleted the table).
+    fallback: Option<String>,
+    resolver: Option<libc::pid_t>,
+}
+
+impl Attached {
+    pub fn plan(&self) -> &NetPlan {
+        &self.plan
+    }
+
+    /// The resolver's process (a child of this one).
+    pub fn resolver_pid(&self) -> Option<libc::pid_t> {
+        self.resolver
+    }
+
+    /// What the sandbox's init configures on its side.
+    pub fn interface(&self) -> Interface {
+        self.plan.interface()
+    }
+
+    /// Waits for the firewall transaction; the program may start only after `Ok`.
+    pub fn wait_firewall(&mut self) -> Result<(), HostError> {
+        let Some(pending) = self.firewall.take() else {
+            return Ok(());
+        };
+        let result = match (pending.wait(), self.fallback.take()) {
+            (Err(_), Some(full)) => self.sys.run(Cmd::Nft(full)),
+            (result, _) => result,
+        };
+        result.map_err(|source| HostError::Setup {
+            what: "firewall",
+            source,
+        })
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if let Some(pid) = self.resolver.take() {
+            // SAFETY: kill and waitpid on our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+        }
+        if let Some(p) = self.firewall.take() {
+            let _ = p.wait();
+        }
+        // The veth pair goes with the sandbox's namespace; the rules and pinned addresses go
+        // here. If this fails (or the process dies first), the dirty mark stays and whoever
+        // takes the slot next, or `sweep`, empties it.
+        if self.sys.run(Cmd::Nft(self.plan.nft_reset())).is_ok() {
+            let _ = write_state(&mut self.lock_file, SlotState::Clean);
+        }
+        let _ = &self.lease;
+    }
+}
+
+/// What a slot's lock file says about the slot's firewall objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    /// Never set up since boot, or removed: the full setup is needed.
+    Unknown,
+    /// The skeleton exists and holds no rule or address: additions suffice.
+    Clean,
+    /// A sandbox's rules may be there (in use, or left by a crash).
+    Dirty,
+}
+
+/// A fingerprint of the base ruleset (FNV-1a): a slot recorded under another one (an older
+/// Warden) is `Unknown`, so its next set-up re-asserts the current base.
+fn base_tag() -> u64 {
+    crate::plan::base_ruleset()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+}
+
+fn write_state(file: &mut std::fs::File, state: SlotState) -> std::io::Result<()> {
+    file.set_len(0)?;
+    file.rewind()?;
+    let word = match state {
+        SlotState::Unknown => return Ok(()),
+        SlotState::Clean => "clean",
+        SlotState::Dirty => "dirty",
+    };
+    file.write_all(format!("{word} {:016x}\n", base_tag()).as_bytes())
+}
+
+fn read_state(file: &mut std::fs::File) -> SlotState {
+    let mut s = String::new();
+    let _ = file.rewind();
+    let _ = file.read_to_string(&mut s);
+    let current = format!("{:016x}", base_tag());
+    match s.split_whitespace().collect::<Vec<_>>()[..] {
+        ["clean", tag] if tag == current => SlotState::Clean,
+        ["dirty", tag] if tag == current => SlotState::Dirty,
+        // A dirty slot of another base: its rules are removed by the full set-up anyway.
+        _ => SlotState::Unknown,
+    }
+}
+
+/// The state recorded in a slot's lock file (for tests and `sweep`).
+pub fn slot_state(run_dir: &Path, index: u32) -> SlotState {
+    match std::fs::File::open(run_dir.join(format!("slot-{index}.lock"))) {
+        Ok(mut f) => read_state(&mut f),
+        Err(_) => SlotState::Unknown,
+    }
+}
+
+/// Sets up the network of the sandbox whose namespaces belong to `pid`.
+pub fn attach(
+    req: &NetRequest,
+    pid: libc::pid_t,
+    run_dir: &Path,
+    mut sys: Box<dyn NetSys>,
+) -> Result<Attached, HostError> {
+    let pool = Pool::new(req.pool)?;
+    let lease = pool.lease(run_dir)?;
+    let plan = NetPlan::build(req, lease.slot, generation())?;
+    let mut lock_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(run_dir.join(format!("slot-{}.lock", lease.slot.index)))
+        .map_err(HostError::Resolver)?;
+    let state = read_state(&mut lock_file);
+    write_state(&mut lock_file, SlotState::Dirty).map_err(HostError::Resolver)?;
+    ensure_forwarding_allowed(&mut *sys, run_dir);
+    // A clean skeleton takes only additions (fast); a dirty one is emptied first; an unknown
+    // one gets everything, leftovers removed and the base re-asserted.
+    let (script, fallback) = match state {
+        SlotState::Clean => (plan.nft_rules(), Some(plan.nft_setup())),
+        SlotState::Dirty => (plan.nft_reset() + &plan.nft_rules(), Some(plan.nft_setup())),
+        SlotState::Unknown => (plan.nft_setup(), None),
+    };
+    let firewall = sys
+        .start(Cmd::Nft(script))
+        .map_err(|source| HostError::Setup {
+            what: "firewall",
+            source,
+        })?;
+    let mut attached = Attached {
+        plan,
+        sys,
+        lease,
+        lock_file,
+        firewall: Some(firewall),
+        fallback,
+        resolver: None,
+    };
+    let host_if = attached.plan.host_if();
+    if attached.sys.link_exists(&host_if) {
+        // The previous holder's namespace is still being torn down by the kernel.
+        let _ = attached.sys.run(Cmd::Ip(format!("link del {host_if}\n")));
+    }
+    attached
+        .sys
+        .run(Cmd::Ip(attached.plan.ip_setup(pid)))
+        .map_err(|source| HostError::Setup {
+            what: "link",
+            source,
+        })?;
+    attached.resolver = Some(start_resolver(&attached.plan).map_err(HostError::Resolver)?);
+    Ok(attached)
+}
+
+/// A fresh connection mark for a sandbox: random, never 0 (the mark of unmarked connections).
+fn generation() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom fills the buffer it is given.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 4, 0) };
+    let g = if n == 4 {
+        u32::from_ne_bytes(bytes)
+    } else {
+        std::process::id() ^ (crate::pool::IF_PREFIX.len() as u32)
+    };
+    g.max(1)
+}
+
+/// Docker sets the FORWARD policy of iptables' filter table to DROP, which would drop the
+/// sandboxes' forwarded traffic after Warden's own chains accepted it. Docker's documented
+/// place for such exceptions is its DOCKER-USER chain: accept Warden's interfaces there (once
+/// per boot); Warden's table still decides. Without Docker, nothing is done.
+fn ensure_forwarding_allowed(sys: &mut dyn NetSys, run_dir: &Path) {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let marker = run_dir.join("docker-user.done");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == boot) {
+        return;
+    }
+    let exists = sys
+        .run(Cmd::Iptables(vec![
+            "-w".into(),
+            "-n".into(),
+            "-L".into(),
+            "DOCKER-USER".into(),
+        ]))
+        .is_ok();
+    if exists {
+        let p = crate::pool::IF_PREFIX;
+        for rule in [
+            vec!["-i", &format!("{p}+"), "-j", "ACCEPT"],
+            vec!["-o", &format!("{p}+"), "-j", "ACCEPT"],
+        ] {
+            let rule: Vec<String> = rule.iter().map(|s| s.to_string()).collect();
+            let mut check = vec!["-w".to_string(), "-C".into(), "DOCKER-USER".into()];
+            check.extend(rule.iter().cloned());
+            if sys.run(Cmd::Iptables(check)).is_err() {
+                let mut insert = vec!["-w".to_string(), "-I".into(), "DOCKER-USER".into()];
+                insert.extend(rule);
+                let _ = sys.run(Cmd::Iptables(insert));
+            }
+        }
+    }
+    let _ = std::fs::write(marker, boot);
+}
+
+/// Binds the resolver on the host end of the link and forks it; it dies with this process.
+fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
+    let listen = SocketAddr::from((plan.slot.host, 53));
+    let socket = UdpSocket::bind(listen)?;
+    let upstream = dns::UdpUpstream::connect(plan.upstream_dns)?;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the caller (the jail's helper) is single-threaded; the child only serves DNS
+    // and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(pid);
+    }
+    // SAFETY: prctl and getppid with integer arguments.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
+    keep_only_fds(&[socket.as_raw_fd(), upstream_fd(&upstream)]);
+    if drop_privileges().is_err() {
+        // SAFETY: _exit ends the forked child without running the parent's destructors.
+        unsafe { libc::_exit(1) };
+    }
+    let mut upstream = upstream;
+    let mut pinner = NftPinner {
+        set: plan.pin_set(),
+        pinned: Default::default(),
+    };
+    dns::serve(
+        &socket,
+        plan.slot.sandbox,
+        &plan.egress,
+        &mut upstream,
+        &mut pinner,
+    )
+}
+
+fn upstream_fd(u: &dns::UdpUpstream) -> i32 {
+    u.raw_fd()
+}
+
+/// The unprivileged uid and gid the resolver runs as (nobody).
+pub const RESOLVER_ID: u32 = 65534;
+/// The one capability the resolver keeps, for pinning (`nft add element`): CAP_NET_ADMIN.
+pub const CAP_NET_ADMIN: u32 = 12;
+
+/// Makes the resolver nobody with CAP_NET_ADMIN only (ambient, so the `nft` it starts has it
+/// too), and no way to gain more: it parses untrusted input, and its sockets are already bound.
+fn drop_privileges() -> std::io::Result<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let check = |r: libc::c_long| {
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: prctl, setgroups, setresgid, setresuid and capset with integers and pointers to
+    // live, correctly laid out structures.
+    unsafe {
+        for cap in 0..64 {
+            if cap != CAP_NET_ADMIN
+                && libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        check(libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) as libc::c_long)?;
+        check(libc::setgroups(0, std::ptr::null()) as libc::c_long)?;
+        check(libc::setresgid(RESOLVER_ID, RESOLVER_ID, RESOLVER_ID) as libc::c_long)?;
+        check(libc::setresuid(RESOLVER_ID, RESOLVER_ID, RESOLVER_ID) as libc::c_long)?;
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let one = Data {
+            effective: 1 << CAP_NET_ADMIN,
+            permitted: 1 << CAP_NET_ADMIN,
+            inheritable: 1 << CAP_NET_ADMIN,
+        };
+        let none = Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        };
+        let data = [one, none];
+        check(libc::syscall(libc::SYS_capset, &header, data.as_ptr()))?;
+        check(libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+            CAP_NET_ADMIN as libc::c_ulong,
+            0,
+            0,
+        ) as libc::c_long)?;
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
+    }
+    Ok(())
+}
+
+/// Closes every descriptor but these (and points stdio at /dev/null), so the resolver holds
+/// none of the helper's pipes.
+fn keep_only_fds(keep: &[i32]) {
+    // SAFETY: open, dup2 and close on integers; the kept descriptors stay valid.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        for fd in 0..3 {
+            if !keep.contains(&fd) && null >= 0 {
+                libc::dup2(null, fd);
+            }
+        }
+        let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(64, 65536) as i32;
+        for fd in 3..max {
+            if !keep.contains(&fd) {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+/// Pins answers into the sandbox's set with `nft add element` (each address once).
+#[derive(Debug)]
+struct NftPinner {
+    set: String,
+    pinned: std::collections::HashSet<Ipv4Addr>,
+}
+
+impl dns::Pinner for NftPinner {
+    fn pin(&mut self, ips: &[Ipv4Addr]) -> Result<(), String> {
+        let new: Vec<Ipv4Addr> = ips
+            .iter()
+            .filter(|ip| !self.pinned.contains(ip))
+            .copied()
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = new.iter().map(|ip| ip.to_string()).collect();
+        let script = format!(
+            "add element inet {TABLE} {} {{ {} }}\n",
+            self.set,
+            list.join(", ")
+        );
+        crate::sys::RealSys
+            .run(Cmd::Nft(script))
+            .map_err(|e| e.to_string())?;
+        self.pinned.extend(new);
+        Ok(())
+    }
+}
+
+/// Removes what crashed holders of slots left: every slot whose lock file is marked dirty and
+/// whose lock is free gets its chains and sets emptied. Returns how many slots were cleared.
+pub fn sweep(req_pool: warden_types::egress::Cidr, run_dir: &Path, sys: &mut dyn NetSys) -> usize {
+    let Ok(pool) = Pool::new(req_pool) else {
+        return 0;
+    };
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return 0;
+    };
+    let mut cleared = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(index) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("slot-"))
+            .and_then(|n| n.strip_suffix(".lock"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path: PathBuf = entry.path();
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        else {
+            continue;
+        };
+        // SAFETY: flock on a descriptor we own; released when `file` closes.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            continue;
+        }
+        // Dirty under any base ruleset: emptying the slot's chains and sets works for all.
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        if !text.starts_with("dirty") {
+            continue;
+        }
+        let Some(slot) = pool.slot(index) else {
+            continue;
+        };
+        let plan = NetPlan {
+            slot,
+            egress: Default::default(),
+            upstream_dns: "127.0.0.1:53".parse().expect("valid"),
+            generation: 0,
+        };
+        let cleared_now = if sys.run(Cmd::Nft(plan.nft_reset())).is_ok() {
+            write_state(&mut file, SlotState::Clean).is_ok()
+        } else {
+            // No skeleton to empty (the table was removed): remove whatever is left.
+            sys.run(Cmd::Nft(plan.nft_remove())).is_ok()
+                && write_state(&mut file, SlotState::Unknown).is_ok()
+        };
+        if cleared_now {
+            cleared += 1;
+        }
+    }
+    cleared
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::FakeSys;
+
+    #[test]
+    fn routes_overlapping_the_pool_are_found() {
+        let routes = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+                      eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+                      eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+                      wdsb3\t0C00D50A\t00000000\t0001\t0\t0\t0\tFCFFFFFF\t0\t0\t0\n";
+        let req = |pool: &str| NetRequest {
+            egress: Default::default(),
+            pool: pool.parse().unwrap(),
+            upstream_dns: "192.0.2.1:53".parse().unwrap(),
+        };
+        assert_eq!(overlapping_route(routes, &req("10.213.0.0/16")), None);
+        assert_eq!(
+            overlapping_route(routes, &req("192.0.0.0/8")),
+            Some(("eth0".into(), "192.0.2.0/24".into()))
+        );
+    }
+
+    #[test]
+    fn sweep_clears_dirty_free_slots_only() {
+        let dir = std::env::temp_dir().join(format!("warden-net-sweep-{}", std::process::id()));
+        let pool: warden_types::egress::Cidr = "10.213.0.0/29".parse().unwrap();
+        let p = Pool::new(pool).unwrap();
+        let held = p.lease(&dir).unwrap();
+        let crashed = p.lease(&dir).unwrap();
+        for index in [0, 1] {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join(format!("slot-{index}.lock")))
+                .unwrap();
+            write_state(&mut f, SlotState::Dirty).unwrap();
+        }
+        drop(crashed);
+        let mut sys = FakeSys::default();
+        assert_eq!(sweep(pool, &dir, &mut sys), 1);
+        assert_eq!(sys.log.len(), 1);
+        let Cmd::Nft(script) = &sys.log[0] else {
+            panic!("{:?}", sys.log)
+        };
+        assert!(script.contains("flush chain inet warden sb1\n"), "{script}");
+        assert!(!script.contains("sb0"), "{script}");
+        assert_eq!(slot_state(&dir, 1), SlotState::Clean);
+        assert_eq!(slot_state(&dir, 0), SlotState::Dirty);
+        assert_eq!(sweep(pool, &dir, &mut sys), 0);
+        // A slot recorded under another base ruleset is unknown: it gets the full set-up.
+        std::fs::write(dir.join("slot-1.lock"), "clean 0123456789abcdef\n").unwrap();
+        assert_eq!(slot_state(&dir, 1), SlotState::Unknown);
+        drop(held);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,86 @@
+//! The sandbox's side of the link, configured by the sandbox's init from inside its own
+//! network namespace (it holds CAP_NET_ADMIN there, and only there, until it drops every
+//! capability): the address, the link up, the default route via the host end. Plain ioctls,
+//! no process started.
+//!
+//! Invariant: only the interface the host moved into the namespace ([`crate::plan::SANDBOX_IF`])
+//! is touched, and only its IPv4 address and the default route are set.
+
+use crate::plan::{Interface, SANDBOX_IF};
+use std::io;
+use std::net::Ipv4Addr;
+
+fn sockaddr(ip: Ipv4Addr) -> libc::sockaddr {
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: sockaddr_in and sockaddr have the same size on Linux; the bytes are a valid
+    // sockaddr of family AF_INET.
+    unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
+}
+
+struct Socket(libc::c_int);
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // SAFETY: closing a descriptor we own.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn ifreq(name: &str) -> libc::ifreq {
+    // SAFETY: an all-zero ifreq is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.as_bytes()) {
+        *dst = *src as libc::c_char;
+    }
+    req
+}
+
+fn ioctl<T>(sock: &Socket, op: libc::c_ulong, arg: &mut T) -> io::Result<()> {
+    // SAFETY: `arg` is the structure this ioctl expects, valid for reads and writes.
+    if unsafe { libc::ioctl(sock.0, op as _, arg as *mut T) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the address, brings the link up and adds the default route.
+pub fn configure(iface: &Interface) -> io::Result<()> {
+    // SAFETY: plain socket creation.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let sock = Socket(fd);
+    let mut req = ifreq(SANDBOX_IF);
+    req.ifr_ifru.ifru_addr = sockaddr(iface.address);
+    ioctl(&sock, libc::SIOCSIFADDR, &mut req)?;
+    let mask = if iface.prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - iface.prefix as u32)
+    };
+    let mut req = ifreq(SANDBOX_IF);
+    req.ifr_ifru.ifru_netmask = sockaddr(Ipv4Addr::from(mask));
+    ioctl(&sock, libc::SIOCSIFNETMASK, &mut req)?;
+    let mut req = ifreq(SANDBOX_IF);
+    ioctl(&sock, libc::SIOCGIFFLAGS, &mut req)?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    unsafe {
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    ioctl(&sock, libc::SIOCSIFFLAGS, &mut req)?;
+    // SAFETY: an all-zero rtentry is valid; the fields are set below.
+    let mut route: libc::rtentry = unsafe { std::mem::zeroed() };
+    route.rt_dst = sockaddr(Ipv4Addr::UNSPECIFIED);
+    route.rt_genmask = sockaddr(Ipv4Addr::UNSPECIFIED);
+    route.rt_gateway = sockaddr(iface.gateway);
+    route.rt_flags = libc::RTF_UP | libc::RTF_GATEWAY;
+    ioctl(&sock, libc::SIOCADDRT, &mut route)
+}

@@ -1,0 +1,491 @@
+//! The typed plan of one sandbox's network, built before any side effect: its slot, its
+//! interfaces and addresses, and the exact nftables and iproute2 batches that set it up and
+//! tear it down (snapshot-tested).
+//!
+//! Invariants: every rule for a sandbox lives in objects named after its slot (`sb<N>…`) in
+//! Warden's own table `inet warden`, so removing them never touches anything else; the setup
+//! full setup batch removes whatever an earlier holder of the slot left, re-asserts the shared
+//! base chains and creates the slot's skeleton (empty chains and sets) and rules in one
+//! nftables transaction; a slot whose skeleton is known to be clean gets only additions (the
+//! fast path, no grace period), and a sandbox's teardown only empties the skeleton; an
+//! interface matching `wdsb*` without rules in its chain is dropped (fail closed); IPv6 allow
+//! entries are refused (a sandbox has no IPv6 route, and its IPv6 packets are dropped).
+
+use crate::blocked::blocked;
+use crate::pool::{IF_PREFIX, Slot};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use warden_types::egress::{Cidr, EgressPolicy};
+
+/// Warden's nftables table (family inet). Nothing else is ever changed.
+pub const TABLE: &str = "warden";
+/// The interface name inside the sandbox.
+pub const SANDBOX_IF: &str = "eth0";
+/// Addresses pinned by the resolver, per sandbox, at most.
+pub const MAX_PINNED: u32 = 4096;
+/// New connections (conntrack entries) a sandbox may open per second, after a burst of
+/// [`NEW_CONNECTIONS_BURST`]: the host's connection-tracking table is shared, and a sandbox
+/// must not fill it.
+pub const NEW_CONNECTIONS_PER_SECOND: u32 = 100;
+pub const NEW_CONNECTIONS_BURST: u32 = 200;
+
+/// What a networked sandbox asks for: carried in the jail's plan to the helper.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetRequest {
+    pub egress: EgressPolicy,
+    /// The IPv4 range slots are cut from.
+    pub pool: Cidr,
+    /// The resolver Warden's DNS server asks.
+    pub upstream_dns: SocketAddr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "egress.{field} lists the IPv6 network {cidr}: IPv6 egress is not supported by the jail backend (a networked sandbox has IPv4 only)"
+    )]
+    Ipv6Allow { field: &'static str, cidr: Cidr },
+    #[error("the upstream resolver {addr} is inside the address pool {pool}")]
+    UpstreamInPool { addr: SocketAddr, pool: Cidr },
+}
+
+/// The sandbox side of the link, as its init configures it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interface {
+    pub address: std::net::Ipv4Addr,
+    pub prefix: u8,
+    pub gateway: std::net::Ipv4Addr,
+}
+
+/// One sandbox's network, decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetPlan {
+    pub slot: Slot,
+    pub egress: EgressPolicy,
+    pub upstream_dns: SocketAddr,
+    /// This sandbox's mark on its connections (conntrack): replies to a connection marked by
+    /// an earlier holder of the slot (same address) are dropped, never delivered to it.
+    pub generation: u32,
+}
+
+impl NetPlan {
+    /// Checks the request against what the jail can enforce and fixes the names and addresses.
+    pub fn build(req: &NetRequest, slot: Slot, generation: u32) -> Result<NetPlan, PlanError> {
+        check_request(req)?;
+        Ok(NetPlan {
+            slot,
+            egress: req.egress.clone(),
+            upstream_dns: req.upstream_dns,
+            generation,
+        })
+    }
+
+    pub fn host_if(&self) -> String {
+        self.slot.if_name()
+    }
+
+    fn chain(&self) -> String {
+        format!("sb{}", self.slot.index)
+    }
+
+    /// The set the resolver pins answers into.
+    pub fn pin_set(&self) -> String {
+        format!("sb{}_dns", self.slot.index)
+    }
+
+    /// What the sandbox's init configures on its side.
+    pub fn interface(&self) -> Interface {
+        Interface {
+            address: self.slot.sandbox,
+            prefix: 30,
+            gateway: self.slot.host,
+        }
+    }
+
+    /// The sandbox's /etc/resolv.conf: Warden's resolver on the host end of its link.
+    pub fn resolv_conf(&self) -> String {
+        format!(
+            "nameserver {}\noptions timeout:2 attempts:2\n",
+            self.slot.host
+        )
+    }
+
+    /// The iproute2 batch (`ip -batch -`) that creates the veth pair with its sandbox end in
+    /// the namespace of `pid`, without IPv6 on the host end, addressed and up.
+    pub fn ip_setup(&self, pid: i32) -> String {
+        let host_if = self.host_if();
+        let net = self.slot.network();
+        format!(
+            "link add {host_if} type veth peer name {SANDBOX_IF} netns {pid}\n\
+             link set {host_if} addrgenmode none\n\
+             addr add {}/{} dev {host_if}\n\
+             link set {host_if} up\n",
+            self.slot.host,
+            net.prefix()
+        )
+    }
+
+    /// The slot's objects: its chains and its sets (with their specs).
+    fn objects(&self) -> (Vec<String>, Vec<(String, String)>) {
+        let c = self.chain();
+        let chains = vec![c.clone(), format!("{c}_in"), format!("{c}_down")];
+        let interval = "type ipv4_addr; flags interval;".to_owned();
+        let sets = vec![
+            (format!("{c}_allow"), interval.clone()),
+            (format!("{c}_deny"), interval),
+            (
+                format!("{c}_dns"),
+                format!("type ipv4_addr; size {MAX_PINNED};"),
+            ),
+        ];
+        (chains, sets)
+    }
+
+    /// The slot's entries in the base maps: (map, target chain).
+    fn map_entries(&self) -> [(&'static str, String); 3] {
+        let c = self.chain();
+        [
+            ("egress", c.clone()),
+            ("local", format!("{c}_in")),
+            ("download", format!("{c}_down")),
+        ]
+    }
+
+    /// The nftables batch that deletes the slot's objects; valid whether or not they exist
+    /// (each is added first, which is a no-op when present), so it also clears a crash's
+    /// leftovers, whatever state they are in.
+    pub fn nft_remove(&self) -> String {
+        let mut s = self.nft_skeleton();
+        let host_if = self.host_if();
+        let (chains, sets) = self.objects();
+        for (map, _) in self.map_entries() {
+            let _ = writeln!(s, "delete element inet {TABLE} {map} {{ \"{host_if}\" }}");
+        }
+        for chain in &chains {
+            let _ = writeln!(s, "flush chain inet {TABLE} {chain}");
+            let _ = writeln!(s, "delete chain inet {TABLE} {chain}");
+        }
+        for (set, _) in &sets {
+            let _ = writeln!(s, "delete set inet {TABLE} {set}");
+        }
+        s
+    }
+
+    /// The slot's empty chains and sets and its map entries (idempotent). An empty chain
+    /// returns to the base chain, whose next rule drops: a skeleton without rules is closed.
+    fn nft_skeleton(&self) -> String {
+        let mut s = String::new();
+        let (chains, sets) = self.objects();
+        for chain in &chains {
+            let _ = writeln!(s, "add chain inet {TABLE} {chain}");
+        }
+        for (set, spec) in &sets {
+            let _ = writeln!(s, "add set inet {TABLE} {set} {{ {spec} }}");
+        }
+        let host_if = self.host_if();
+        for (map, target) in self.map_entries() {
+            let _ = writeln!(
+                s,
+                "add element inet {TABLE} {map} {{ \"{host_if}\" : jump {target} }}"
+            );
+        }
+        s
+    }
+
+    /// The batch that empties the slot's chains and sets (the teardown of one sandbox): the
+    /// skeleton stays for the slot's next sandbox, holding no rule and no address.
+    pub fn nft_reset(&self) -> String {
+        let mut s = String::new();
+        let (chains, sets) = self.objects();
+        for chain in &chains {
+            let _ = writeln!(s, "flush chain inet {TABLE} {chain}");
+        }
+        for (set, _) in &sets {
+            let _ = writeln!(s, "flush set inet {TABLE} {set}");
+        }
+        s
+    }
+
+    /// The sandbox's own rules and set elements, added to the slot's empty skeleton. Only
+    /// additions: an nftables transaction that deletes waits for an RCU grace period
+    /// (~10 ms here), one that only adds does not.
+    pub fn nft_rules(&self) -> String {
+        let mut s = String::new();
+        let c = self.chain();
+        let e = &self.egress;
+        let v4 = |list: &[Cidr]| {
+            list.iter()
+                .filter(|c| c.is_ipv4())
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+        };
+        for (set, list) in [("allow", v4(&e.allow_cidrs)), ("deny", v4(&e.deny_cidrs))] {
+            if !list.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "add element inet {TABLE} {c}_{set} {{ {} }}",
+                    list.join(", ")
+                );
+            }
+        }
+        let rule = |s: &mut String, chain: &str, body: &str| {
+            let _ = writeln!(s, "add rule inet {TABLE} {chain} {body}");
+        };
+        // Egress: from the sandbox, forwarded. First match wins.
+        rule(&mut s, &c, "meta nfproto != ipv4 drop");
+        rule(
+            &mut s,
+            &c,
+            &format!("ip saddr != {} drop", self.slot.sandbox),
+        );
+        rule(&mut s, &c, "meta l4proto != tcp meta l4proto != udp drop");
+        rule(
+            &mut s,
+            &c,
+            &format!(
+                "ct state new limit rate over {NEW_CONNECTIONS_PER_SECOND}/second burst {NEW_CONNECTIONS_BURST} packets drop"
+            ),
+        );
+        rule(
+            &mut s,
+            &c,
+            &format!("ct mark set {:#010x}", self.generation),
+        );
+        if let Some(bw) = e.max_bandwidth {
+            rule(
+                &mut s,
+                &c,
+                &format!(
+                    "limit rate over {} bytes/second drop",
+                    bw.bytes_per_second()
+                ),
+            );
+        }
+        rule(&mut s, &c, &format!("ip daddr @{c}_deny drop"));
+        rule(&mut s, &c, &format!("ip daddr @{c}_allow accept"));
+        rule(&mut s, &c, "ip daddr @blocked4 drop");
+        if e.is_allow_list() {
+            rule(&mut s, &c, &format!("ip daddr @{c}_dns accept"));
+            rule(&mut s, &c, "drop");
+        } else {
+            rule(&mut s, &c, "accept");
+        }
+        // To the host itself: only Warden's resolver on the host end of the link.
+        let host = self.slot.host;
+        rule(
+            &mut s,
+            &format!("{c}_in"),
+            &format!(
+                "ip saddr {} ip daddr {host} udp dport 53 accept",
+                self.slot.sandbox
+            ),
+        );
+        rule(&mut s, &format!("{c}_in"), "drop");
+        // Towards the sandbox (replies only, the base chain drops new connections): only
+        // this sandbox's own connections, then the download cap.
+        rule(
+            &mut s,
+            &format!("{c}_down"),
+            &format!("ct mark != {:#010x} drop", self.generation),
+        );
+        if let Some(bw) = e.max_bandwidth {
+            rule(
+                &mut s,
+                &format!("{c}_down"),
+                &format!(
+                    "limit rate over {} bytes/second drop",
+                    bw.bytes_per_second()
+                ),
+            );
+        }
+        s
+    }
+
+    /// The full batch for a slot in an unknown state, as one transaction: the shared base
+    /// (re-asserted), the removal of whatever the slot holds, a fresh skeleton, the rules.
+    pub fn nft_setup(&self) -> String {
+        let mut s = base_ruleset();
+        s.push_str(&self.nft_remove());
+        s.push_str(&self.nft_skeleton());
+        s.push_str(&self.nft_rules());
+        s
+    }
+}
+
+fn check_request(req: &NetRequest) -> Result<(), PlanError> {
+    if let Some(cidr) = req.egress.allow_cidrs.iter().find(|c| !c.is_ipv4()) {
+        return Err(PlanError::Ipv6Allow {
+            field: "allow_cidrs",
+            cidr: *cidr,
+        });
+    }
+    if req.pool.contains(req.upstream_dns.ip()) {
+        return Err(PlanError::UpstreamInPool {
+            addr: req.upstream_dns,
+            pool: req.pool,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a request without a slot (the backend's `check`, before anything starts).
+pub fn check(req: &NetRequest) -> Result<(), PlanError> {
+    check_request(req)
+}
+
+/// The shared part of Warden's table, as idempotent commands: the table, the maps from a
+/// sandbox interface to its chains, the blocked ranges, and the base chains, whose rules are
+/// flushed and re-added in the same transaction.
+pub fn base_ruleset() -> String {
+    let p = IF_PREFIX;
+    let mut s = String::new();
+    let _ = writeln!(s, "add table inet {TABLE}");
+    for map in ["egress", "local", "download"] {
+        let _ = writeln!(s, "add map inet {TABLE} {map} {{ type ifname : verdict; }}");
+    }
+    for (set, family, v4) in [
+        ("blocked4", "ipv4_addr", true),
+        ("blocked6", "ipv6_addr", false),
+    ] {
+        let _ = writeln!(
+            s,
+            "add set inet {TABLE} {set} {{ type {family}; flags interval; }}"
+        );
+        let _ = writeln!(s, "flush set inet {TABLE} {set}");
+        let list: Vec<String> = blocked()
+            .iter()
+            .filter(|b| b.cidr.is_ipv4() == v4)
+            .map(|b| b.cidr.to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "add element inet {TABLE} {set} {{ {} }}",
+            list.join(", ")
+        );
+    }
+    let chains: [(&str, &str, &[String]); 4] = [
+        (
+            "forward",
+            "type filter hook forward priority filter - 10; policy accept;",
+            &[
+                format!("iifname \"{p}*\" ip6 daddr @blocked6 drop"),
+                // Towards a sandbox first, whoever sends it (another sandbox too, even one
+                // whose allow-list covers the pool): replies only.
+                format!("oifname \"{p}*\" ct state established,related oifname vmap @download"),
+                format!("oifname \"{p}*\" ct state established,related accept"),
+                format!("oifname \"{p}*\" drop"),
+                // A sandbox's own traffic is never DNATed: what was is the host's (a published
+                // port of a container, a port forward) and counts as the host itself.
+                format!("iifname \"{p}*\" ct status dnat drop"),
+                format!("iifname \"{p}*\" iifname vmap @egress"),
+                format!("iifname \"{p}*\" drop"),
+            ],
+        ),
+        (
+            "input",
+            "type filter hook input priority filter - 10; policy accept;",
+            &[
+                format!("iifname \"{p}*\" iifname vmap @local"),
+                format!("iifname \"{p}*\" drop"),
+            ],
+        ),
+        (
+            "output",
+            "type filter hook output priority filter - 10; policy accept;",
+            &[
+                format!("oifname \"{p}*\" ct state established,related accept"),
+                format!("oifname \"{p}*\" drop"),
+            ],
+        ),
+        (
+            "postrouting",
+            "type nat hook postrouting priority srcnat - 10; policy accept;",
+            &[format!(
+                "iifname \"{p}*\" oifname != \"{p}*\" meta nfproto ipv4 masquerade"
+            )],
+        ),
+    ];
+    for (name, spec, rules) in chains {
+        let _ = writeln!(s, "add chain inet {TABLE} {name} {{ {spec} }}");
+        let _ = writeln!(s, "flush chain inet {TABLE} {name}");
+        for r in rules {
+            let _ = writeln!(s, "add rule inet {TABLE} {name} {r}");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::Pool;
+
+    fn request(egress: EgressPolicy) -> NetRequest {
+        NetRequest {
+            egress,
+            pool: "10.213.0.0/16".parse().unwrap(),
+            upstream_dns: "192.0.2.53:53".parse().unwrap(),
+        }
+    }
+
+    fn plan(egress: EgressPolicy) -> NetPlan {
+        let slot = Pool::new("10.213.0.0/16".parse().unwrap())
+            .unwrap()
+            .slot(7)
+            .unwrap();
+        NetPlan::build(&request(egress), slot, 0x5eed_0007).unwrap()
+    }
+
+    #[test]
+    fn base_ruleset() {
+        insta::assert_snapshot!(super::base_ruleset());
+    }
+
+    #[test]
+    fn open_internet_setup() {
+        let p = plan(EgressPolicy::default());
+        insta::assert_snapshot!(p.nft_setup().strip_prefix(&super::base_ruleset()).unwrap());
+        insta::assert_snapshot!(p.ip_setup(4242));
+        assert_eq!(
+            p.resolv_conf(),
+            "nameserver 10.213.0.29\noptions timeout:2 attempts:2\n"
+        );
+    }
+
+    #[test]
+    fn allow_list_setup() {
+        let p = plan(EgressPolicy {
+            allow_cidrs: vec![
+                "203.0.113.0/24".parse().unwrap(),
+                "10.9.0.0/16".parse().unwrap(),
+            ],
+            deny_cidrs: vec![
+                "203.0.113.66".parse().unwrap(),
+                "2001:db8::/32".parse().unwrap(),
+            ],
+            allow_domains: vec!["pypi.org".parse().unwrap()],
+            max_bandwidth: Some("8mbit".parse().unwrap()),
+        });
+        let setup = p.nft_setup();
+        let own = setup.strip_prefix(&super::base_ruleset()).unwrap();
+        insta::assert_snapshot!(own);
+        // The removal of the slot's leftovers comes first; the fast path is the rules alone.
+        assert!(own.starts_with(&p.nft_remove()));
+        assert!(own.ends_with(&p.nft_rules()));
+        assert!(!p.nft_rules().contains("delete") && !p.nft_rules().contains("flush"));
+        insta::assert_snapshot!(p.nft_reset());
+    }
+
+    #[test]
+    fn ipv6_allow_entries_and_an_upstream_in_the_pool_are_refused() {
+        let mut r = request(EgressPolicy {
+            allow_cidrs: vec!["2001:db8::/32".parse().unwrap()],
+            ..Default::default()
+        });
+        assert!(matches!(check(&r), Err(PlanError::Ipv6Allow { .. })));
+        r.egress = EgressPolicy::default();
+        r.upstream_dns = "10.213.0.1:53".parse().unwrap();
+        assert!(matches!(check(&r), Err(PlanError::UpstreamInPool { .. })));
+    }
+}

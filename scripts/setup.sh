@@ -28,3 +28,5 @@ bash "$(dirname "$0")/setup-net.sh"
 
 bash "$(dirname "$0")/setup-docker-images.sh"
 bash "$(dirname "$0")/setup-gvisor.sh"
+# The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
+bash "$(dirname "$0")/setup-mcp-client.sh"

@@ -10,6 +10,7 @@
 mod auth;
 mod compat;
 mod error;
+mod mcp;
 mod metrics;
 pub mod openapi;
 mod otlp;
@@ -80,6 +81,8 @@ pub struct AppState {
     /// Interpreter versions, asked once.
     versions: Versions,
     metrics: Metrics,
+    /// Ends the MCP sessions and streams of `/mcp` (see [`AppState::stop_mcp`]).
+    mcp_stop: warden_mcp::CancellationToken,
 }
 
 impl AppState {
@@ -92,9 +95,15 @@ impl AppState {
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
             tracer: Tracer::new(&engine.settings().server.otlp),
+            mcp_stop: warden_mcp::CancellationToken::new(),
             engine,
             limits,
         }
+    }
+
+    /// Ends the open MCP sessions and streams, so a graceful shutdown is not held up by them.
+    pub fn stop_mcp(&self) {
+        self.mcp_stop.cancel();
     }
 
     pub fn sandboxes(&self) -> &Sandboxes {
@@ -161,6 +170,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/execute/{id}", post(compat::execute_in))
         .route("/api/v2/execute", post(piston::execute))
         .route("/api/v2/runtimes", get(piston::runtimes))
+        .nest_service("/mcp", mcp::service(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

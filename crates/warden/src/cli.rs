@@ -29,6 +29,8 @@ pub enum Command {
     Run(crate::run::RunArgs),
     /// Serve the HTTP API (one-shot execution, health) on a loopback address.
     Serve(crate::serve::ServeArgs),
+    /// Serve the MCP tools on standard input and output (for an MCP client's config).
+    Mcp(crate::mcp::McpArgs),
     /// List the profiles and their effective limits.
     Profiles {
         /// Print JSON instead of a table.
@@ -58,6 +60,7 @@ pub fn main() -> i32 {
     let result = match &cli.command {
         Command::Run(args) => crate::run::run(cli.config.as_ref(), args),
         Command::Serve(args) => crate::serve::run(cli.config.as_ref(), args),
+        Command::Mcp(args) => crate::mcp::run(cli.config.as_ref(), args),
         Command::Profiles { json } => crate::profiles::run(cli.config.as_ref(), *json),
         Command::KubeManifests(args) => crate::kube::manifests(cli.config.as_ref(), args),
         Command::Doctor { json } => crate::doctor::run(cli.config.as_ref(), *json),

@@ -6,6 +6,7 @@
 mod cli;
 mod doctor;
 mod kube;
+mod mcp;
 mod profiles;
 mod run;
 mod serve;

@@ -1,4 +1,5 @@
-//! `warden serve`: the HTTP API. Without API keys in the settings it listens only on loopback.
+//! `warden serve`: the HTTP API, with the MCP tools at `/mcp` (streamable HTTP). Without API
+//! keys in the settings it listens only on loopback.
 
 use crate::cli::load_settings;
 use crate::run::{HelperMode, engine_with};
@@ -72,8 +73,13 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
+        let stopping = state.clone();
         axum::serve(listener, router(state.clone()))
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(async move {
+                shutdown_signal().await;
+                // Open MCP sessions (at /mcp) would otherwise hold the shutdown up.
+                stopping.stop_mcp();
+            })
             .await?;
         reaper.abort();
         state.sandboxes().destroy_all().await;

@@ -130,7 +130,9 @@ fn parse_base_url(url: &str) -> Result<Url, Error> {
         return Err(bad("no host"));
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(bad("a query or fragment has no place in the daemon's address"));
+        return Err(bad(
+            "a query or fragment has no place in the daemon's address",
+        ));
     }
     if parsed.cannot_be_a_base() {
         return Err(bad("not a base url"));
@@ -530,7 +532,10 @@ mod tests {
             .api_key("s3cret")
             .build()
             .unwrap();
-        let shown = format!("{client:?} {:?}", Client::builder("http://h").api_key("s3cret"));
+        let shown = format!(
+            "{client:?} {:?}",
+            Client::builder("http://h").api_key("s3cret")
+        );
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("<redacted>"));
     }

@@ -33,7 +33,7 @@ pub enum Error {
         code: String,
         message: String,
         /// For `policy_violation`: which policy refused what, and where.
-        violation: Option<Violation>,
+        violation: Option<Box<Violation>>,
         /// For 429 and 503: how long the daemon asks to wait before trying again.
         retry_after: Option<Duration>,
     },
@@ -112,7 +112,9 @@ impl Error {
     /// An agent can show these to the LLM so it can correct its code.
     pub fn is_caller_error(&self) -> bool {
         match self {
-            Error::Api { status, .. } => (400..500).contains(status) && ![408, 429].contains(status),
+            Error::Api { status, .. } => {
+                (400..500).contains(status) && ![408, 429].contains(status)
+            }
             Error::InvalidPath(_) | Error::InvalidToolArguments(_) => true,
             _ => false,
         }
@@ -173,9 +175,7 @@ pub(crate) fn from_error_body(
             code: error.code,
             message: error.message,
             // A violation of an unknown shape is dropped rather than hiding the error itself.
-            violation: error
-                .violation
-                .and_then(|v| serde_json::from_value(v).ok()),
+            violation: error.violation.and_then(|v| serde_json::from_value(v).ok()),
             retry_after,
         },
         Err(_) => Error::UnexpectedResponse {
@@ -229,8 +229,13 @@ mod tests {
         let html = format!("<html>{}</html>", "x".repeat(1000));
         let e = from_error_body("execute", 502, None, html.as_bytes());
         match &e {
-            Error::UnexpectedResponse { status: 502, body, .. } => {
-                assert!(body.starts_with("<html>xxx") && body.ends_with('…'), "{body}");
+            Error::UnexpectedResponse {
+                status: 502, body, ..
+            } => {
+                assert!(
+                    body.starts_with("<html>xxx") && body.ends_with('…'),
+                    "{body}"
+                );
                 assert!(body.chars().count() <= 201);
             }
             other => panic!("{other:?}"),

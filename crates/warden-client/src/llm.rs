@@ -174,7 +174,12 @@ mod tests {
 
     #[test]
     fn sections_in_order_and_empty_ones_left_out() {
-        let mut r = result("out\n", "Traceback\nValueError: x\n", Reason::Exited, Some(1));
+        let mut r = result(
+            "out\n",
+            "Traceback\nValueError: x\n",
+            Reason::Exited,
+            Some(1),
+        );
         r.artifacts.push(Artifact {
             name: "plot.png".into(),
             size: 3,
@@ -234,7 +239,11 @@ mod tests {
         });
         for max in 0..1200 {
             let text = format_result(&r, max);
-            assert!(text.chars().count() <= max, "{max}: {}", text.chars().count());
+            assert!(
+                text.chars().count() <= max,
+                "{max}: {}",
+                text.chars().count()
+            );
         }
         let full = format_result(&r, usize::MAX);
         assert!(full.contains(&out) && full.contains(&err));

@@ -42,7 +42,11 @@ impl Stream for EventStream {
 }
 
 impl EventStream {
-    pub(crate) fn new(operation: &'static str, client: Client, response: reqwest::Response) -> Self {
+    pub(crate) fn new(
+        operation: &'static str,
+        client: Client,
+        response: reqwest::Response,
+    ) -> Self {
         let state = State {
             operation,
             client,
@@ -168,7 +172,10 @@ impl Lines {
 
 /// One NDJSON line: an event, nothing (a blank line or an unknown event type), or the
 /// daemon's `error` event as [`Error::Execution`].
-pub(crate) fn parse_event(operation: &'static str, line: &[u8]) -> Result<Option<ExecEvent>, Error> {
+pub(crate) fn parse_event(
+    operation: &'static str,
+    line: &[u8],
+) -> Result<Option<ExecEvent>, Error> {
     let line = line.trim_ascii();
     if line.is_empty() {
         return Ok(None);
@@ -249,16 +256,17 @@ mod tests {
             parse_event("t", br#"{"type":"chart","png":"..."}"#).unwrap(),
             None
         );
-        let e = parse_event(
-            "t",
-            br#"{"type":"error","name":"internal","value":"boom"}"#,
-        )
-        .unwrap_err();
+        let e =
+            parse_event("t", br#"{"type":"error","name":"internal","value":"boom"}"#).unwrap_err();
         assert!(
             matches!(&e, Error::Execution { code, message } if code == "internal" && message == "boom"),
             "{e:?}"
         );
-        for bad in [&b"{not json"[..], br#"{"text":"x"}"#, br#"{"type":"stdout"}"#] {
+        for bad in [
+            &b"{not json"[..],
+            br#"{"text":"x"}"#,
+            br#"{"type":"stdout"}"#,
+        ] {
             assert!(
                 matches!(parse_event("t", bad), Err(Error::Decode { .. })),
                 "{}",

@@ -47,7 +47,7 @@ enum Target {
         profile: Option<String>,
     },
     /// Every call in one sandbox: files persist between calls.
-    Sandbox(Sandbox),
+    Sandbox(Box<Sandbox>),
 }
 
 /// A code-execution tool backed by a Warden daemon.
@@ -98,7 +98,7 @@ impl CodeInterpreterTool {
     /// sandbox's language is the default; destroying the sandbox stays the caller's job.
     pub fn in_sandbox(sandbox: Sandbox) -> Self {
         let language = sandbox.created_info().language.clone();
-        Self::new(Target::Sandbox(sandbox), language)
+        Self::new(Target::Sandbox(Box::new(sandbox)), language)
     }
 
     fn new(target: Target, default_language: String) -> Self {

@@ -290,23 +290,24 @@ impl CodeInterpreterTool {
     }
 }
 
-/// What the LLM is told when its call was refused before running.
+/// What the LLM is told when its call was refused before running: the daemon's message,
+/// with the violation's place when the message does not already say it.
 fn refusal(e: &Error) -> String {
     match e {
         Error::Api {
             code,
             message,
-            violation: Some(v),
+            violation,
             ..
         } => {
-            let place = match (v.line, v.column) {
-                (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
-                (Some(l), None) => format!(" (line {l})"),
-                _ => String::new(),
+            let place = match violation.as_deref().and_then(|v| Some((v.line?, v.column))) {
+                Some((line, _)) if message.contains(&format!("line {line}")) => String::new(),
+                Some((line, Some(column))) => format!(" (line {line}, column {column})"),
+                Some((line, None)) => format!(" (line {line})"),
+                None => String::new(),
             };
             format!("{code}: {message}{place}; the code was not run")
         }
-        Error::Api { code, message, .. } => format!("{code}: {message}; the code was not run"),
         other => other.to_string(),
     }
 }
@@ -383,16 +384,26 @@ mod tests {
     }
 
     #[test]
-    fn policy_refusals_name_the_place() {
+    fn policy_refusals_name_the_place_once() {
+        let body = |message: &str| {
+            format!(
+                r#"{{"error":{{"code":"policy_violation","message":"{message}","violation":{{"policy":"forbidden_imports","module":"os","message":"m","line":2,"column":8}}}}}}"#
+            )
+        };
+        let e = crate::error::from_error_body("execute", 422, None, body("no os").as_bytes());
+        assert_eq!(
+            refusal(&e),
+            "policy_violation: no os (line 2, column 8); the code was not run"
+        );
         let e = crate::error::from_error_body(
             "execute",
             422,
             None,
-            br#"{"error":{"code":"policy_violation","message":"import of os is not allowed","violation":{"policy":"forbidden_imports","module":"os","message":"m","line":2,"column":8}}}"#,
+            body("no os (line 2, column 8)").as_bytes(),
         );
         assert_eq!(
             refusal(&e),
-            "policy_violation: import of os is not allowed (line 2, column 8); the code was not run"
+            "policy_violation: no os (line 2, column 8); the code was not run"
         );
     }
 }

@@ -383,10 +383,8 @@ async fn the_code_interpreter_tool() {
         .call(r#"{"code": "import math\nimport subprocess"}"#)
         .await;
     assert!(answer.starts_with("ERROR:\npolicy_violation:"), "{answer}");
-    assert!(
-        answer.contains("subprocess") && answer.contains("line 2"),
-        "{answer}"
-    );
+    assert!(answer.contains("subprocess"), "{answer}");
+    assert_eq!(answer.matches("line 2").count(), 1, "{answer}");
     assert!(strict.try_call(r#"{"code": "import os"}"#).await.is_ok());
 
     // Backed by a sandbox: files persist between calls.

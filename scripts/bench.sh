@@ -33,3 +33,9 @@ w, p, b = (s[k]["median"] for k in ("warden run one.py", "python3 -c (bare)", "b
 print(f"\nwarden / bare python3 = {w / p:.2f} (target <= 1.5)")
 print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
 PY
+
+# The daemon: HTTP exec latency against `warden run`, and a 32-connection load run.
+# Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.
+if [ "${LOAD_SECONDS:-60}" != 0 ]; then
+  python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}"
+fi

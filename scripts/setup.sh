@@ -4,11 +4,11 @@ set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-# bubblewrap and hyperfine: the speed benchmark's baselines; util-linux: unshare for the outer pid
+# bubblewrap and hyperfine: the speed benchmark's baselines; wrk: the daemon's load generator; util-linux: unshare for the outer pid
 # namespace that attack tests run in; nodejs: the javascript runtime; python-is-python3: the
 # source document's settings name the interpreter `python`; numpy, pandas, matplotlib: the
 # data_science profile's runtime (the jail binds the host's /usr).
-for pkg in bubblewrap hyperfine util-linux nodejs python3 python-is-python3 bash \
+for pkg in bubblewrap hyperfine wrk util-linux nodejs python3 python-is-python3 bash \
   python3-numpy python3-pandas python3-matplotlib; do
   have "$pkg" || need+=("$pkg")
 done

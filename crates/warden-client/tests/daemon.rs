@@ -466,3 +466,50 @@ async fn the_examples_run_against_a_daemon() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_keys_are_sent_and_scope_the_sandboxes() {
+    require_root!();
+    // printf %s sdk-key-alice | sha256sum, and the same for bob.
+    let daemon = Daemon::start_with_extra(
+        r#"
+[[server.api_keys]]
+name = "alice"
+key_sha256 = "2d85f24cceec9b87e323ac5903730991204a9cb222453940cf513af0b5cb2467"
+[[server.api_keys]]
+name = "bob"
+key_sha256 = "e0cd6461cd7f46f99bf78b7804fe1296f45a62d187437988aae8380dcce7bdb4"
+"#,
+    );
+    let with_key = |key: &str| Client::builder(&daemon.url).api_key(key).build().unwrap();
+    let (alice, bob) = (with_key("sdk-key-alice"), with_key("sdk-key-bob"));
+
+    for client in [daemon.client(), with_key("sdk-key-mallory")] {
+        let e = client.execute("print(1)").await.unwrap_err();
+        assert!(
+            matches!(&e, Error::Api { status: 401, code, .. } if code == "unauthorized"),
+            "{e:?}"
+        );
+        assert!(e.is_caller_error());
+    }
+    // Health stays open.
+    daemon.client().health().await.unwrap();
+
+    assert_eq!(alice.execute("print(6 * 7)").await.unwrap().stdout, "42\n");
+    let sandbox = Sandbox::create(&alice, SandboxOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(sandbox.run("print('mine')").await.unwrap().stdout, "mine\n");
+
+    // Bob neither sees nor reaches alice's sandbox.
+    let e = Sandbox::connect(&bob, sandbox.id()).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Api { status: 404, code, .. } if code == "sandbox_not_found"),
+        "{e:?}"
+    );
+    assert!(bob.list_sandboxes(&[]).await.unwrap().is_empty());
+    let listed = alice.list_sandboxes(&[]).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, sandbox.id());
+    sandbox.destroy().await.unwrap();
+}

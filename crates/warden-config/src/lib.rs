@@ -41,6 +41,35 @@ pub enum ConfigError {
 pub struct Settings {
     #[serde(default)]
     pub sandbox: SandboxSettings,
+    #[serde(default)]
+    pub server: ServerSettings,
+}
+
+/// `[server]`: the daemon's own options.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// Bearer API keys. With none, `warden serve` listens only on loopback; with some, every
+    /// request but health, metrics and the API description must carry one, and a key sees
+    /// only its own sandboxes.
+    pub api_keys: Vec<ApiKey>,
+}
+
+/// `[[server.api_keys]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    /// Who the key belongs to; owns the sandboxes created with it.
+    pub name: String,
+    /// Lowercase hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`): the file never holds
+    /// the key itself.
+    pub key_sha256: String,
+    /// Live sandboxes this key may have at once. Default: no limit of its own.
+    #[serde(default)]
+    pub max_sandboxes: Option<usize>,
+    /// Executions this key may run at once. Default: no limit of its own.
+    #[serde(default)]
+    pub max_concurrent: Option<usize>,
 }
 
 /// Which backend provides isolation.
@@ -379,6 +408,34 @@ impl Settings {
     /// Checks what serde cannot: references between sections and value ranges. Returns the
     /// offending key's path and why.
     pub fn validate(&self) -> Result<(), (String, String)> {
+        let mut names = std::collections::BTreeSet::new();
+        for (i, key) in self.server.api_keys.iter().enumerate() {
+            let at = |field: &str| format!("server.api_keys[{i}].{field}");
+            if key.name.is_empty() || !names.insert(key.name.as_str()) {
+                return Err((at("name"), "must be non-empty and unique".into()));
+            }
+            if key.key_sha256.len() != 64
+                || !key
+                    .key_sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                return Err((
+                    at("key_sha256"),
+                    "must be 64 lowercase hex digits (the SHA-256 of the key)".into(),
+                ));
+            }
+            if key.max_sandboxes == Some(0) || key.max_concurrent == Some(0) {
+                return Err((
+                    at(if key.max_sandboxes == Some(0) {
+                        "max_sandboxes"
+                    } else {
+                        "max_concurrent"
+                    }),
+                    "must be at least 1".into(),
+                ));
+            }
+        }
         let s = &self.sandbox;
         if !s.profiles.contains_key(&s.default_profile) {
             return Err((

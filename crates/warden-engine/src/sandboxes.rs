@@ -214,7 +214,7 @@ impl Sandboxes {
         )?;
         let backend = self.engine.backend_for(&profile_name)?.clone();
         let created_ms = warden_types::now_ms();
-        let id = match &req.name {
+        let mut id = match &req.name {
             Some(name) => format!("{name}-{}", created_ms / 1000),
             None => format!("sb-{}", &uuid::Uuid::now_v7().simple().to_string()[20..32]),
         };
@@ -231,7 +231,11 @@ impl Sandboxes {
                 return Err(EngineError::NameTaken(name.clone()));
             }
             if live.contains_key(&id) {
-                return Err(EngineError::NameTaken(id));
+                // Another owner's sandbox of the same name, created the same second.
+                id = format!(
+                    "{id}-{}",
+                    &uuid::Uuid::now_v7().simple().to_string()[26..32]
+                );
             }
         }
         let mut labels = req.labels.clone();

@@ -3,7 +3,8 @@
 //! the sandbox's language.
 
 use crate::sandboxes::{CreateBody, ExecBody, create_sandbox, destroy_sandbox, exec_in};
-use crate::{ApiError, ApiJson, AppState};
+use crate::{ApiError, ApiJson, AppState, Caller};
+use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -12,7 +13,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// `POST /api/v1/sandbox/create`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
     pub language: String,
@@ -29,6 +30,7 @@ pub struct CreateRequest {
 
 pub async fn create(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<CreateRequest>,
 ) -> Response {
     let mut labels = req.labels;
@@ -44,7 +46,7 @@ pub async fn create(
         max_lifetime_seconds: None,
         memory_mb: None,
     };
-    match create_sandbox(&state, None, body).await {
+    match create_sandbox(&state, &caller, body).await {
         Ok(info) => (
             StatusCode::CREATED,
             Json(serde_json::json!({
@@ -60,7 +62,7 @@ pub async fn create(
 }
 
 /// `POST /api/v1/execute`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     pub sandbox_id: String,
@@ -70,7 +72,7 @@ pub struct ExecuteRequest {
 }
 
 /// `POST /api/v1/execute/{sandbox_id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteInRequest {
     pub code: String,
@@ -80,20 +82,28 @@ pub struct ExecuteInRequest {
 
 pub async fn execute(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<ExecuteRequest>,
 ) -> Response {
-    run(state, req.sandbox_id, req.code, req.timeout_seconds).await
+    run(state, caller, req.sandbox_id, req.code, req.timeout_seconds).await
 }
 
 pub async fn execute_in(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     ApiJson(req): ApiJson<ExecuteInRequest>,
 ) -> Response {
-    run(state, id, req.code, req.timeout_seconds).await
+    run(state, caller, id, req.code, req.timeout_seconds).await
 }
 
-async fn run(state: AppState, id: String, code: String, timeout_seconds: Option<f64>) -> Response {
+async fn run(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    code: String,
+    timeout_seconds: Option<f64>,
+) -> Response {
     let body = ExecBody {
         code,
         language: None,
@@ -102,7 +112,7 @@ async fn run(state: AppState, id: String, code: String, timeout_seconds: Option<
         args: Vec::new(),
         stream: false,
     };
-    let response = match exec_in(state, None, id, body).await {
+    let response = match exec_in(state, caller, id, body).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
@@ -144,7 +154,7 @@ async fn run(state: AppState, id: String, code: String, timeout_seconds: Option<
 }
 
 /// `POST /api/v1/sandbox/destroy`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DestroyRequest {
     pub sandbox_id: String,

@@ -7,13 +7,16 @@
 //! Retry-After — never an unbounded pile-up; policy checks (CPU-bound parsing) run off the
 //! async threads.
 
+mod auth;
 mod compat;
 mod error;
 mod metrics;
+pub mod openapi;
 mod piston;
 mod sandboxes;
 mod versions;
 
+pub use auth::{Caller, Keys};
 pub use error::ApiError;
 pub use metrics::Metrics;
 use versions::Versions;
@@ -64,6 +67,7 @@ impl Default for ServerLimits {
 #[derive(Debug, Clone)]
 pub struct AppState {
     engine: Engine,
+    keys: Keys,
     sandboxes: Sandboxes,
     limits: ServerLimits,
     /// Execution slots.
@@ -83,6 +87,7 @@ impl AppState {
             versions: Versions::new(engine.settings()),
             metrics: Metrics::default(),
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
+            keys: Keys::from_settings(&engine.settings().server.api_keys),
             engine,
             limits,
         }
@@ -117,6 +122,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/docs", get(openapi::docs))
         .route("/v1/execute", post(execute))
         .route(
             "/v1/sandboxes",
@@ -138,6 +145,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/execute/{id}", post(compat::execute_in))
         .route("/api/v2/execute", post(piston::execute))
         .route("/api/v2/runtimes", get(piston::runtimes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
         .fallback(not_found)
         .with_state(state)
@@ -202,7 +213,7 @@ where
 }
 
 /// `POST /v1/execute`: one-shot execution in a fresh sandbox.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteBody {
     pub code: String,
@@ -253,7 +264,28 @@ fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
 
 /// Waits for an execution slot, or refuses at once when the queue is full. Both permits are
 /// held until the execution ends, so running plus waiting never exceeds slots plus queue.
-async fn admit(state: &AppState) -> Result<Admitted, ApiError> {
+async fn admit(state: &AppState, caller: &Caller) -> Result<Admitted, ApiError> {
+    // A key's own limit first: it must not take a global place it cannot use.
+    let own = match caller
+        .0
+        .as_ref()
+        .and_then(|k| Some((k, k.running.clone()?)))
+    {
+        Some((key, running)) => Some(running.try_acquire_owned().map_err(|_| {
+            let mut e = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_requests",
+                format!(
+                    "key {:?} runs {} executions already, its limit",
+                    key.name,
+                    key.max_concurrent.unwrap_or_default()
+                ),
+            );
+            e.retry_after_secs = Some(state.limits.retry_after_secs);
+            e
+        })?),
+        None => None,
+    };
     let Ok(place) = state.admission.clone().try_acquire_owned() else {
         let mut e = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -278,6 +310,7 @@ async fn admit(state: &AppState) -> Result<Admitted, ApiError> {
     })?;
     state.metrics.running.inc();
     Ok(Admitted {
+        _own: own,
         _place: place,
         _slot: slot,
         running: state.metrics.running.clone(),
@@ -286,6 +319,7 @@ async fn admit(state: &AppState) -> Result<Admitted, ApiError> {
 
 /// An admitted request: its queue place and execution slot, until dropped.
 struct Admitted {
+    _own: Option<OwnedSemaphorePermit>,
     _place: OwnedSemaphorePermit,
     _slot: OwnedSemaphorePermit,
     running: prometheus_client::metrics::gauge::Gauge,
@@ -372,17 +406,25 @@ fn refusal(state: &AppState, profile: &str, language: &str, e: EngineError) -> A
     e
 }
 
-async fn execute(State(state): State<AppState>, ApiJson(body): ApiJson<ExecuteBody>) -> Response {
-    match execute_inner(state, body).await {
+async fn execute(
+    State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    ApiJson(body): ApiJson<ExecuteBody>,
+) -> Response {
+    match execute_inner(state, caller, body).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
-async fn execute_inner(state: AppState, body: ExecuteBody) -> Result<Response, ApiError> {
+async fn execute_inner(
+    state: AppState,
+    caller: Caller,
+    body: ExecuteBody,
+) -> Result<Response, ApiError> {
     let stream = body.stream;
     let request = body.into_request()?;
-    let slot = admit(&state).await?;
+    let slot = admit(&state, &caller).await?;
     let (profile, plan) = prepare(&state, request).await?;
     let language = plan.language.to_string();
     state.engine.check_prepared(&profile, &plan)?;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use warden_engine::ExecRequest;
 use warden_types::ExecEvent;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PistonFile {
     #[serde(default)]
     pub name: Option<String>,
@@ -20,7 +20,7 @@ pub struct PistonFile {
 }
 
 /// Piston's execute request (its field names and units: milliseconds, bytes, -1 = default).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct PistonRequest {
     pub language: String,
     #[serde(default)]
@@ -40,7 +40,7 @@ pub struct PistonRequest {
     pub run_memory_limit: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PistonStage {
     pub stdout: String,
     pub stderr: String,
@@ -50,14 +50,14 @@ pub struct PistonStage {
     pub signal: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PistonResponse {
     pub language: String,
     pub version: String,
     pub run: PistonStage,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PistonRuntime {
     pub language: String,
     pub version: String,
@@ -145,21 +145,26 @@ impl PistonRequest {
 
 pub async fn execute(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<crate::Caller>,
     body: Result<Json<PistonRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Json(body) = match body {
         Ok(b) => b,
         Err(rejection) => return piston_error(bad(rejection.body_text())),
     };
-    match execute_inner(state, body).await {
+    match execute_inner(state, caller, body).await {
         Ok(r) => Json(r).into_response(),
         Err(e) => piston_error(e),
     }
 }
 
-async fn execute_inner(state: AppState, body: PistonRequest) -> Result<PistonResponse, ApiError> {
+async fn execute_inner(
+    state: AppState,
+    caller: crate::Caller,
+    body: PistonRequest,
+) -> Result<PistonResponse, ApiError> {
     let request = body.into_request()?;
-    let _slot = admit(&state).await?;
+    let _slot = admit(&state, &caller).await?;
     let (profile, plan) = crate::prepare(&state, request).await?;
     let language = plan.language.to_string();
     // Keep the order in which stdout and stderr were written, for Piston's `output`.

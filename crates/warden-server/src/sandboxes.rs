@@ -4,7 +4,8 @@
 //! executions go through the same admission (slots and queue) as one-shot ones; file paths
 //! are checked by [`WorkspacePath`] before any backend sees them.
 
-use crate::{ApiError, ApiJson, AppState, admit, refusal, respond, timeout_from};
+use crate::{ApiError, ApiJson, AppState, Caller, admit, refusal, respond, timeout_from};
+use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -15,11 +16,11 @@ use std::collections::BTreeMap;
 use warden_engine::{CreateSandbox, SandboxExec};
 use warden_types::WorkspacePath;
 
-/// Who is asking: the API key's owner, once keys exist (`None`: no keys configured).
+/// Who is asking: the API key's name (`None`: no keys configured).
 pub(crate) type Owner = Option<String>;
 
 /// `POST /v1/sandboxes`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
     #[serde(default)]
@@ -40,9 +41,18 @@ pub struct CreateBody {
 
 pub(crate) async fn create_sandbox(
     state: &AppState,
-    owner: Owner,
+    caller: &Caller,
     body: CreateBody,
 ) -> Result<warden_engine::SandboxInfo, ApiError> {
+    let owner = caller.owner();
+    if let Some(key) = &caller.0
+        && let Some(max) = key.max_sandboxes
+        && state.sandboxes.count_of(owner.as_deref()) >= max
+    {
+        return Err(ApiError::from(
+            warden_engine::EngineError::TooManySandboxes { max },
+        ));
+    }
     let info = state
         .sandboxes
         .create(CreateSandbox {
@@ -76,8 +86,12 @@ pub(crate) async fn destroy_sandbox(
     Ok(id)
 }
 
-pub async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<CreateBody>) -> Response {
-    match create_sandbox(&state, None, body).await {
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Response {
+    match create_sandbox(&state, &caller, body).await {
         Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
         Err(e) => e.into_response(),
     }
@@ -85,6 +99,7 @@ pub async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<Create
 
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Response {
     let mut labels = BTreeMap::new();
@@ -107,26 +122,34 @@ pub async fn list(
         };
         labels.insert(k.to_owned(), v.to_owned());
     }
-    let sandboxes = state.sandboxes.list(None, &labels);
+    let sandboxes = state.sandboxes.list(caller.owner().as_deref(), &labels);
     Json(serde_json::json!({ "count": sandboxes.len(), "sandboxes": sandboxes })).into_response()
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match state.sandboxes.get(None, &id) {
+pub async fn get(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    match state.sandboxes.get(caller.owner().as_deref(), &id) {
         Ok(info) => Json(info).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
 }
 
-pub async fn destroy(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match destroy_sandbox(&state, None, &id).await {
+pub async fn destroy(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    match destroy_sandbox(&state, caller.owner(), &id).await {
         Ok(id) => Json(serde_json::json!({ "id": id, "destroyed": true })).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
 /// `POST /v1/sandboxes/{id}/exec`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecBody {
     pub code: String,
@@ -144,10 +167,11 @@ pub struct ExecBody {
 
 pub async fn exec(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Response {
-    match exec_in(state, None, id, body).await {
+    match exec_in(state, caller, id, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -155,10 +179,11 @@ pub async fn exec(
 
 pub(crate) async fn exec_in(
     state: AppState,
-    owner: Owner,
+    caller: Caller,
     id: String,
     body: ExecBody,
 ) -> Result<Response, ApiError> {
+    let owner = caller.owner();
     let stream = body.stream;
     let req_language = body.language.clone();
     let req = SandboxExec {
@@ -170,7 +195,7 @@ pub(crate) async fn exec_in(
     };
     // Unknown sandbox: answer before queueing.
     let info = state.sandboxes.get(owner.as_deref(), &id)?;
-    let slot = admit(&state).await?;
+    let slot = admit(&state, &caller).await?;
     let sandboxes = state.sandboxes.clone();
     let prepared =
         tokio::task::spawn_blocking(move || sandboxes.prepare_exec(owner.as_deref(), &id, req))
@@ -207,6 +232,7 @@ fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
 
 pub async fn upload(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((id, path)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
@@ -215,7 +241,7 @@ pub async fn upload(
         let size = body.len();
         state
             .sandboxes
-            .write_file(None, &id, &path, body.to_vec())
+            .write_file(caller.owner().as_deref(), &id, &path, body.to_vec())
             .await?;
         Ok::<_, ApiError>(
             (
@@ -231,13 +257,19 @@ pub async fn upload(
 
 pub async fn download(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((id, path)): Path<(String, String)>,
 ) -> Response {
     let result = async {
         let path = workspace_path(&path)?;
         let bytes = state
             .sandboxes
-            .read_file(None, &id, &path, state.limits.max_download_bytes)
+            .read_file(
+                caller.owner().as_deref(),
+                &id,
+                &path,
+                state.limits.max_download_bytes,
+            )
             .await?;
         Ok::<_, ApiError>(
             ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
@@ -247,8 +279,16 @@ pub async fn download(
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-pub async fn list_files(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match state.sandboxes.list_files(None, &id, 10_000).await {
+pub async fn list_files(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    match state
+        .sandboxes
+        .list_files(caller.owner().as_deref(), &id, 10_000)
+        .await
+    {
         Ok(files) => Json(serde_json::json!({ "files": files })).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }

@@ -57,11 +57,67 @@ impl Backend for EchoBackend {
         &self,
         _spec: warden_engine::SandboxSpec,
     ) -> Result<std::sync::Arc<dyn warden_engine::BackendSandbox>, BackendError> {
-        Err(BackendError::Refused("sandboxes: not in this fake".into()))
+        Ok(Arc::new(MemorySandbox::default()))
     }
 
     async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
         Ok(0)
+    }
+}
+
+/// A sandbox whose workspace is a map; executions echo the code.
+#[derive(Debug, Default)]
+struct MemorySandbox {
+    files: std::sync::Mutex<std::collections::BTreeMap<String, Vec<u8>>>,
+}
+
+#[async_trait::async_trait]
+impl warden_engine::BackendSandbox for MemorySandbox {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        EchoBackend::default().exec(plan, events).await
+    }
+    async fn write_file(
+        &self,
+        path: &warden_types::WorkspacePath,
+        bytes: Vec<u8>,
+    ) -> Result<(), BackendError> {
+        self.files
+            .lock()
+            .unwrap()
+            .insert(path.as_str().to_owned(), bytes);
+        Ok(())
+    }
+    async fn read_file(
+        &self,
+        path: &warden_types::WorkspacePath,
+        _max: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        self.files
+            .lock()
+            .unwrap()
+            .get(path.as_str())
+            .cloned()
+            .ok_or_else(|| BackendError::NotFound(path.to_string()))
+    }
+    async fn list_files(&self, _max: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
+        Ok(self
+            .files
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, b)| warden_types::FileEntry {
+                path: p.clone(),
+                size: b.len() as u64,
+                is_dir: false,
+            })
+            .collect())
+    }
+    async fn destroy(&self) -> Result<(), BackendError> {
+        Ok(())
     }
 }
 
@@ -384,4 +440,237 @@ async fn bad_input_is_a_clear_4xx_never_a_crash() {
     .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["stdout"].as_str().unwrap().len(), 10 << 20);
+}
+
+async fn call(app: &Router, method: &str, path: &str, body: &str) -> (StatusCode, String) {
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn sandbox_routes_answer_with_the_documented_shapes() {
+    let app = app();
+    let (status, body) = call(&app, "POST", "/v1/sandboxes", r#"{"name": "nb"}"#).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let info: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let id = info["id"].as_str().unwrap().to_owned();
+    assert_eq!(info["profile"], "standard");
+    assert_eq!(info["idle_ttl_seconds"], 600);
+    assert!(info["expires_at"].as_str().unwrap().ends_with('Z'));
+    let (status, body) = call(&app, "POST", "/v1/sandboxes", r#"{"name": "Bad Name"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("name"), "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"max_lifetime_seconds": 7200}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, _) = call(
+        &app,
+        "PUT",
+        &format!("/v1/sandboxes/{id}/files/a/b.txt"),
+        "hi",
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, body) = call(&app, "GET", "/v1/sandboxes/nb/files/a/b.txt", "").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "hi"));
+    let (status, body) = call(&app, "GET", &format!("/v1/sandboxes/{id}/files/..%2Fx"), "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "print(1)"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The standard profile's policy holds in sandboxes too.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "import os"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": 1}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = call(&app, "GET", "/v1/sandboxes?bogus=1", "").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = call(&app, "DELETE", &format!("/v1/sandboxes/{id}"), "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = call(&app, "GET", &format!("/v1/sandboxes/{id}"), "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn openapi_describes_exactly_the_routes_served() {
+    // Every `.route("…")` of the router is described…
+    let source = include_str!("lib.rs");
+    let mut routed: Vec<&str> = source
+        .split(".route(")
+        .skip(1)
+        .filter_map(|rest| rest.trim_start().strip_prefix('"')?.split('"').next())
+        .collect();
+    routed.sort();
+    routed.dedup();
+    let mut described: Vec<&str> = openapi::OPERATIONS.iter().map(|o| o.path).collect();
+    described.sort();
+    described.dedup();
+    assert_eq!(routed, described);
+    // …and each described method is served (not 404 "no such route" nor 405).
+    let app = app();
+    for op in openapi::OPERATIONS {
+        let path = op.path.replace("{*path}", "x.txt").replace("{id}", "nope");
+        let (status, body) = call(&app, &op.method.to_uppercase(), &path, "{}").await;
+        assert!(
+            status != StatusCode::METHOD_NOT_ALLOWED && !body.contains("no such route"),
+            "{} {path}: {status} {body}",
+            op.method
+        );
+    }
+    // The document is OpenAPI 3.1 and every reference resolves.
+    let (status, body) = call(&app, "GET", "/openapi.json", "").await;
+    assert_eq!(status, StatusCode::OK);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let text = doc.to_string();
+    for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+        let name = reference.split('"').next().unwrap();
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "dangling reference {name}"
+        );
+    }
+    for name in ["ExecResult", "SandboxInfo", "ExecEvent", "ErrorBody"] {
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "{name} missing"
+        );
+    }
+    let (status, page) = call(&app, "GET", "/docs", "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("/v1/sandboxes/{id}/exec") && !page.contains("<script"));
+}
+
+fn keyed_app() -> Router {
+    use sha2::Digest;
+    let digest = |k: &str| format!("{:x}", sha2::Sha256::digest(k.as_bytes()));
+    let toml = format!(
+        "[[server.api_keys]]\nname = \"a\"\nkey_sha256 = \"{}\"\nmax_sandboxes = 1\n[[server.api_keys]]\nname = \"b\"\nkey_sha256 = \"{}\"\n",
+        digest("key-a"),
+        digest("key-b")
+    );
+    let settings = Settings::from_toml(&toml, "keys").unwrap();
+    let engine = Engine::new(Arc::new(settings))
+        .with_backend(BackendKind::Jail, Arc::new(EchoBackend::default()));
+    router(AppState::new(engine, ServerLimits::default()))
+}
+
+async fn call_as(
+    app: &Router,
+    key: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (StatusCode, String) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json");
+    if let Some(key) = key {
+        req = req.header("authorization", format!("Bearer {key}"));
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn api_keys_are_required_and_each_key_sees_its_own_sandboxes() {
+    let app = keyed_app();
+    let (status, _) = call_as(&app, None, "GET", "/healthz", "").await;
+    assert_eq!(status, StatusCode::OK);
+    for key in [None, Some("wrong"), Some("key-a2")] {
+        let (status, body) =
+            call_as(&app, key, "POST", "/v1/execute", r#"{"code": "print(1)"}"#).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{key:?}: {body}");
+        assert!(body.contains("unauthorized"), "{body}");
+    }
+    let (status, _) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/v1/execute",
+        r#"{"code": "print(1)"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/v1/sandboxes",
+        r#"{"name": "mine"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // b neither sees nor uses a's sandbox, and may use the same name.
+    for (method, path) in [
+        ("GET", format!("/v1/sandboxes/{id}")),
+        ("DELETE", format!("/v1/sandboxes/{id}")),
+    ] {
+        let (status, _) = call_as(&app, Some("key-b"), method, &path, "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");
+    }
+    let (_, body) = call_as(&app, Some("key-b"), "GET", "/v1/sandboxes", "").await;
+    assert!(body.contains(r#""count":0"#), "{body}");
+    let (status, _) = call_as(
+        &app,
+        Some("key-b"),
+        "POST",
+        "/v1/sandboxes",
+        r#"{"name": "mine"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    // a's own limit of one live sandbox.
+    let (status, body) = call_as(&app, Some("key-a"), "POST", "/v1/sandboxes", "{}").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let (status, _) = call_as(
+        &app,
+        Some("key-a"),
+        "GET",
+        &format!("/v1/sandboxes/{id}"),
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
 }

@@ -7,6 +7,7 @@
 
 mod bytes_b64;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -14,7 +15,9 @@ use std::time::Duration;
 /// A language a runtime is configured for: `python`, `javascript`, `bash`, …
 ///
 /// Lowercase ASCII letters, digits, `-`, `_`, `+`, `.`; 1–32 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Language(String);
 
@@ -71,11 +74,12 @@ impl std::error::Error for InvalidLanguage {}
 
 /// The hard limits one execution runs under. Every field is enforced by the backend or the
 /// run is refused; none is advisory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Wall-clock time from the program's start to its kill.
     #[serde(with = "duration_ms", rename = "timeout_ms")]
+    #[schemars(with = "u64")]
     pub timeout: Duration,
     /// Memory of the whole sandbox (all its processes), MiB.
     pub memory_mb: u64,
@@ -111,7 +115,7 @@ mod duration_ms {
 /// Why an execution ended. Exactly one is reported, by precedence: `output` (Warden stopped the
 /// run), `memory` or `pids` (the sandbox hit that limit during the run, even if the program
 /// carried on), `timeout`, `signal`, `exited`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// The program exited by itself (any exit code).
@@ -156,7 +160,7 @@ impl fmt::Display for Reason {
 }
 
 /// A file the program left in the workspace's output folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Artifact {
     /// Path relative to the output folder, `/`-separated; never absolute, never `..`.
     pub name: String,
@@ -166,11 +170,12 @@ pub struct Artifact {
     pub sha256: String,
     /// The content, base64 in JSON.
     #[serde(with = "bytes_b64")]
+    #[schemars(with = "String")]
     pub bytes: Vec<u8>,
 }
 
 /// What one execution produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExecResult {
     pub stdout: String,
     pub stderr: String,
@@ -207,7 +212,7 @@ impl ExecResult {
 }
 
 /// An artifact that was not returned, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SkippedArtifact {
     /// The name as found, lossily decoded when it is not UTF-8.
     pub name: String,
@@ -216,7 +221,7 @@ pub struct SkippedArtifact {
 
 /// A chunk of output or the end of an execution, as it happens. The NDJSON stream of the API:
 /// `{"type": "stdout", "text", "timestamp"}` … then `{"type": "end", …the whole result}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecEvent {
     Stdout {
@@ -294,7 +299,9 @@ mod tests {
 /// `/`-separated, no `.`/`..`/empty components, no NUL, at most 4096 bytes and 64 components.
 /// Checking the spelling here is only the first gate: backends still open each component
 /// without following symlinks, so a link the program made cannot lead outside.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct WorkspacePath(String);
 
@@ -377,7 +384,7 @@ impl fmt::Display for InvalidWorkspacePath {
 impl std::error::Error for InvalidWorkspacePath {}
 
 /// An entry of a workspace listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FileEntry {
     /// Relative to the workspace, `/`-separated.
     pub path: String,
@@ -460,7 +467,7 @@ mod rfc3339_tests {
 
 /// A sandbox with a lifetime, as the API shows it (`POST|GET /v1/sandboxes…`) and the SDK
 /// reads it. Times are RFC 3339 UTC ([`rfc3339`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxInfo {
     /// `{name}-{unix seconds}` when a name was given, else `sb-…`.
     pub id: String,

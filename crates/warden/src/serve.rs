@@ -1,5 +1,4 @@
-//! `warden serve`: the HTTP API on a loopback address (API keys, and so other addresses, come
-//! with the daemon's next steps).
+//! `warden serve`: the HTTP API. Without API keys in the settings it listens only on loopback.
 
 use crate::cli::load_settings;
 use crate::run::{HelperMode, engine_with};
@@ -10,7 +9,7 @@ use warden_server::{AppState, ServerLimits, router};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on; loopback only until API keys exist.
+    /// Address to listen on; other than loopback only with API keys configured.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Executions running at once.
@@ -36,16 +35,16 @@ async fn shutdown_signal() {
 }
 
 pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
-    if !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "--listen {}: a non-loopback address needs API keys, which this build does not have yet; listen on 127.0.0.1 or [::1]",
-            args.listen
-        );
-    }
     if args.max_concurrent == 0 {
         anyhow::bail!("--max-concurrent must be at least 1");
     }
     let settings = load_settings(config)?;
+    if !args.listen.ip().is_loopback() && settings.server.api_keys.is_empty() {
+        anyhow::bail!(
+            "--listen {}: a non-loopback address needs API keys ([[server.api_keys]] in the settings); listen on 127.0.0.1 or [::1], or configure keys",
+            args.listen
+        );
+    }
     let engine = engine_with(settings, None, HelperMode::Exec)?;
     let limits = ServerLimits {
         max_concurrent: args.max_concurrent,

@@ -163,7 +163,7 @@ fn a_non_loopback_address_is_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("non-loopback"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs API keys"));
 }
 
 fn json(body: &str) -> serde_json::Value {

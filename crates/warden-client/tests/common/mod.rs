@@ -12,6 +12,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The target folder's profile directory (`…/debug`), from this test's own path
@@ -78,12 +79,31 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    pub fn start() -> Daemon {
+        Daemon::start_with(&settings())
+    }
+
+    /// A daemon with the test settings plus `extra` TOML (e.g. `[[server.api_keys]]`).
+    pub fn start_with_extra(extra: &str) -> Daemon {
+        let base = std::fs::read_to_string(settings()).unwrap();
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "warden-client-test-{}-{}.toml",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&path, format!("{base}\n{extra}")).unwrap();
+        let daemon = Daemon::start_with(&path);
+        let _ = std::fs::remove_file(&path);
+        daemon
+    }
+
     // The child is waited for in `drop`, or before the panic on an early exit.
     #[allow(clippy::zombie_processes)]
-    pub fn start() -> Daemon {
+    fn start_with(settings: &std::path::Path) -> Daemon {
         let mut child = Command::new(warden_bin())
             .arg("--config")
-            .arg(settings())
+            .arg(settings)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -2,22 +2,25 @@
 //! `FILES:` sections (the source document's CodeInterpreterTool format), truncated with a
 //! visible marker.
 //!
-//! Invariants: the text is at most `max_len` characters (characters, not bytes; UTF-8 is
+//! Invariants: the whole text is at most `max_len` characters (characters, not bytes; UTF-8 is
 //! never split); `ERROR` and `FILES` are kept whole when they fit and stdout and stderr share
-//! what is left, each cut in the middle (its start and its end — where a traceback ends —
-//! are kept) with `[... N characters truncated ...]`; empty sections are left out; a
-//! successful run with no output says `(no output)`. There is no `RESULT:` section yet: an
-//! [`ExecResult`] carries no expression value until contexts exist.
+//! what is left, each cut in the middle (its start and its end — where a traceback ends — are
+//! kept) with `[... N characters truncated ...]`; empty sections are left out; a stream the
+//! sandbox stopped keeping says so on its last line; a successful run with no output and no
+//! file reads `(no output)`. There is no `RESULT:` section: an [`ExecResult`] carries no
+//! expression value until contexts exist.
 //!
-//! This is the SDK's copy of the contract of `warden_types::llm::format_for_llm` (being
-//! written for the MCP server); the two are to become one function.
+//! This is the SDK's stand-in for `warden_types::llm::format_for_llm` (branch `mcp`, not on
+//! main when this was written): the same sections, sentences, markers and `(no output)`; one
+//! difference — that one cuts each section to `max_len`, this one the whole text (the tool
+//! promises the LLM an answer of at most `max_output_length`). The two are to become one.
 
 use warden_types::{ExecResult, Reason};
 
 /// Formats `result` in at most `max_len` characters.
 pub fn format_result(result: &ExecResult, max_len: usize) -> String {
-    let stdout = result.stdout.trim_end_matches('\n');
-    let stderr = result.stderr.trim_end_matches('\n');
+    let stdout = with_cut_note(&result.stdout, result.stdout_truncated, "stdout");
+    let stderr = with_cut_note(&result.stderr, result.stderr_truncated, "stderr");
     let mut fixed = Vec::new();
     if let Some(error) = error_section(result) {
         fixed.push(format!("ERROR:\n{error}"));
@@ -25,7 +28,7 @@ pub fn format_result(result: &ExecResult, max_len: usize) -> String {
     if let Some(files) = files_section(result) {
         fixed.push(format!("FILES:\n{files}"));
     }
-    let outputs: Vec<(&str, &str)> = [("STDOUT:\n", stdout), ("STDERR:\n", stderr)]
+    let outputs: Vec<(&str, &str)> = [("STDOUT:\n", &*stdout), ("STDERR:\n", &*stderr)]
         .into_iter()
         .filter(|(_, body)| !body.is_empty())
         .collect();
@@ -50,23 +53,48 @@ pub fn format_result(result: &ExecResult, max_len: usize) -> String {
 }
 
 const SEPARATOR: &str = "\n\n";
+
+/// A stream's text without trailing whitespace, with a line saying so when the sandbox
+/// stopped keeping it (its `max_output_bytes`); empty when there was no output.
+fn with_cut_note(text: &str, stopped: bool, stream: &str) -> String {
+    let text = text.trim_end();
+    if text.is_empty() {
+        return String::new();
+    }
+    let mut body = text.to_owned();
+    if stopped {
+        body.push_str(&format!(
+            "\n[... the sandbox stopped keeping {stream} here: output limit ...]"
+        ));
+    }
+    body
+}
 const NO_OUTPUT: &str = "(no output)";
 
-/// Why the run did not succeed, for the `ERROR` section; `None` for exit code 0.
+/// Why the run did not succeed, for the `ERROR` section; `None` for a success. The same
+/// sentences as `warden_types::llm` (branch `mcp`).
 fn error_section(result: &ExecResult) -> Option<String> {
+    if result.is_success() {
+        return None;
+    }
     Some(match result.reason {
-        Reason::Exited if result.exit_code == Some(0) => return None,
-        Reason::Exited => format!("exit code {}", result.exit_code.unwrap_or(-1)),
-        Reason::Timeout => format!(
-            "stopped: the time limit was reached after {} ms",
-            result.duration_ms
-        ),
-        Reason::Memory => "stopped: the memory limit was reached".to_owned(),
-        Reason::Pids => "stopped: the process limit was reached".to_owned(),
-        Reason::Output => "stopped: the output limit was reached".to_owned(),
+        Reason::Timeout => {
+            "the time limit ended the run (timeout); every process was killed".to_owned()
+        }
+        Reason::Memory => "the memory limit was hit (memory); the program was killed".to_owned(),
+        Reason::Pids => {
+            "the process limit was hit (pids): too many processes or threads".to_owned()
+        }
+        Reason::Output => {
+            "the output passed its size limit (output); the run was stopped".to_owned()
+        }
         Reason::Signal => match result.signal {
-            Some(sig) => format!("killed by signal {sig}"),
-            None => "killed by a signal".to_owned(),
+            Some(sig) => format!("the program was killed by signal {sig}"),
+            None => "the program was killed by a signal".to_owned(),
+        },
+        Reason::Exited => match result.exit_code {
+            Some(code) => format!("the program exited with code {code}"),
+            None => "the program ended without an exit code".to_owned(),
         },
     })
 }
@@ -193,13 +221,13 @@ mod tests {
         });
         assert_eq!(
             format_result(&r, 2000),
-            "STDOUT:\nout\n\nSTDERR:\nTraceback\nValueError: x\n\nERROR:\nexit code 1\n\n\
+            "STDOUT:\nout\n\nSTDERR:\nTraceback\nValueError: x\n\nERROR:\nthe program exited with code 1\n\n\
              FILES:\n- plot.png (image/png, 3 bytes)\n- link: not returned (a symlink)"
         );
         let r = result("", "", Reason::Timeout, None);
         assert_eq!(
             format_result(&r, 2000),
-            "ERROR:\nstopped: the time limit was reached after 1200 ms"
+            "ERROR:\nthe time limit ended the run (timeout); every process was killed"
         );
         let r = result("", "", Reason::Exited, Some(0));
         assert_eq!(format_result(&r, 2000), "(no output)");
@@ -214,7 +242,21 @@ mod tests {
         assert!(text.starts_with("STDOUT:\nline 0\n"), "{text}");
         assert!(text.contains("characters truncated ...]"), "{text}");
         assert!(text.contains("line 499\n\nSTDERR:\nboom"), "{text}");
-        assert!(text.ends_with("ERROR:\nexit code 2"), "{text}");
+        assert!(
+            text.ends_with("ERROR:\nthe program exited with code 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_stream_the_sandbox_stopped_keeping_says_so() {
+        let mut r = result("aaa\n", "", Reason::Output, None);
+        r.stdout_truncated = true;
+        assert_eq!(
+            format_result(&r, 2000),
+            "STDOUT:\naaa\n[... the sandbox stopped keeping stdout here: output limit ...]\n\n\
+             ERROR:\nthe output passed its size limit (output); the run was stopped"
+        );
     }
 
     #[test]

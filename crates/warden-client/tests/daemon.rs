@@ -356,13 +356,16 @@ async fn the_code_interpreter_tool() {
     let answer = tool
         .call(r#"{"code": "echo hi; exit 4", "language": "bash"}"#)
         .await;
-    assert_eq!(answer, "STDOUT:\nhi\n\nERROR:\nexit code 4");
+    assert_eq!(
+        answer,
+        "STDOUT:\nhi\n\nERROR:\nthe program exited with code 4"
+    );
 
     let answer = tool
         .call(r#"{"code": "import time\ntime.sleep(20)", "timeout": 0.5}"#)
         .await;
     assert!(
-        answer.starts_with("ERROR:\nstopped: the time limit was reached"),
+        answer.starts_with("ERROR:\nthe time limit ended the run (timeout)"),
         "{answer}"
     );
 

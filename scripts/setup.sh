@@ -21,3 +21,6 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+
+# The Python SDK's venv (pytest, langchain-core, openai) for its tests.
+bash "$(dirname "$0")/setup-python-sdk.sh"

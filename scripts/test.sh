@@ -8,3 +8,5 @@ bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The Python SDK's suite, against the daemon binary the tests above just built.
+WARDEN_BIN="$CARGO_TARGET_DIR/debug/warden" "${WARDEN_VENV:-/var/cache/warden/venv}/bin/python" -m pytest -q -p no:cacheprovider python/tests

@@ -35,6 +35,8 @@ async fn main() -> Result<(), warden_client::Error> {
         match event? {
             ExecEvent::Stdout { text, timestamp } => println!("stdout at {timestamp}: {text:?}"),
             ExecEvent::Stderr { text, timestamp } => println!("stderr at {timestamp}: {text:?}"),
+            // The SDK yields the daemon's `error` event as `Err(Error::Execution)` instead.
+            ExecEvent::Error { .. } => {}
             ExecEvent::End(result) => println!(
                 "streamed run ended: {} in {} ms, stdout {:?}",
                 result.reason, result.duration_ms, result.stdout

@@ -26,6 +26,8 @@
 //!         ExecEvent::Stdout { text, .. } => print!("{text}"),
 //!         ExecEvent::Stderr { text, .. } => eprint!("{text}"),
 //!         ExecEvent::End(result) => println!("ended: {}", result.reason),
+//!         // Never yielded: a failed execution is `Err(Error::Execution)`.
+//!         ExecEvent::Error { .. } => {}
 //!     }
 //! }
 //! # Ok(()) }

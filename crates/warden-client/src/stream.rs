@@ -3,8 +3,8 @@
 //! Invariants: an event is yielded as soon as its line is complete — never held back for the
 //! rest of the body; a line split across chunks (even inside a UTF-8 character) is joined
 //! before parsing; the stream ends right after [`ExecEvent::End`]; a body that ends without it,
-//! an `error` event, a malformed line or a broken connection is yielded once as an `Err` and
-//! then the stream ends; event types this SDK does not know yet are skipped (forward
+//! the daemon's `error` event (as [`Error::Execution`], never as [`ExecEvent::Error`]), a
+//! malformed line or a broken connection is yielded once as an `Err` and then the stream ends; event types this SDK does not know yet are skipped (forward
 //! compatibility); one line is at most [`MAX_LINE_BYTES`].
 
 use crate::client::Client;
@@ -21,7 +21,8 @@ use warden_types::{ExecEvent, ExecResult};
 pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
 
 /// The events of one execution, as they happen: `Stdout` and `Stderr` chunks, then `End`
-/// with the whole result. Read it with [`StreamExt::next`](futures_util::StreamExt::next),
+/// with the whole result — or an `Err` (an execution that failed after the stream began is
+/// [`Error::Execution`]; `ExecEvent::Error` is never yielded). Read it with [`StreamExt::next`](futures_util::StreamExt::next),
 /// or wait for the result with [`EventStream::result`].
 pub struct EventStream {
     inner: BoxStream<'static, Result<ExecEvent, Error>>,

@@ -80,6 +80,8 @@ pub enum BackendKind {
     Jail,
     /// Containers on a Docker Engine.
     Docker,
+    /// Pods on an existing Kubernetes cluster.
+    Kubernetes,
 }
 
 impl BackendKind {
@@ -87,6 +89,7 @@ impl BackendKind {
         match self {
             BackendKind::Jail => "jail",
             BackendKind::Docker => "docker",
+            BackendKind::Kubernetes => "kubernetes",
         }
     }
 }
@@ -111,6 +114,8 @@ pub struct SandboxSettings {
     pub runtimes: BTreeMap<String, Runtime>,
     /// Options of the native jail backend.
     pub jail: JailOptions,
+    /// Options of the Kubernetes backend.
+    pub kubernetes: KubernetesOptions,
 }
 
 impl Default for SandboxSettings {
@@ -123,6 +128,7 @@ impl Default for SandboxSettings {
             profiles: BTreeMap::new(),
             runtimes: BTreeMap::new(),
             jail: JailOptions::default(),
+            kubernetes: KubernetesOptions::default(),
         }
     }
 }
@@ -308,6 +314,210 @@ impl Default for JailOptions {
             host_gid: 65534,
             fast_cgroup_attach: true,
         }
+    }
+}
+
+/// `[sandbox.kubernetes]`: where and how sandbox pods run.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesOptions {
+    /// The namespace of sandbox pods and their NetworkPolicies. Default: "warden-sandboxes".
+    pub namespace: String,
+    /// A kubeconfig file. Default: none, which means the in-cluster service account when
+    /// running in a pod, else `$KUBECONFIG` or `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context. Default: its current context.
+    pub context: Option<String>,
+    /// The value of the `warden.dev/instance` label on this Warden's pods: at start-up, labelled
+    /// pods of this instance that no live sandbox owns are deleted. Two Wardens sharing a
+    /// namespace need different values. Default: "warden".
+    pub instance: String,
+    /// The RuntimeClass of every sandbox pod (e.g. "gvisor", "kata"). Default: none (the
+    /// cluster's default runtime).
+    pub runtime_class: Option<String>,
+    /// A RuntimeClass per profile, overriding `runtime_class`: `{ standard = "gvisor" }`.
+    /// Default: empty.
+    pub runtime_classes: BTreeMap<String, String>,
+    /// How long a new pod may take to be ready (scheduling and image pull), seconds.
+    /// Default: 120.
+    pub pod_ready_timeout_seconds: f64,
+    /// The pods' imagePullPolicy: "IfNotPresent", "Always" or "Never". Default: "IfNotPresent".
+    pub image_pull_policy: String,
+    /// Sandbox pods run as a uid (and gid) picked per sandbox from
+    /// `[uid_base, uid_base + uid_count)`: the process limit (RLIMIT_NPROC) counts per uid on a
+    /// node, so a uid of its own makes it a per-sandbox limit. Default: 200000 and 65536.
+    pub uid_base: u32,
+    pub uid_count: u32,
+    /// The keep-alive process of a sandbox pod: its pid 1, beside which code is exec'd. It
+    /// must reap orphans (a double-forked process killed at the end of a run is re-parented
+    /// to it; unreaped, it would stay a zombie counting against the process limit), which
+    /// `sleep infinity` does not do and a shell waiting in a loop does.
+    /// Default: ["sh", "-c", "while :; do sleep 3600 & wait $!; done"].
+    pub keepalive_command: Vec<String>,
+    /// Create the deny-all NetworkPolicy at start-up when missing (else only verify it and
+    /// refuse to run without it). Default: true.
+    pub manage_network_policy: bool,
+    /// Destinations a sandbox with `network_enabled` may still never reach: cluster-internal
+    /// ranges and link-local (169.254.169.254, the cloud metadata service). Default: the
+    /// private, shared, loopback and link-local IPv4 and IPv6 ranges.
+    pub egress_blocked_cidrs: Vec<String>,
+}
+
+impl Default for KubernetesOptions {
+    fn default() -> Self {
+        Self {
+            namespace: "warden-sandboxes".into(),
+            kubeconfig: None,
+            context: None,
+            instance: "warden".into(),
+            runtime_class: None,
+            runtime_classes: BTreeMap::new(),
+            pod_ready_timeout_seconds: 120.0,
+            image_pull_policy: "IfNotPresent".into(),
+            uid_base: 200_000,
+            uid_count: 65_536,
+            keepalive_command: ["sh", "-c", "while :; do sleep 3600 & wait $!; done"]
+                .map(String::from)
+                .to_vec(),
+            manage_network_policy: true,
+            egress_blocked_cidrs: [
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "100.64.0.0/10",
+                "127.0.0.0/8",
+                "169.254.0.0/16",
+                "fc00::/7",
+                "fe80::/10",
+                "::1/128",
+            ]
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
+        }
+    }
+}
+
+impl KubernetesOptions {
+    /// The RuntimeClass a profile's pods use.
+    pub fn runtime_class_for(&self, profile: &str) -> Option<&str> {
+        self.runtime_classes
+            .get(profile)
+            .or(self.runtime_class.as_ref())
+            .map(String::as_str)
+    }
+
+    /// Checks values serde cannot; returns the key (below `sandbox.kubernetes.`) and why.
+    fn validate(&self, profiles: &BTreeMap<String, Profile>) -> Result<(), (String, String)> {
+        let bad = |key: &str, why: String| Err((format!("sandbox.kubernetes.{key}"), why));
+        if !is_dns_label(&self.namespace) {
+            return bad(
+                "namespace",
+                "must be a DNS label: 1-63 of a-z, 0-9, '-', starting and ending alphanumeric"
+                    .into(),
+            );
+        }
+        if !is_dns_label(&self.instance) {
+            return bad(
+                "instance",
+                format!(
+                    "{:?} is not a valid label value (a DNS label)",
+                    self.instance
+                ),
+            );
+        }
+        if let Some(class) = &self.runtime_class
+            && !is_dns_subdomain(class)
+        {
+            return bad("runtime_class", format!("{class:?} is not a valid name"));
+        }
+        for (profile, class) in &self.runtime_classes {
+            if !profiles.contains_key(profile) {
+                return bad(
+                    &format!("runtime_classes.{profile}"),
+                    format!(
+                        "no profile {profile:?} (defined: {})",
+                        profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+            if !is_dns_subdomain(class) {
+                return bad(
+                    &format!("runtime_classes.{profile}"),
+                    format!("{class:?} is not a valid name"),
+                );
+            }
+        }
+        if !(self.pod_ready_timeout_seconds.is_finite()
+            && self.pod_ready_timeout_seconds > 0.0
+            && self.pod_ready_timeout_seconds <= 3600.0)
+        {
+            return bad(
+                "pod_ready_timeout_seconds",
+                "must be a number of seconds in (0, 3600]".into(),
+            );
+        }
+        if !["IfNotPresent", "Always", "Never"].contains(&self.image_pull_policy.as_str()) {
+            return bad(
+                "image_pull_policy",
+                format!(
+                    "{:?}: expected \"IfNotPresent\", \"Always\" or \"Never\"",
+                    self.image_pull_policy
+                ),
+            );
+        }
+        if self.uid_base == 0 {
+            return bad(
+                "uid_base",
+                "must not be 0: sandboxes never run as root".into(),
+            );
+        }
+        if self.uid_count == 0 || u64::from(self.uid_base) + u64::from(self.uid_count) > 1 << 31 {
+            return bad(
+                "uid_count",
+                "must be at least 1, with uid_base + uid_count at most 2^31".into(),
+            );
+        }
+        if self.keepalive_command.is_empty() || self.keepalive_command[0].is_empty() {
+            return bad("keepalive_command", "must name a program".into());
+        }
+        for cidr in &self.egress_blocked_cidrs {
+            if !is_cidr(cidr) {
+                return bad(
+                    "egress_blocked_cidrs",
+                    format!("{cidr:?} is not an IPv4 or IPv6 CIDR (address/prefix)"),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// RFC 1123 label: what Kubernetes accepts as a namespace name.
+fn is_dns_label(s: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    (1..=63).contains(&s.len())
+        && s.chars().all(ok_char)
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// RFC 1123 subdomain: what Kubernetes accepts as a RuntimeClass name.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+fn is_cidr(s: &str) -> bool {
+    let Some((addr, prefix)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => prefix <= 32,
+        Ok(std::net::IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
     }
 }
 
@@ -520,6 +730,7 @@ impl Settings {
                 return Err((key("runtime.command"), "must name a program".into()));
             }
         }
+        s.kubernetes.validate(&s.profiles)?;
         Ok(())
     }
 

@@ -95,7 +95,7 @@ fn unknown_keys_name_their_full_path() {
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
-        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`"
+        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`, `kubernetes`"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.p.policies.forbidden_imports]\nallowed = []\n[sandbox]\ndefault_profile='p'\n"),
@@ -165,6 +165,7 @@ fn the_embedded_file_and_the_code_defaults_agree() {
     // embedded file spells them out. They must not drift apart.
     let s = Settings::builtin();
     assert_eq!(s.sandbox.jail, JailOptions::default());
+    assert_eq!(s.sandbox.kubernetes, KubernetesOptions::default());
     let standard = s.profile("standard").unwrap();
     let d = Profile::default();
     assert_eq!(
@@ -183,5 +184,59 @@ fn the_embedded_file_and_the_code_defaults_agree() {
             standard.max_artifact_mb
         ),
         (d.max_file_size_mb, d.max_artifacts, d.max_artifact_mb)
+    );
+}
+
+#[test]
+fn kubernetes_options_parse_and_pick_a_runtime_class_per_profile() {
+    let s = Settings::from_toml(
+        "[sandbox]\nbackend = \"kubernetes\"\n[sandbox.kubernetes]\nnamespace = \"sbx\"\nruntime_class = \"kata\"\nruntime_classes = { standard = \"gvisor\" }\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(s.sandbox.backend, BackendKind::Kubernetes);
+    let k = &s.sandbox.kubernetes;
+    assert_eq!(k.namespace, "sbx");
+    assert_eq!(k.runtime_class_for("standard"), Some("gvisor"));
+    assert_eq!(k.runtime_class_for("data_science"), Some("kata"));
+    assert_eq!(
+        KubernetesOptions::default().runtime_class_for("standard"),
+        None
+    );
+}
+
+#[test]
+fn bad_kubernetes_options_name_the_key() {
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\nnamespaces = \"x\"\n"),
+        @"test.toml: sandbox.kubernetes.namespaces: unknown field `namespaces`, expected one of `namespace`, `kubeconfig`, `context`, `instance`, `runtime_class`, `runtime_classes`, `pod_ready_timeout_seconds`, `image_pull_policy`, `uid_base`, `uid_count`, `keepalive_command`, `manage_network_policy`, `egress_blocked_cidrs`"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\nnamespace = \"Warden_NS\"\n"),
+        @"test.toml: sandbox.kubernetes.namespace: must be a DNS label: 1-63 of a-z, 0-9, '-', starting and ending alphanumeric"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\nruntime_classes = { nosuch = \"gvisor\" }\n"),
+        @r#"test.toml: sandbox.kubernetes.runtime_classes.nosuch: no profile "nosuch" (defined: data_science, standard)"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\nimage_pull_policy = \"sometimes\"\n"),
+        @r#"test.toml: sandbox.kubernetes.image_pull_policy: "sometimes": expected "IfNotPresent", "Always" or "Never""#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\nuid_base = 0\n"),
+        @"test.toml: sandbox.kubernetes.uid_base: must not be 0: sandboxes never run as root"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\negress_blocked_cidrs = [\"10.0.0.0\"]\n"),
+        @r#"test.toml: sandbox.kubernetes.egress_blocked_cidrs: "10.0.0.0" is not an IPv4 or IPv6 CIDR (address/prefix)"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.kubernetes]\npod_ready_timeout_seconds = 0\n"),
+        @"test.toml: sandbox.kubernetes.pod_ready_timeout_seconds: must be a number of seconds in (0, 3600]"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox]\nbackend = \"k8s\"\n"),
+        @"test.toml: sandbox.backend: unknown variant `k8s`, expected one of `jail`, `docker`, `kubernetes`"
     );
 }

@@ -10,6 +10,9 @@ use warden_types::{ExecEvent, ExecResult, FileEntry, Language, Limits, Workspace
 /// One execution, fully resolved: the backend neither looks up profiles nor runs policies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecPlan {
+    /// The profile the plan was resolved from (backends may key options on it, e.g. the
+    /// Kubernetes RuntimeClass per profile, and label what they create with it).
+    pub profile: String,
     pub language: Language,
     /// The interpreter command; the backend appends the path of the code file.
     pub command: Vec<String>,
@@ -60,6 +63,8 @@ pub struct SandboxSpec {
     /// Unique, `[a-z0-9-]`, chosen by the engine; backends use it in the names of what they
     /// create (cgroups, containers, pods) so that leftovers can be found after a crash.
     pub id: String,
+    /// The profile the sandbox was created from (see [`ExecPlan::profile`]).
+    pub profile: String,
     pub limits: Limits,
     pub network_enabled: bool,
     /// The image (docker/kubernetes), from the profile's runtime.

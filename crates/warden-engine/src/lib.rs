@@ -169,8 +169,9 @@ impl Engine {
             _ => runtime.image.clone(),
         };
         Ok((
-            profile_name,
+            profile_name.clone(),
             ExecPlan {
+                profile: profile_name,
                 language,
                 command,
                 file_name: runtime.file_name.clone(),

@@ -243,6 +243,7 @@ impl Sandboxes {
         let handle = backend
             .create_sandbox(SandboxSpec {
                 id: id.clone(),
+                profile: profile_name.clone(),
                 limits: plan.limits.clone(),
                 network_enabled: plan.network_enabled,
                 image: plan.image.clone(),

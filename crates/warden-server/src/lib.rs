@@ -485,14 +485,10 @@ where
         record(&state, &profile, &language, &result);
         let last = match result {
             Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
-            Err(e) => {
-                let mut line = serde_json::to_vec(&serde_json::json!({
-                    "type": "error", "name": e.code, "value": e.message,
-                }))
-                .unwrap_or_default();
-                line.push(b'\n');
-                line.into()
-            }
+            Err(e) => ndjson(&ExecEvent::Error {
+                name: e.code.to_owned(),
+                value: e.message,
+            }),
         };
         let _ = lines_tx.send(Ok(last)).await;
     });

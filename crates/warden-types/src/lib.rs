@@ -235,6 +235,11 @@ pub enum ExecEvent {
         timestamp: u64,
     },
     End(Box<ExecResult>),
+    /// The execution could not run (after the stream began): the API error's code and message.
+    Error {
+        name: String,
+        value: String,
+    },
 }
 
 /// Milliseconds since the Unix epoch, for event timestamps.

@@ -35,6 +35,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write the Kubernetes manifests (deploy/kubernetes) for these settings.
+    KubeManifests(crate::kube::ManifestArgs),
     /// Report what this host supports and what that means for each profile.
     Doctor {
         /// Print JSON instead of text.
@@ -57,6 +59,7 @@ pub fn main() -> i32 {
         Command::Run(args) => crate::run::run(cli.config.as_ref(), args),
         Command::Serve(args) => crate::serve::run(cli.config.as_ref(), args),
         Command::Profiles { json } => crate::profiles::run(cli.config.as_ref(), *json),
+        Command::KubeManifests(args) => crate::kube::manifests(cli.config.as_ref(), args),
         Command::Doctor { json } => crate::doctor::run(cli.config.as_ref(), *json),
     };
     match result {

@@ -48,6 +48,11 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
     let probes = warden_jail::probe::run_all();
     let (docker_ok, docker_detail) = docker();
     let engine = crate::run::engine(settings.clone())?;
+    // Probe the cluster when a profile uses it or credentials are configured.
+    let kube_probe = (crate::kube::used(&settings)
+        || settings.sandbox.kubernetes.kubeconfig.is_some()
+        || std::env::var_os("KUBECONFIG").is_some())
+    .then(|| crate::kube::probe(&settings));
     let mut verdicts = Vec::new();
     for (name, profile) in &settings.sandbox.profiles {
         let request = ExecRequest {
@@ -59,7 +64,14 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             Err(e) => Err(e.to_string()),
             Ok((_, plan)) => {
                 let backend = settings.backend_of(profile);
-                if backend != BackendKind::Jail {
+                if backend == BackendKind::Kubernetes {
+                    match &kube_probe {
+                        Some((true, _)) if plan.image.is_some() => Ok(()),
+                        Some((true, _)) => Err("the kubernetes backend needs an image: set the profile's runtime.image".into()),
+                        Some((false, why)) => Err(format!("the kubernetes backend is unreachable: {why}")),
+                        None => Err("the kubernetes backend was not probed".into()),
+                    }
+                } else if backend != BackendKind::Jail {
                     Err(format!(
                         "uses the {} backend, which this build does not have",
                         backend.as_str()
@@ -110,6 +122,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         let value = serde_json::json!({
             "jail": probes,
             "docker": { "ok": docker_ok, "detail": docker_detail },
+            "kubernetes": kube_probe.as_ref().map(|(ok, detail)| serde_json::json!({ "ok": ok, "detail": detail })),
             "runtimes": runtimes.iter().map(|(l, c, ok)| serde_json::json!({"language": l, "command": c, "present": ok})).collect::<Vec<_>>(),
             "data_science_packages": data_science,
             "profiles": verdicts.iter().map(|(n, v)| serde_json::json!({"name": n, "runnable": v.is_ok(), "why": v.as_ref().err()})).collect::<Vec<_>>(),
@@ -123,6 +136,15 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         }
         println!("docker backend:");
         println!("  {} {:<14} {}", mark(docker_ok), "docker", docker_detail);
+        println!("kubernetes backend:");
+        match &kube_probe {
+            Some((ok, detail)) => println!("  {} {:<14} {}", mark(*ok), "cluster", detail),
+            None => println!(
+                "  --  {:<14} not used by any profile and no kubeconfig configured ({})",
+                "cluster",
+                warden_kube::backend::describe_kubeconfig(&settings.sandbox.kubernetes)
+            ),
+        }
         println!("runtimes:");
         for (lang, cmd, ok) in &runtimes {
             println!("  {} {:<14} {}", mark(*ok), lang, cmd);

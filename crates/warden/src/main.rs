@@ -5,6 +5,7 @@
 
 mod cli;
 mod doctor;
+mod kube;
 mod profiles;
 mod run;
 mod serve;

@@ -146,7 +146,9 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         .build()?;
     trace("runtime built");
     let json = args.json;
+    let kube_settings = engine.settings().clone();
     let outcome = runtime.block_on(async move {
+        let engine = crate::kube::attach(engine, &kube_settings, false).await;
         if json {
             return engine.execute(request, None).await;
         }
@@ -163,7 +165,7 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
                     ExecEvent::Stderr { text, .. } => {
                         err.write_all(text.as_bytes()).and(err.flush())
                     }
-                    ExecEvent::End(_) => Ok(()),
+                    ExecEvent::End(_) | ExecEvent::Error { .. } => Ok(()),
                 };
             }
         };

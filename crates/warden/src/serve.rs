@@ -55,6 +55,9 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        let kube_settings = engine.settings().clone();
+        // The daemon owns this instance's sandbox pods: those of an earlier process are reaped.
+        let engine = crate::kube::attach(engine, &kube_settings, true).await;
         // What a crashed predecessor left (containers, pods, cgroups) goes first.
         for (backend, removed) in engine.remove_orphans().await {
             match removed {

@@ -27,6 +27,7 @@ fn backend() -> Arc<JailBackend> {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],
         file_name: "main.py".into(),

@@ -42,6 +42,7 @@ fn limits() -> Limits {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        profile: "test".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],
         file_name: "main.py".into(),
@@ -58,6 +59,7 @@ async fn sandbox(backend: &JailBackend, id: &str) -> Arc<dyn BackendSandbox> {
     backend
         .create_sandbox(SandboxSpec {
             id: id.into(),
+            profile: "test".into(),
             limits: limits(),
             network_enabled: false,
             image: None,

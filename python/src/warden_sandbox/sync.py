@@ -1,0 +1,385 @@
+"""The sync client of Warden's REST API, for scripts, and :class:`Sandbox`, a handle on a sandbox
+with a lifetime. Same operations as :mod:`warden_sandbox.client`, without ``await``.
+
+>>> with WardenClient("http://127.0.0.1:8080") as client:   # doctest: +SKIP
+...     result = client.execute("print(6 * 7)")
+...     with client.create_sandbox(profile="data_science") as sb:
+...         sb.run("x = 41")
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TypeVar, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
+
+import httpx
+
+from . import _ops
+from ._ops import Call
+from ._stream import STREAM_CUT, decode_line
+from .client import DEFAULT_TIMEOUT, auth_headers
+from .exceptions import DaemonGoneError, NotFoundError, WardenError
+from .models import (
+    CreateSandboxRequest,
+    EndEvent,
+    ExecEvent,
+    ExecResult,
+    ExecuteRequest,
+    FileEntry,
+    SandboxExecRequest,
+    SandboxInfo,
+    WrittenFile,
+)
+
+T = TypeVar("T")
+
+__all__ = ["WardenClient", "Sandbox"]
+
+
+class WardenClient:
+    """Sync (blocking) client of ``warden serve``'s REST API (``docs/api.md``).
+
+    Every failure is a :class:`~warden_sandbox.exceptions.WardenError`: the daemon's errors as
+    typed :class:`~warden_sandbox.exceptions.WardenAPIError` subclasses, an unreachable or
+    vanished daemon as :class:`~warden_sandbox.exceptions.WardenConnectionError`, a slow one as
+    :class:`~warden_sandbox.exceptions.WardenTimeoutError`.
+
+    :param base_url: the daemon's address, e.g. ``http://127.0.0.1:8080``.
+    :param api_key: sent as ``Authorization: Bearer``; default ``WARDEN_API_KEY`` if set.
+    :param timeout: seconds to wait for an answer; an execution with a longer
+        ``timeout_seconds`` is waited for that long plus a grace period. None: wait forever.
+    :param connect_timeout: seconds to wait for the connection itself.
+    :param transport: an httpx transport (tests, custom TLS).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        connect_timeout: float = 5.0,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        self.base_url = _ops.check_base_url(base_url)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"user-agent": "warden-sandbox-python", **auth_headers(api_key)},
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        """Closes the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> "WardenClient":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    # ---- plumbing ---------------------------------------------------------------------------
+
+    def _timeout(self, call: Call[Any]) -> httpx.Timeout:
+        return httpx.Timeout(
+            _ops.read_timeout(self.timeout, call.exec_timeout), connect=self.connect_timeout
+        )
+
+    def _call(self, call: Call[T]) -> T:
+        try:
+            response = self._http.request(
+                call.method,
+                call.path,
+                json=call.json,
+                content=call.content,
+                params=call.params,
+                headers=call.headers,
+                timeout=self._timeout(call),
+            )
+        except httpx.HTTPError as e:
+            raise _ops.transport_error(e, self.base_url, in_flight=False) from e
+        _ops.raise_for_status(response)
+        return call.parse(response)
+
+    def _stream(self, call: Call[ExecResult]) -> Iterator[ExecEvent]:
+        started = False
+        try:
+            with self._http.stream(
+                call.method,
+                call.path,
+                json=call.json,
+                headers=call.headers,
+                timeout=self._timeout(call),
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _ops.raise_for_status(response)
+                started = True
+                for line in response.iter_lines():
+                    if not line.strip():
+                        continue
+                    event = decode_line(line)
+                    yield event
+                    if isinstance(event, EndEvent):
+                        return
+        except WardenError:
+            raise
+        except httpx.HTTPError as e:
+            raise _ops.transport_error(e, self.base_url, in_flight=started) from e
+        raise DaemonGoneError(STREAM_CUT)
+
+    # ---- operations -------------------------------------------------------------------------
+
+    def health(self) -> Dict[str, Any]:
+        """``GET /healthz``."""
+        return self._call(_ops.healthz())
+
+    def ready(self) -> Dict[str, Any]:
+        """``GET /readyz``: ready to run code, with free execution slots."""
+        return self._call(_ops.readyz())
+
+    def openapi(self) -> Dict[str, Any]:
+        """``GET /openapi.json``: the API's machine-readable description."""
+        return self._call(_ops.openapi())
+
+    def metrics(self) -> str:
+        """``GET /metrics``: Prometheus text."""
+        return self._call(_ops.metrics())
+
+    def execute(
+        self,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        profile: Optional[str] = None,
+        timeout_seconds: Optional[float] = None,
+        memory_mb: Optional[int] = None,
+        stdin: Optional[str] = None,
+    ) -> ExecResult:
+        """Runs ``code`` once in a fresh sandbox (``POST /v1/execute``)."""
+        request = ExecuteRequest(
+            code=code,
+            language=language,
+            profile=profile,
+            timeout_seconds=timeout_seconds,
+            memory_mb=memory_mb,
+            stdin=stdin,
+        )
+        return self._call(_ops.execute(request))
+
+    def execute_stream(
+        self,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        profile: Optional[str] = None,
+        timeout_seconds: Optional[float] = None,
+        memory_mb: Optional[int] = None,
+        stdin: Optional[str] = None,
+    ) -> Iterator[ExecEvent]:
+        """Runs ``code`` once and yields its output as it happens: stdout and stderr events, then
+        one :class:`~warden_sandbox.models.EndEvent` with the whole result."""
+        request = ExecuteRequest(
+            code=code,
+            language=language,
+            profile=profile,
+            timeout_seconds=timeout_seconds,
+            memory_mb=memory_mb,
+            stdin=stdin,
+            stream=True,
+        )
+        return self._stream(_ops.execute(request))
+
+    def create_sandbox(
+        self,
+        *,
+        profile: Optional[str] = None,
+        language: Optional[str] = None,
+        name: Optional[str] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        idle_ttl_seconds: Optional[int] = None,
+        max_lifetime_seconds: Optional[int] = None,
+        memory_mb: Optional[int] = None,
+    ) -> "Sandbox":
+        """Creates a sandbox with a lifetime (``POST /v1/sandboxes``). Use it as
+        ``with client.create_sandbox() as sb:`` to destroy it at the end."""
+        request = CreateSandboxRequest(
+            profile=profile,
+            language=language,
+            name=name,
+            labels=dict(labels) if labels is not None else None,
+            idle_ttl_seconds=idle_ttl_seconds,
+            max_lifetime_seconds=max_lifetime_seconds,
+            memory_mb=memory_mb,
+        )
+        info = self._call(_ops.create_sandbox(request))
+        return Sandbox(self, info)
+
+    def get_sandbox(self, sandbox_id: str) -> "Sandbox":
+        """A handle on an existing sandbox, by id or name."""
+        info = self._call(_ops.get_sandbox(sandbox_id))
+        return Sandbox(self, info)
+
+    def list_sandboxes(
+        self, labels: Union[None, Mapping[str, str], Sequence[str]] = None
+    ) -> List[SandboxInfo]:
+        """The live sandboxes, optionally only those with all the given labels."""
+        return self._call(_ops.list_sandboxes(labels))
+
+    def destroy_sandbox(self, sandbox_id: str) -> None:
+        """Destroys a sandbox (``DELETE /v1/sandboxes/{id}``)."""
+        self._call(_ops.destroy_sandbox(sandbox_id))
+
+    def sandbox_info(self, sandbox_id: str) -> SandboxInfo:
+        """``GET /v1/sandboxes/{id}``."""
+        return self._call(_ops.get_sandbox(sandbox_id))
+
+    def exec(
+        self,
+        sandbox_id: str,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        timeout_seconds: Optional[float] = None,
+        stdin: Optional[str] = None,
+        args: Optional[Sequence[str]] = None,
+    ) -> ExecResult:
+        """Runs ``code`` in a sandbox (``POST /v1/sandboxes/{id}/exec``)."""
+        request = SandboxExecRequest(
+            code=code,
+            language=language,
+            timeout_seconds=timeout_seconds,
+            stdin=stdin,
+            args=list(args) if args is not None else None,
+        )
+        return self._call(_ops.sandbox_exec(sandbox_id, request))
+
+    def exec_stream(
+        self,
+        sandbox_id: str,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        timeout_seconds: Optional[float] = None,
+        stdin: Optional[str] = None,
+        args: Optional[Sequence[str]] = None,
+    ) -> Iterator[ExecEvent]:
+        """Runs ``code`` in a sandbox and yields its events as they happen."""
+        request = SandboxExecRequest(
+            code=code,
+            language=language,
+            timeout_seconds=timeout_seconds,
+            stdin=stdin,
+            args=list(args) if args is not None else None,
+            stream=True,
+        )
+        return self._stream(_ops.sandbox_exec(sandbox_id, request))
+
+    def write_file(self, sandbox_id: str, path: str, data: Union[bytes, str]) -> WrittenFile:
+        """Uploads ``data`` to ``path`` in the sandbox's workspace (str is UTF-8 encoded)."""
+        return self._call(_ops.write_file(sandbox_id, path, data))
+
+    def read_file(self, sandbox_id: str, path: str) -> bytes:
+        """Downloads a file from the sandbox's workspace."""
+        return self._call(_ops.read_file(sandbox_id, path))
+
+    def list_files(self, sandbox_id: str) -> List[FileEntry]:
+        """The files of the sandbox's workspace."""
+        return self._call(_ops.list_files(sandbox_id))
+
+
+class Sandbox:
+    """A sandbox with a lifetime: executions share ``/workspace`` and run one at a time.
+
+    As a context manager it is destroyed on exit (unless ``keep=True`` was given to
+    :meth:`AISandboxService.sandbox` or :attr:`keep` is set).
+    """
+
+    def __init__(self, client: WardenClient, info: SandboxInfo, *, keep: bool = False) -> None:
+        self.client = client
+        self.info = info
+        self.keep = keep
+        self._destroyed = False
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, profile={self.info.profile!r})"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if not self.keep:
+            self.destroy()
+
+    def run(
+        self,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        timeout_seconds: Optional[float] = None,
+        stdin: Optional[str] = None,
+        args: Optional[Sequence[str]] = None,
+    ) -> ExecResult:
+        """Runs ``code`` in this sandbox and returns its result."""
+        return self.client.exec(
+            self.id, code, language=language, timeout_seconds=timeout_seconds, stdin=stdin, args=args
+        )
+
+    def stream(
+        self,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        timeout_seconds: Optional[float] = None,
+        stdin: Optional[str] = None,
+        args: Optional[Sequence[str]] = None,
+    ) -> Iterator[ExecEvent]:
+        """Runs ``code`` in this sandbox, yielding output events as they happen."""
+        return self.client.exec_stream(
+            self.id, code, language=language, timeout_seconds=timeout_seconds, stdin=stdin, args=args
+        )
+
+    def upload(self, path: str, data: Union[bytes, str]) -> WrittenFile:
+        """Writes ``data`` to ``path`` (relative to ``/workspace``)."""
+        return self.client.write_file(self.id, path, data)
+
+    def download(self, path: str) -> bytes:
+        """Reads ``path`` (relative to ``/workspace``)."""
+        return self.client.read_file(self.id, path)
+
+    def files(self) -> List[FileEntry]:
+        """The workspace's files."""
+        return self.client.list_files(self.id)
+
+    def refresh(self) -> SandboxInfo:
+        """Fetches the sandbox's current description."""
+        self.info = self.client.sandbox_info(self.id)
+        return self.info
+
+    def destroy(self) -> None:
+        """Destroys the sandbox. Idempotent: a sandbox already gone (destroyed elsewhere, or
+        reaped by its TTL) is not an error."""
+        if self._destroyed:
+            return
+        try:
+            self.client.destroy_sandbox(self.id)
+        except NotFoundError:
+            pass
+        self._destroyed = True

@@ -1,0 +1,107 @@
+"""The wire models and the LLM-facing report, without a daemon."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from pydantic import ValidationError
+
+from warden_sandbox import (
+    Artifact,
+    ExecResult,
+    PlatformLanguage,
+    Reason,
+    SandboxRequest,
+    SandboxResult,
+    format_result,
+)
+from warden_sandbox.models import EndEvent, UnknownEvent, parse_event
+from warden_sandbox.tool import truncate
+
+
+def result(**fields) -> ExecResult:  # type: ignore[no-untyped-def]
+    base = dict(stdout="", stderr="", exit_code=0, signal=None, reason="exited", duration_ms=5,
+                stdout_truncated=False, stderr_truncated=False, artifacts=[])
+    base.update(fields)
+    return ExecResult.model_validate(base)
+
+
+def test_artifact_bytes_are_base64_in_json_both_ways() -> None:
+    a = Artifact.model_validate({"name": "a.txt", "size": 2, "mime_type": "text/plain", "sha256": "x", "bytes": "aGk="})
+    assert a.content == b"hi"
+    assert a.file_name == "a.txt"
+    assert a.model_dump(mode="json", by_alias=True)["bytes"] == "aGk="
+    with pytest.raises(ValidationError):
+        Artifact.model_validate({"name": "a", "size": 1, "mime_type": "x", "sha256": "x", "bytes": "not base64!"})
+
+
+def test_sandbox_result_is_the_wire_result() -> None:
+    assert SandboxResult is ExecResult
+    r = result(exit_code=0)
+    assert r.is_success
+    assert not result(exit_code=1).is_success
+    assert not result(exit_code=None, reason="timeout").is_success
+    assert result(exit_code=None, signal=9, reason="timeout").shell_status == 124
+    assert result(exit_code=None, signal=11, reason="signal").shell_status == 139
+
+
+def test_unknown_fields_from_a_newer_daemon_are_ignored() -> None:
+    r = result(new_field={"x": 1})
+    assert r.is_success
+
+
+def test_events_parse_by_type() -> None:
+    end = parse_event({"type": "end", **result(stdout="x").model_dump(mode="json", by_alias=True)})
+    assert isinstance(end, EndEvent) and end.stdout == "x"
+    unknown = parse_event({"type": "result", "text": "3", "is_main_result": True})
+    assert isinstance(unknown, UnknownEvent) and unknown.data["text"] == "3"
+
+
+def test_reason_limits() -> None:
+    assert Reason.TIMEOUT.is_limit and Reason.OUTPUT.is_limit
+    assert not Reason.EXITED.is_limit and not Reason.SIGNAL.is_limit
+
+
+def test_request_language_and_timeout_alias() -> None:
+    assert SandboxRequest(code="x", language="Python").language is PlatformLanguage.PYTHON
+    assert SandboxRequest(code="x", language="ruby").language_name == "ruby"
+    assert SandboxRequest(code="x", timeout=5).timeout_seconds == 5
+    assert SandboxRequest(code="x").language_name == "python"
+    with pytest.raises(ValidationError):
+        SandboxRequest(code="x", bogus=1)
+
+
+def test_truncate_keeps_both_ends_and_says_how_much() -> None:
+    text = "".join(chr(ord("a") + i % 26) for i in range(100))
+    cut = truncate(text, 20)
+    assert cut.startswith(text[:10]) and cut.endswith(text[-10:])
+    assert "[... 80 characters truncated ...]" in cut
+    assert truncate("short", 20) == "short"
+
+
+def test_report_sections() -> None:
+    art = Artifact(name="plot.png", size=3, mime_type="image/png", sha256="x", content=b"abc")
+    r = result(stdout="12.0\n", stderr="warning\n", exit_code=1, artifacts=[art],
+               skipped_artifacts=[{"name": "link", "why": "not a regular file"}])
+    assert format_result(r) == (
+        "STDOUT:\n12.0\n\n"
+        "STDERR:\nwarning\n\n"
+        "ERROR:\nthe program exited with code 1\n\n"
+        "FILES:\n- plot.png (image/png, 3 bytes)\n- link: not returned (not a regular file)"
+    )
+    assert format_result(result()) == "(no output)"
+    assert format_result(result(stdout="x" * 50), max_output_length=10).count("truncated") == 1
+    flooded = format_result(result(stdout="y\n", stdout_truncated=True, reason="output", exit_code=None, signal=9))
+    assert "output limit" in flooded and "ERROR:\nthe output passed its size limit" in flooded
+
+
+def test_report_of_memory_and_signal() -> None:
+    assert format_result(result(reason="memory", exit_code=None, signal=9)).startswith("ERROR:\nthe memory limit")
+    assert format_result(result(reason="signal", exit_code=None, signal=11)) == "ERROR:\nthe program was killed by signal 11"
+
+
+def test_base64_is_strict() -> None:
+    good = base64.b64encode(b"\x00\xff").decode()
+    a = Artifact.model_validate({"name": "b", "size": 2, "mime_type": "x", "sha256": "x", "bytes": good})
+    assert a.content == b"\x00\xff"

@@ -26,7 +26,6 @@ fi
 stamp="$venv/.warden-sdk-stamp"
 want="$(cat "$sdk/pyproject.toml" | sha256sum | cut -d' ' -f1) $sdk"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
   "$venv/bin/python" -m pip install --quiet -e "$sdk[test]" httpx pydantic
   echo "$want" > "$stamp"
 fi

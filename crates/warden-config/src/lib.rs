@@ -53,6 +53,28 @@ pub struct ServerSettings {
     /// request but health, metrics and the API description must carry one, and a key sees
     /// only its own sandboxes.
     pub api_keys: Vec<ApiKey>,
+    /// OpenTelemetry traces over OTLP/HTTP (JSON): one span per execution with its stages.
+    /// Off unless an endpoint is set.
+    pub otlp: OtlpSettings,
+}
+
+/// `[server.otlp]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpSettings {
+    /// The collector's traces URL, `http://HOST:PORT/v1/traces`. Default: none (no traces).
+    pub endpoint: Option<String>,
+    /// `service.name` of the spans. Default: "warden".
+    pub service_name: String,
+}
+
+impl Default for OtlpSettings {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            service_name: "warden".into(),
+        }
+    }
 }
 
 /// `[[server.api_keys]]`.
@@ -618,6 +640,16 @@ impl Settings {
     /// Checks what serde cannot: references between sections and value ranges. Returns the
     /// offending key's path and why.
     pub fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(endpoint) = &self.server.otlp.endpoint
+            && !endpoint
+                .strip_prefix("http://")
+                .is_some_and(|rest| rest.contains('/') && !rest.starts_with('/'))
+        {
+            return Err((
+                "server.otlp.endpoint".into(),
+                "must be http://HOST:PORT/PATH (a local collector; https is not supported)".into(),
+            ));
+        }
         let mut names = std::collections::BTreeSet::new();
         for (i, key) in self.server.api_keys.iter().enumerate() {
             let at = |field: &str| format!("server.api_keys[{i}].{field}");

@@ -12,6 +12,7 @@ mod compat;
 mod error;
 mod metrics;
 pub mod openapi;
+mod otlp;
 mod piston;
 mod sandboxes;
 mod versions;
@@ -19,6 +20,7 @@ mod versions;
 pub use auth::{Caller, Keys};
 pub use error::ApiError;
 pub use metrics::Metrics;
+use otlp::{ExecSpans, Tracer};
 use versions::Versions;
 
 use axum::extract::rejection::JsonRejection;
@@ -68,6 +70,7 @@ impl Default for ServerLimits {
 pub struct AppState {
     engine: Engine,
     keys: Keys,
+    tracer: Tracer,
     sandboxes: Sandboxes,
     limits: ServerLimits,
     /// Execution slots.
@@ -88,6 +91,7 @@ impl AppState {
             metrics: Metrics::default(),
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
+            tracer: Tracer::new(&engine.settings().server.otlp),
             engine,
             limits,
         }
@@ -331,6 +335,33 @@ impl Drop for Admitted {
     }
 }
 
+/// Counts one execution's outcome and, with tracing on, exports its spans.
+fn record_traced(
+    state: &AppState,
+    spans: ExecSpans,
+    profile: &str,
+    language: &str,
+    outcome: &Result<warden_types::ExecResult, ApiError>,
+) {
+    record(state, profile, language, outcome);
+    let (reason, error) = match outcome {
+        Ok(r) => (r.reason.as_str().to_owned(), None),
+        Err(e) => (e.code.to_owned(), Some(e.message.as_str())),
+    };
+    let mut attributes = vec![
+        ("warden.profile", profile.to_owned()),
+        ("warden.language", language.to_owned()),
+        ("warden.outcome", reason),
+    ];
+    if let Ok(r) = outcome {
+        attributes.push(("warden.duration_ms", r.duration_ms.to_string()));
+        if let Some(code) = r.exit_code {
+            attributes.push(("warden.exit_code", code.to_string()));
+        }
+    }
+    state.tracer.record(spans, &attributes, error);
+}
+
 /// Counts one request's outcome.
 fn record(
     state: &AppState,
@@ -424,15 +455,20 @@ async fn execute_inner(
 ) -> Result<Response, ApiError> {
     let stream = body.stream;
     let request = body.into_request()?;
+    let mut spans = ExecSpans::start();
+    spans.stage("queue");
     let slot = admit(&state, &caller).await?;
+    spans.stage("policies");
     let (profile, plan) = prepare(&state, request).await?;
     let language = plan.language.to_string();
     state.engine.check_prepared(&profile, &plan)?;
+    spans.stage("run");
     let engine = state.engine.clone();
     let run_profile = profile.clone();
     Ok(respond(
         state,
         slot,
+        spans,
         stream,
         profile,
         language,
@@ -446,6 +482,7 @@ async fn execute_inner(
 async fn respond<F, Fut>(
     state: AppState,
     slot: Admitted,
+    spans: ExecSpans,
     stream: bool,
     profile: String,
     language: String,
@@ -457,7 +494,7 @@ where
 {
     if !stream {
         let result = run(None).await.map_err(ApiError::from);
-        record(&state, &profile, &language, &result);
+        record_traced(&state, spans, &profile, &language, &result);
         drop(slot);
         return match result {
             Ok(result) => Json(result).into_response(),
@@ -482,7 +519,7 @@ where
         };
         let (result, ()) = tokio::join!(run(Some(tx)), forward);
         let result = result.map_err(ApiError::from);
-        record(&state, &profile, &language, &result);
+        record_traced(&state, spans, &profile, &language, &result);
         let last = match result {
             Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
             Err(e) => ndjson(&ExecEvent::Error {

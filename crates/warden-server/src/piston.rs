@@ -164,9 +164,13 @@ async fn execute_inner(
     body: PistonRequest,
 ) -> Result<PistonResponse, ApiError> {
     let request = body.into_request()?;
+    let mut spans = crate::otlp::ExecSpans::start();
+    spans.stage("queue");
     let _slot = admit(&state, &caller).await?;
+    spans.stage("policies");
     let (profile, plan) = crate::prepare(&state, request).await?;
     let language = plan.language.to_string();
+    spans.stage("run");
     // Keep the order in which stdout and stderr were written, for Piston's `output`.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
     let collect = async move {
@@ -181,7 +185,7 @@ async fn execute_inner(
     let (result, output) =
         tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), collect);
     let result = result.map_err(ApiError::from);
-    crate::record(&state, &profile, &language, &result);
+    crate::record_traced(&state, spans, &profile, &language, &result);
     let result = result?;
     let version = state.versions.version_of(&language).await;
     Ok(PistonResponse {

@@ -4,6 +4,7 @@
 //! executions go through the same admission (slots and queue) as one-shot ones; file paths
 //! are checked by [`WorkspacePath`] before any backend sees them.
 
+use crate::otlp::ExecSpans;
 use crate::{ApiError, ApiJson, AppState, Caller, admit, refusal, respond, timeout_from};
 use axum::Extension;
 use axum::Json;
@@ -195,7 +196,10 @@ pub(crate) async fn exec_in(
     };
     // Unknown sandbox: answer before queueing.
     let info = state.sandboxes.get(owner.as_deref(), &id)?;
+    let mut spans = ExecSpans::start();
+    spans.stage("queue");
     let slot = admit(&state, &caller).await?;
+    spans.stage("policies");
     let sandboxes = state.sandboxes.clone();
     let prepared =
         tokio::task::spawn_blocking(move || sandboxes.prepare_exec(owner.as_deref(), &id, req))
@@ -214,9 +218,11 @@ pub(crate) async fn exec_in(
     let profile = prepared.profile().to_owned();
     let language = prepared.plan.language.to_string();
     let sandboxes = state.sandboxes.clone();
+    spans.stage("run");
     Ok(respond(
         state,
         slot,
+        spans,
         stream,
         profile,
         language,

@@ -674,3 +674,85 @@ async fn api_keys_are_required_and_each_key_sees_its_own_sandboxes() {
     .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn executions_are_traced_to_an_otlp_collector_when_one_is_configured() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A collector that answers 200 and hands over what it was sent.
+    let collector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = collector.local_addr().unwrap();
+    let received = tokio::spawn(async move {
+        let (mut conn, _) = collector.accept().await.unwrap();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = conn.read(&mut buf).await.unwrap();
+            raw.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&raw).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if body.len() >= len {
+                    conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                        .await
+                        .unwrap();
+                    return (head.to_owned(), body.to_owned());
+                }
+            }
+        }
+    });
+    let settings = Settings::from_toml(
+        &format!("[server.otlp]\nendpoint = \"http://{addr}/v1/traces\"\n"),
+        "otlp",
+    )
+    .unwrap();
+    let engine = Engine::new(Arc::new(settings))
+        .with_backend(BackendKind::Jail, Arc::new(EchoBackend::default()));
+    let app = router(AppState::new(engine, ServerLimits::default()));
+    let (status, _) = call(&app, "POST", "/v1/execute", r#"{"code": "print(1)"}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    let (head, body) = tokio::time::timeout(std::time::Duration::from_secs(5), received)
+        .await
+        .expect("no export within 5 s")
+        .unwrap();
+    assert!(head.starts_with("POST /v1/traces HTTP/1.1"), "{head}");
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    let names: Vec<_> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["execute", "queue", "policies", "run"]);
+    let root = &spans[0];
+    for child in &spans[1..] {
+        assert_eq!(child["parentSpanId"], root["spanId"]);
+        assert_eq!(child["traceId"], root["traceId"]);
+    }
+    let attr = |k: &str| {
+        root["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == k)
+            .map(|a| a["value"]["stringValue"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(attr("warden.profile").as_deref(), Some("standard"));
+    assert_eq!(attr("warden.outcome").as_deref(), Some("exited"));
+    assert_eq!(
+        doc["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"],
+        "warden"
+    );
+}
+
+#[test]
+fn an_otlp_endpoint_must_be_plain_http() {
+    let err = Settings::from_toml(
+        "[server.otlp]\nendpoint = \"https://collector:4318/v1/traces\"\n",
+        "otlp",
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("server.otlp.endpoint"), "{err}");
+}

@@ -20,6 +20,11 @@ async fn one_shot_execute() {
 
     let r = client.execute("print(6 * 7)").await.unwrap();
     assert_eq!(r.stdout, "42\n");
+    let r = client
+        .execute(ExecuteRequest::new("print('small')").memory_mb(48))
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "small\n");
     assert_eq!((r.reason, r.exit_code), (Reason::Exited, Some(0)));
     assert!(r.is_success());
 
@@ -149,8 +154,12 @@ async fn a_sandbox_session() {
         &client,
         SandboxOptions::new()
             .name("sdk-session")
+            .profile("test")
+            .language("python")
             .label("suite", &run_label)
-            .idle_ttl(Duration::from_secs(120)),
+            .idle_ttl(Duration::from_secs(120))
+            .max_lifetime(Duration::from_secs(600))
+            .memory_mb(64),
     )
     .await
     .unwrap();
@@ -159,6 +168,9 @@ async fn a_sandbox_session() {
     assert_eq!(sandbox.created_info().language, "python");
     assert_eq!(sandbox.created_info().profile, "test");
     assert_eq!(sandbox.created_info().idle_ttl_seconds, 120);
+    assert_eq!(sandbox.created_info().max_lifetime_seconds, 600);
+    assert_eq!(sandbox.created_info().limits.memory_mb, 64);
+    assert_eq!(sandbox.created_info().labels["suite"], run_label);
 
     // Executions share the workspace.
     let r = sandbox
@@ -183,13 +195,14 @@ async fn a_sandbox_session() {
     );
     let r = sandbox
         .run_with(
-            RunRequest::new("import sys\nprint(open(sys.argv[1]).read())")
+            RunRequest::new("import sys\nprint(open(sys.argv[1]).read(), sys.stdin.read())")
                 .arg("in dir/a#b%c?.txt")
+                .stdin("and stdin")
                 .timeout(Duration::from_secs(5)),
         )
         .await
         .unwrap();
-    assert_eq!(r.stdout, "uploaded ✓\n", "{r:?}");
+    assert_eq!(r.stdout, "uploaded ✓ and stdin\n", "{r:?}");
 
     // Download what the program wrote, every byte value intact.
     let r = sandbox
@@ -515,4 +528,79 @@ key_sha256 = "e0cd6461cd7f46f99bf78b7804fe1296f45a62d187437988aae8380dcce7bdb4"
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].id, sandbox.id());
     sandbox.destroy().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_match_the_daemons_api_description() {
+    require_root!();
+    let daemon = Daemon::start();
+    let spec = reqwest::get(format!("{}/openapi.json", daemon.url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let spec: serde_json::Value = serde_json::from_slice(&spec).unwrap();
+    // Every field the SDK can send, set.
+    let mut execute = serde_json::to_value(
+        ExecuteRequest::new("1")
+            .language("python")
+            .profile("test")
+            .timeout(Duration::from_secs(1))
+            .memory_mb(64)
+            .stdin("x"),
+    )
+    .unwrap();
+    let mut run = serde_json::to_value(
+        RunRequest::new("1")
+            .language("python")
+            .timeout(Duration::from_secs(1))
+            .stdin("x")
+            .arg("a"),
+    )
+    .unwrap();
+    for body in [&mut execute, &mut run] {
+        body["stream"] = true.into();
+    }
+    let create = serde_json::to_value(
+        SandboxOptions::new()
+            .profile("test")
+            .language("python")
+            .name("n")
+            .label("k", "v")
+            .idle_ttl(Duration::from_secs(1))
+            .max_lifetime(Duration::from_secs(1))
+            .memory_mb(64),
+    )
+    .unwrap();
+    for (path, body) in [
+        ("/v1/execute", &execute),
+        ("/v1/sandboxes", &create),
+        ("/v1/sandboxes/{id}/exec", &run),
+    ] {
+        let reference = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"]["$ref"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no request schema for {path}"));
+        let name = reference.rsplit('/').next().unwrap();
+        let schema = &spec["components"]["schemas"][name];
+        let known = schema["properties"].as_object().unwrap();
+        let sent = body.as_object().unwrap();
+        for field in sent.keys() {
+            assert!(
+                known.contains_key(field),
+                "{path}: the API has no field {field:?}"
+            );
+        }
+        for required in schema["required"].as_array().into_iter().flatten() {
+            let required = required.as_str().unwrap();
+            assert!(
+                sent.contains_key(required),
+                "{path}: {required:?} is required"
+            );
+        }
+        // And the field set the SDK cannot send is what it chose to leave out.
+        let unsent: Vec<&String> = known.keys().filter(|k| !sent.contains_key(*k)).collect();
+        assert!(unsent.is_empty(), "{path}: the SDK cannot send {unsent:?}");
+    }
 }

@@ -10,7 +10,6 @@
 
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::{Engine, EngineError, ExecRequest};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,23 +45,8 @@ pub struct SandboxExec {
     pub context: Option<String>,
 }
 
-/// A sandbox as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct SandboxInfo {
-    pub id: String,
-    pub name: Option<String>,
-    pub profile: String,
-    pub language: String,
-    pub labels: BTreeMap<String, String>,
-    pub created_at: String,
-    pub last_used_at: String,
-    pub expires_at: String,
-    pub idle_ttl_seconds: u64,
-    pub max_lifetime_seconds: u64,
-    pub limits: Limits,
-    pub executions: u64,
-    pub backend: String,
-}
+/// A sandbox as the API shows it (a wire type, shared with the SDK).
+pub use warden_types::SandboxInfo;
 
 #[derive(Debug)]
 pub(crate) struct Entry {

@@ -634,3 +634,27 @@ mod rfc3339_tests {
         );
     }
 }
+
+/// A sandbox with a lifetime, as the API shows it (`POST|GET /v1/sandboxes…`) and the SDK
+/// reads it. Times are RFC 3339 UTC ([`rfc3339`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxInfo {
+    /// `{name}-{unix seconds}` when a name was given, else `sb-…`.
+    pub id: String,
+    pub name: Option<String>,
+    pub profile: String,
+    pub language: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub created_at: String,
+    pub last_used_at: String,
+    /// The earlier of the idle and the lifetime deadlines, as of the answer.
+    pub expires_at: String,
+    pub idle_ttl_seconds: u64,
+    pub max_lifetime_seconds: u64,
+    /// The limits every execution in the sandbox runs under.
+    pub limits: Limits,
+    /// Executions started in it so far.
+    pub executions: u64,
+    /// `jail`, `docker` or `kubernetes`.
+    pub backend: String,
+}

@@ -375,8 +375,12 @@ mod tests {
             text.starts_with("ERROR:\ninvalid tool arguments: language \"cobol\" is not offered"),
             "{text}"
         );
+        // Cut to the limit with the shared report's visible marker.
         let text = tool().max_output_length(10).call("{}").await;
-        assert_eq!(text.chars().count(), 10);
+        assert!(
+            text.starts_with("ERROR:\n") && text.contains("truncated"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the real binary, against an "outside world" this test builds from network namespaces on
 //! this machine (nothing leaves it):
 //!
-//! - `wt-inet` stands for the internet: 203.0.113.10 and .11 (TEST-NET-3) and 2001:db8:113::10,
+//! - `wt-inet` stands for the internet: 203.0.113.10 and .11 (in TEST-NET-3's first /28) and 2001:db8:113::10,
 //!   with HTTP (80), a UDP echo (7), the upstream DNS server (53) and an ICMP recorder;
 //! - `wt-lan` stands for the private LAN: 10.250.0.10;
 //! - `wt-meta` stands for the cloud metadata service: 169.254.169.254;
@@ -45,11 +45,14 @@ struct World {
     _lock: std::sync::MutexGuard<'static, ()>,
 }
 
+// The "internet" is a /28, not TEST-NET-3's whole /24: the host's own route to it must not
+// capture real services that live elsewhere in that /24 (this machine's package mirrors answer
+// at 203.0.113.80; a /24 route here cut the test run off from them).
 const HOSTS: &[(&str, &str, &[&str])] = &[
     (
         "inet",
-        "203.0.113.1/24",
-        &["203.0.113.10/24", "203.0.113.11/24"],
+        "203.0.113.1/28",
+        &["203.0.113.10/28", "203.0.113.11/28"],
     ),
     ("lan", "10.250.0.1/24", &["10.250.0.10/24"]),
     ("meta", "169.254.169.1/24", &["169.254.169.254/24"]),

@@ -54,6 +54,10 @@ pub struct ServerSettings {
     /// request but health, metrics and the API description must carry one, and a key sees
     /// only its own sandboxes.
     pub api_keys: Vec<ApiKey>,
+    /// A second file of keys, `[[api_keys]]` entries like the ones above (e.g. a mounted
+    /// Kubernetes Secret, so that the settings themselves can live in a ConfigMap). Read by
+    /// [`Settings::load`]; a missing or bad file is an error, never "no keys".
+    pub api_keys_file: Option<PathBuf>,
     /// OpenTelemetry traces over OTLP/HTTP (JSON): one span per execution with its stages.
     /// Off unless an endpoint is set.
     pub otlp: OtlpSettings,
@@ -647,7 +651,45 @@ impl Settings {
             path: path.to_owned(),
             source,
         })?;
-        Settings::from_toml(&text, &path.display().to_string())
+        let mut settings = Settings::from_toml(&text, &path.display().to_string())?;
+        settings.load_api_keys_file()?;
+        Ok(settings)
+    }
+
+    /// Appends the keys of `[server].api_keys_file`, if set, and checks them.
+    pub fn load_api_keys_file(&mut self) -> Result<(), ConfigError> {
+        let Some(path) = self.server.api_keys_file.clone() else {
+            return Ok(());
+        };
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct KeysFile {
+            #[serde(default)]
+            api_keys: Vec<ApiKey>,
+        }
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let value: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+            origin: origin.clone(),
+            message: e.message().to_owned(),
+        })?;
+        let file: KeysFile =
+            serde_path_to_error::deserialize(toml::Value::Table(value)).map_err(|e| {
+                ConfigError::Key {
+                    origin: origin.clone(),
+                    key: e.path().to_string(),
+                    message: e.into_inner().message().to_owned(),
+                }
+            })?;
+        self.server.api_keys.extend(file.api_keys);
+        self.validate().map_err(|(key, message)| ConfigError::Key {
+            origin,
+            key,
+            message,
+        })
     }
 
     /// Parses and validates; `origin` names the file in errors.

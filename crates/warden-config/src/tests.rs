@@ -315,3 +315,42 @@ fn docker_options_are_checked() {
     assert_eq!(g.container_runtime.as_deref(), Some("runsc"));
     assert_eq!(s.backend_of(g), BackendKind::Docker);
 }
+
+#[test]
+fn api_keys_can_come_from_a_second_file() {
+    let dir = std::env::temp_dir().join(format!("warden-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("keys.toml");
+    let settings = dir.join("settings.toml");
+    std::fs::write(
+        &keys,
+        format!(
+            "[[api_keys]]\nname = \"agent\"\nkey_sha256 = \"{}\"\n",
+            "a".repeat(64)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &settings,
+        format!(
+            "[server]\napi_keys_file = {:?}\n",
+            keys.display().to_string()
+        ),
+    )
+    .unwrap();
+    let s = Settings::load(&settings).unwrap();
+    assert_eq!(s.server.api_keys.len(), 1);
+    assert_eq!(s.server.api_keys[0].name, "agent");
+    // A bad key in that file is an error naming the file and the key.
+    std::fs::write(
+        &keys,
+        "[[api_keys]]\nname = \"agent\"\nkey_sha256 = \"nope\"\n",
+    )
+    .unwrap();
+    let e = Settings::load(&settings).unwrap_err().to_string();
+    assert!(e.contains("keys.toml") && e.contains("key_sha256"), "{e}");
+    // A missing file is an error too, never "no keys".
+    std::fs::remove_file(&keys).unwrap();
+    assert!(Settings::load(&settings).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,7 +5,7 @@
 //! committed files can be compared with a fresh rendering byte for byte; every file says it is
 //! generated and by what.
 
-use crate::objects::{self, DeployParams};
+use crate::objects::{self, API_KEYS_PATH, API_KEYS_SECRET, DeployParams};
 use serde::Serialize;
 use warden_config::KubernetesOptions;
 
@@ -38,7 +38,7 @@ impl DeployParams {
             sandbox_namespace: o.namespace.clone(),
             image: image.into(),
             settings_toml: format!(
-                "# Warden's settings in the cluster (see profiles/settings.toml for every option).\n[sandbox]\nbackend = \"kubernetes\"\n\n[sandbox.kubernetes]\nnamespace = \"{}\"\ninstance = \"{}\"\n",
+                "# Warden's settings in the cluster (see profiles/settings.toml for every option).\n[sandbox]\nbackend = \"kubernetes\"\n\n[sandbox.kubernetes]\nnamespace = \"{}\"\ninstance = \"{}\"\n\n# Off loopback Warden requires API keys: their SHA-256 digests come from the Secret\n# `{API_KEYS_SECRET}` (see docs/kubernetes.md).\n[server]\napi_keys_file = \"{API_KEYS_PATH}\"\n",
                 o.namespace, o.instance
             ),
             egress_blocked_cidrs: o.egress_blocked_cidrs.clone(),

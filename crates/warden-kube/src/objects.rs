@@ -12,8 +12,8 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
     EnvVar, HTTPGetAction, Namespace, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServiceAccount, ServicePort,
-    ServiceSpec, Volume, VolumeMount,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
+    ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyPeer, NetworkPolicyPort,
@@ -328,6 +328,12 @@ pub struct DeployParams {
     pub egress_blocked_cidrs: Vec<String>,
 }
 
+/// The Secret holding `keys.toml` (`[[api_keys]]` with `name` and `key_sha256`), created by
+/// the operator, never generated: Warden listens off loopback only with keys.
+pub const API_KEYS_SECRET: &str = "warden-api-keys";
+/// Where the Secret's `keys.toml` is mounted in Warden's pod.
+pub const API_KEYS_PATH: &str = "/etc/warden-keys/keys.toml";
+
 /// Warden's name in its namespace: the service account, Deployment, Service and ConfigMap.
 pub const WARDEN_NAME: &str = "warden";
 const WARDEN_APP: (&str, &str) = ("app.kubernetes.io/name", "warden");
@@ -492,22 +498,42 @@ pub fn deployment(d: &DeployParams) -> Deployment {
                             )])),
                             ..ResourceRequirements::default()
                         }),
-                        volume_mounts: Some(vec![VolumeMount {
-                            name: "settings".into(),
-                            mount_path: "/etc/warden".into(),
-                            read_only: Some(true),
-                            ..VolumeMount::default()
-                        }]),
+                        volume_mounts: Some(vec![
+                            VolumeMount {
+                                name: "settings".into(),
+                                mount_path: "/etc/warden".into(),
+                                read_only: Some(true),
+                                ..VolumeMount::default()
+                            },
+                            VolumeMount {
+                                name: "api-keys".into(),
+                                mount_path: "/etc/warden-keys".into(),
+                                read_only: Some(true),
+                                ..VolumeMount::default()
+                            },
+                        ]),
                         ..Container::default()
                     }],
-                    volumes: Some(vec![Volume {
-                        name: "settings".into(),
-                        config_map: Some(ConfigMapVolumeSource {
-                            name: WARDEN_NAME.into(),
-                            ..ConfigMapVolumeSource::default()
-                        }),
-                        ..Volume::default()
-                    }]),
+                    volumes: Some(vec![
+                        Volume {
+                            name: "settings".into(),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: WARDEN_NAME.into(),
+                                ..ConfigMapVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        },
+                        // Not optional: without keys the pod must not start listening.
+                        Volume {
+                            name: "api-keys".into(),
+                            secret: Some(SecretVolumeSource {
+                                secret_name: Some(API_KEYS_SECRET.into()),
+                                optional: Some(false),
+                                ..SecretVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        },
+                    ]),
                     ..PodSpec::default()
                 }),
             },

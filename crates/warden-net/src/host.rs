@@ -360,6 +360,22 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
         // SAFETY: _exit ends the forked child without running the parent's destructors.
         unsafe { libc::_exit(1) };
     }
+    // Changing credentials cleared the parent-death signal: arm it again, then make sure the
+    // parent did not go in between (a resolver that outlived its sandbox would hold the slot's
+    // address and port for the next one).
+    // SAFETY: prctl and getppid with integer arguments; _exit as above.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
     let mut upstream = upstream;
     let mut pinner = NftPinner {
         set: plan.pin_set(),

@@ -98,6 +98,8 @@ pub struct RunRequest {
     stdin: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     args: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<String>,
 }
 
 impl RunRequest {
@@ -108,7 +110,16 @@ impl RunRequest {
             timeout: None,
             stdin: None,
             args: Vec::new(),
+            context: None,
         }
+    }
+
+    /// Runs the code in a notebook context of the sandbox (its variables persist from cell to
+    /// cell; `"default"` is made on first use) instead of a fresh process. The result then
+    /// carries the cell's value, rich outputs and error (`ExecResult::cell`).
+    pub fn context(mut self, context: impl Into<String>) -> Self {
+        self.context = Some(context.into());
+        self
     }
 
     /// Default: the sandbox's language.

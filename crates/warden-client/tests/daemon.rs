@@ -386,7 +386,9 @@ async fn the_code_interpreter_tool() {
         .max_output_length(200)
         .call(r#"{"code": "for i in range(10000): print(i)"}"#)
         .await;
-    assert!(answer.chars().count() <= 200, "{answer}");
+    // The shared report cuts each section to the limit, keeping both ends around a marker.
+    assert!(answer.chars().count() <= 200 + 80, "{answer}");
+    assert!(answer.contains("truncated"), "{answer}");
     assert!(
         answer.starts_with("STDOUT:\n0\n1\n") && answer.ends_with("9998\n9999"),
         "{answer}"
@@ -556,7 +558,8 @@ async fn requests_match_the_daemons_api_description() {
             .language("python")
             .timeout(Duration::from_secs(1))
             .stdin("x")
-            .arg("a"),
+            .arg("a")
+            .context("default"),
     )
     .unwrap();
     for body in [&mut execute, &mut run] {

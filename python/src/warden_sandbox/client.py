@@ -260,14 +260,17 @@ class AsyncWardenClient:
         timeout_seconds: Optional[float] = None,
         stdin: Optional[str] = None,
         args: Optional[Sequence[str]] = None,
+        context: Optional[str] = None,
     ) -> ExecResult:
-        """Runs ``code`` in a sandbox (``POST /v1/sandboxes/{id}/exec``)."""
+        """Runs ``code`` in a sandbox (``POST /v1/sandboxes/{id}/exec``); with ``context``, as
+        a cell of that notebook context (``"default"`` is made on first use)."""
         request = SandboxExecRequest(
             code=code,
             language=language,
             timeout_seconds=timeout_seconds,
             stdin=stdin,
             args=list(args) if args is not None else None,
+            context=context,
         )
         return await self._call(_ops.sandbox_exec(sandbox_id, request))
 

@@ -167,6 +167,8 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "sandbox_not_found": NotFoundError,
     "name_taken": ConflictError,
     "too_many_sandboxes": RateLimitedError,
+    "context_not_found": NotFoundError,
+    "too_many_contexts": RateLimitedError,
     "unauthorized": AuthenticationError,
     "sandbox_gone": SandboxGoneError,
     "too_many_requests": RateLimitedError,

@@ -122,6 +122,25 @@ class SkippedArtifact(_Wire):
     why: str
 
 
+class RichResult(_Wire):
+    """A notebook cell's rich output: a figure, a ``display()`` or the cell's value."""
+
+    mime_types: List[str] = Field(default_factory=list)
+    """The MIME types present in :attr:`data`, sorted."""
+    data: Dict[str, str] = Field(default_factory=dict)
+    """MIME type to data: text as is, binary data (``image/png``) base64."""
+    is_main_result: bool = False
+    """Whether this is the cell's trailing expression."""
+
+
+class CellError(_Wire):
+    """The exception a notebook cell raised, the traceback trimmed to the user's code."""
+
+    name: str
+    value: str
+    traceback: str
+
+
 class ExecResult(_Wire):
     """What one execution produced: the result of every execution, one-shot or in a sandbox.
 
@@ -141,6 +160,16 @@ class ExecResult(_Wire):
     artifacts: List[Artifact] = Field(default_factory=list)
     skipped_artifacts: List[SkippedArtifact] = Field(default_factory=list)
     """Artifacts left out because of the caps or because they were not regular files."""
+    text: Optional[str] = None
+    """In a notebook context: the repr of the cell's trailing expression."""
+    results: List[RichResult] = Field(default_factory=list)
+    """In a notebook context: the cell's rich outputs, in order."""
+    error: Optional[CellError] = None
+    """In a notebook context: the exception the cell raised."""
+    execution_count: Optional[int] = None
+    """In a notebook context: the context's execution counter after this cell."""
+    context_restarted: Optional[bool] = None
+    """In a notebook context: whether this cell ended the interpreter (state lost)."""
 
     @property
     def is_success(self) -> bool:
@@ -199,7 +228,6 @@ class ErrorEvent(_Wire):
     type: Literal["error"] = "error"
     name: str
     value: str
-    traceback: Optional[str] = None
 
 
 class UnknownEvent(_Wire):
@@ -364,3 +392,5 @@ class SandboxExecRequest(_Request):
     stdin: Optional[str] = None
     args: Optional[List[str]] = None
     stream: Optional[bool] = None
+    context: Optional[str] = None
+    """A notebook context of the sandbox (``"default"`` is made on first use)."""

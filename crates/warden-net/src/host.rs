@@ -602,7 +602,9 @@ mod tests {
 
     #[test]
     fn sweep_clears_dirty_free_slots_only() {
-        let dir = std::env::temp_dir().join(format!("warden-net-sweep-{}", std::process::id()));
+        // A fresh folder: a leftover of an earlier run (same pid) would hold stale slots.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("sweep");
         let pool: warden_types::egress::Cidr = "10.213.0.0/29".parse().unwrap();
         let p = Pool::new(pool).unwrap();
         let held = p.lease(&dir).unwrap();

@@ -195,7 +195,9 @@ mod tests {
 
     #[test]
     fn leases_are_exclusive_lowest_first_and_freed_on_drop() {
-        let dir = std::env::temp_dir().join(format!("warden-net-pool-{}", std::process::id()));
+        // A fresh folder: a leftover of an earlier run (same pid) would hold stale slots.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pool");
         let p = pool("10.213.0.0/29");
         let a = p.lease(&dir).unwrap();
         let b = p.lease(&dir).unwrap();

@@ -41,14 +41,29 @@ def descendants(root):
             todo.append(c)
     return out
 
-def stale_cgroups():
-    """Sandbox cgroups whose helper is gone (what a leak would leave)."""
+def stale_cgroups(pid):
+    """Sandbox cgroups (of the daemon's hierarchy) that no live helper owns: a live sandbox's
+    leaf is flock'ed by its helper and init, so an unlocked, empty leaf is a leak."""
+    import fcntl
     n = 0
-    for d in ("memory", "pids", "cpu"):
-        base = f"/sys/fs/cgroup/{d}/warden"
-        for e in (os.listdir(base) if os.path.isdir(base) else []):
-            if e.startswith("run-") and not os.path.exists(f"/proc/{e.split('-')[1]}"):
-                n += 1
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, controllers, path = line.strip().split(":", 2)
+        for c in ("memory", "pids", "cpu"):
+            if c not in controllers.split(","):
+                continue
+            base = f"/sys/fs/cgroup/{c}{path.rstrip('/')}/warden"
+            for e in (os.listdir(base) if os.path.isdir(base) else []):
+                if not e.startswith("run-"):
+                    continue
+                fd = os.open(f"{base}/{e}", os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if not open(f"{base}/{e}/cgroup.procs").read().split():
+                        n += 1
+                except BlockingIOError:
+                    pass
+                finally:
+                    os.close(fd)
     return n
 
 def main():
@@ -125,6 +140,7 @@ def main():
         warm = subprocess.run(["wrk", "-t2", "-c32", "-d5s", "--timeout", "30s", "-s", lua, f"http://{host}:{port}/v1/execute"],
                               capture_output=True, text=True)
         rss_before = rss_kb(srv.pid)
+        cg_before = stale_cgroups(srv.pid)
         out = subprocess.run(["wrk", "-t2", "-c32", f"-d{a.duration}s", "--timeout", "30s", "--latency", "-s", lua,
                               f"http://{host}:{port}/v1/execute"], capture_output=True, text=True).stdout
         rss_after = rss_kb(srv.pid)
@@ -133,7 +149,7 @@ def main():
         non2xx = int(out.split("Non-2xx or 3xx responses:")[1].split()[0]) if "Non-2xx" in out else 0
         time.sleep(1)
         leftover = len(descendants(srv.pid))
-        cg = stale_cgroups()
+        cg = stale_cgroups(srv.pid)
         # Bare python3 loop, one worker per core, same duration.
         deadline = time.time() + a.duration
         def worker():
@@ -153,7 +169,7 @@ def main():
         print(f"| ratio warden / bare | {rate / bare:.2f} |")
         print(f"| errors (connect, read, write, status, timeout) + non-2xx | {errors} + {non2xx} |")
         print(f"| daemon RSS before / after (KiB) | {rss_before} / {rss_after} |")
-        print(f"| left afterwards: processes under the daemon, stale cgroups | {leftover}, {cg} |")
+        print(f"| left afterwards: processes under the daemon, unowned cgroups (before the run: {cg_before}) | {leftover}, {cg} |")
         print("\nwrk latency distribution:\n```\n" + out.split("Latency Distribution")[1].split("\n\n")[0].strip() + "\n```" if "Latency Distribution" in out else "")
     finally:
         srv.terminate()

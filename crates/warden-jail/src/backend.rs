@@ -1028,14 +1028,49 @@ async fn read_frames(
     }
 }
 
+/// Ends a sandbox whose caller went away (a dropped request): its processes are killed
+/// through its cgroup, so the helper sees the sandbox end and tears it down (cgroup included)
+/// as after any run; a helper still alive after a grace period is killed outright.
 struct KillHelperOnDrop(Option<u32>);
+
+/// How long a helper gets to tear down a sandbox whose caller went away.
+const TEARDOWN_GRACE_MS: libc::c_int = 5_000;
 
 impl Drop for KillHelperOnDrop {
     fn drop(&mut self) {
-        if let Some(pid) = self.0 {
-            // SAFETY: kill with integers; the pid is our child, not yet reaped.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        let Some(pid) = self.0 else {
+            return;
+        };
+        let pid = pid as libc::pid_t;
+        // The pidfd first: it names this process even after the pid is reused.
+        let Ok(pidfd) = crate::sys::pidfd_open(pid) else {
+            return;
+        };
+        if let Ok(h) = Hierarchy::detect() {
+            h.kill_runs_of(pid as u32);
         }
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let mut poll = libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let exited = unsafe { libc::poll(&mut poll, 1, TEARDOWN_GRACE_MS) } > 0;
+            if !exited {
+                // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        pidfd.as_raw_fd(),
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    )
+                };
+            }
+        });
     }
 }
 

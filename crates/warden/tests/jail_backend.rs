@@ -124,3 +124,51 @@ fn exec_mode_runs_sandboxes_concurrently() {
         );
     });
 }
+
+#[test]
+fn a_caller_that_goes_away_leaves_no_process_and_no_cgroup() {
+    require_root!();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let backend = backend();
+        let mut p = plan(
+            "import os\nif os.fork() == 0:\n    os.execvp('sleep', ['sleep', '63.5'])\nos.execvp('sleep', ['sleep', '63.5'])",
+        );
+        p.limits.timeout = Duration::from_secs(60);
+        let run = {
+            let backend = backend.clone();
+            tokio::spawn(async move { backend.exec(p, None).await })
+        };
+        let sleeping = || {
+            !std::process::Command::new("pgrep")
+                .args(["-f", "sleep 63.5"])
+                .output()
+                .unwrap()
+                .stdout
+                .is_empty()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !sleeping() {
+            assert!(std::time::Instant::now() < deadline, "never started");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The caller goes away (an HTTP client that disconnected).
+        run.abort();
+        let _ = run.await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
+        while sleeping() || h.has_stale() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "left behind: processes {} stale cgroups {}",
+                sleeping(),
+                h.has_stale()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}

@@ -28,6 +28,9 @@ enum Which {
     Docker,
     /// The docker backend with `container_runtime = "runsc"` (gVisor).
     Gvisor,
+    /// The Kubernetes backend, against the cluster of `WARDEN_TEST_KUBECONFIG` (none here:
+    /// every case then reports "unsupported: no cluster", never "passed").
+    Kubernetes,
 }
 
 /// What a case got to: kept the promise, or the backend refused it.
@@ -142,6 +145,12 @@ async fn subject(which: Which, case: &'static str) -> Subject {
         Which::Docker | Which::Gvisor => Arc::new(warden_docker::DockerBackend::new(
             warden_docker::DockerSettings::default(),
         )),
+        Which::Kubernetes => Arc::new(
+            warden_kube::backend::from_test_env()
+                .await
+                .expect("run_case checked WARDEN_TEST_KUBECONFIG")
+                .unwrap_or_else(|e| panic!("the test cluster: {e}")),
+        ),
     };
     let mut declared = backend.unsupported();
     if which == Which::Gvisor {
@@ -164,6 +173,14 @@ static ORPHANS: std::sync::RwLock<()> = std::sync::RwLock::new(());
 fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
     if common::not_root() {
         eprintln!("skipped: the conformance suite builds real sandboxes and needs root");
+        return;
+    }
+    if which == Which::Kubernetes && std::env::var_os("WARDEN_TEST_KUBECONFIG").is_none() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "unsupported: Kubernetes {name}: no cluster on this host (set WARDEN_TEST_KUBECONFIG to run the suite against one)"
+        );
         return;
     }
     let _alone;
@@ -190,7 +207,7 @@ fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
             tokio::time::timeout(Duration::from_secs(120), case(&s)),
         ))
         .await;
-        if which != Which::Jail {
+        if matches!(which, Which::Docker | Which::Gvisor) {
             // A check that failed mid-case leaves its sandbox: remove it.
             for id in docker_containers_with(&format!("conformance-case={}", s.label())) {
                 let _ = std::process::Command::new("docker")
@@ -261,6 +278,14 @@ macro_rules! cases {
                 #[test]
                 fn $name() {
                     super::run_case(super::Which::Gvisor, stringify!($name), stringify!($promise), |s| Box::pin(super::$name(s)));
+                }
+            )*
+        }
+        mod kubernetes {
+            $(
+                #[test]
+                fn $name() {
+                    super::run_case(super::Which::Kubernetes, stringify!($name), stringify!($promise), |s| Box::pin(super::$name(s)));
                 }
             )*
         }

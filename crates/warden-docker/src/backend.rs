@@ -620,6 +620,13 @@ fn refuse(e: crate::plan::PlanError) -> BackendError {
 
 #[async_trait::async_trait]
 impl Backend for DockerBackend {
+    fn unsupported(&self) -> Vec<Unsupported> {
+        vec![Unsupported {
+            promise: "pids_limit_is_reason_pids",
+            why: "a fork bomb in bash retries its forks until the run's timeout, which ends the container before its wrapper reports the pids counter: the run is stopped (the limit holds) but may be reported as reason timeout".into(),
+        }]
+    }
+
     fn name(&self) -> &'static str {
         "docker"
     }

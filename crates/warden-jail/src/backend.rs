@@ -3,8 +3,10 @@
 //!
 //! Invariants: the helper is single-threaded — exec'd with an empty environment (the daemon's
 //! variables never reach a sandbox), or forked only when the caller has exactly one thread;
-//! the helper is killed if the caller goes away before the result, or if it outlives the
-//! plan's timeout by a safety margin — a stuck helper becomes an error, never a hang.
+//! a caller that goes away before the result ends the sandbox (its processes killed through
+//! its cgroup, the helper then tears down; killed outright after a grace period), and a helper
+//! that outlives the plan's timeout by a safety margin is killed — a stuck helper becomes an
+//! error, never a hang.
 
 use crate::cgroup::Hierarchy;
 use crate::context::{CellEnd, JailContext, PYTHON_DRIVER, PYTHON_DRIVER_FILE};
@@ -483,6 +485,13 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+        // A context's session is launched without the network set-up a run of a networked
+        // sandbox gets: refuse it rather than give a networked sandbox an offline interpreter.
+        if self.network.is_some() {
+            return Err(BackendError::Refused(
+                "contexts are not available in a networked sandbox yet (its executions are); create the context in an offline sandbox".into(),
+            ));
+        }
         let _turn = self.one_at_a_time.lock().await;
         if self
             .contexts
@@ -855,9 +864,9 @@ async fn exec_helper(
     let mut child = command.spawn().map_err(|e| {
         BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
     })?;
-    // Until the result arrives, dropping this future (a caller that went away) kills the
-    // helper, whose death kills the sandbox; after it, the helper finishes its clean-up on
-    // its own and is reaped in the background.
+    // Until the result arrives, dropping this future (a caller that went away) ends the
+    // sandbox through its cgroup and lets the helper tear it down (see `KillHelperOnDrop`);
+    // after it, the helper finishes its clean-up on its own and is reaped in the background.
     let guard = KillHelperOnDrop(child.id());
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");

@@ -2,8 +2,8 @@
 //! unchanged: the same paths and JSON fields, backed by sandboxes with a lifetime. Code runs in
 //! the sandbox's language.
 
-use crate::sandboxes::{CreateBody, ExecBody, create_sandbox, destroy_sandbox, exec_in};
-use crate::{ApiError, ApiJson, AppState, Caller};
+use crate::sandboxes::{CreateBody, ExecBody, create_sandbox, destroy_sandbox, exec_in_to_end};
+use crate::{ApiJson, AppState, Caller};
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -113,32 +113,9 @@ async fn run(
         stream: false,
         context: None,
     };
-    let response = match exec_in(state, caller, id, body).await {
-        Ok(r) => r,
+    let result = match exec_in_to_end(state, caller, id, body).await {
+        Ok(result) => result,
         Err(e) => return e.into_response(),
-    };
-    if !response.status().is_success() {
-        return response;
-    }
-    // Re-shape our result into the original's fields (plus ours).
-    let bytes = match axum::body::to_bytes(response.into_body(), usize::MAX).await {
-        Ok(b) => b,
-        Err(_) => {
-            return ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error",
-            )
-            .into_response();
-        }
-    };
-    let Ok(result) = serde_json::from_slice::<warden_types::ExecResult>(&bytes) else {
-        return ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error",
-        )
-        .into_response();
     };
     let output = format!("{}{}", result.stdout, result.stderr);
     Json(serde_json::json!({

@@ -344,7 +344,7 @@ async fn admit(state: &AppState, caller: &Caller) -> Result<Admitted, ApiError> 
 }
 
 /// An admitted request: its queue place and execution slot, until dropped.
-struct Admitted {
+pub(crate) struct Admitted {
     _own: Option<OwnedSemaphorePermit>,
     _place: OwnedSemaphorePermit,
     _slot: OwnedSemaphorePermit,
@@ -501,6 +501,25 @@ async fn execute_inner(
 
 /// Runs an admitted execution and answers with its JSON result, or with NDJSON events as
 /// they happen when `stream` is set; counts the outcome either way.
+/// Runs an admitted execution to its end without streaming, and counts it.
+async fn run_to_end<F, Fut>(
+    state: AppState,
+    slot: Admitted,
+    spans: ExecSpans,
+    profile: String,
+    language: String,
+    run: F,
+) -> Result<warden_types::ExecResult, ApiError>
+where
+    F: FnOnce(Option<warden_engine::EventSender>) -> Fut,
+    Fut: std::future::Future<Output = Result<warden_types::ExecResult, EngineError>>,
+{
+    let result = run(None).await.map_err(ApiError::from);
+    record_traced(&state, spans, &profile, &language, &result);
+    drop(slot);
+    result
+}
+
 async fn respond<F, Fut>(
     state: AppState,
     slot: Admitted,
@@ -515,10 +534,7 @@ where
     Fut: std::future::Future<Output = Result<warden_types::ExecResult, EngineError>> + Send,
 {
     if !stream {
-        let result = run(None).await.map_err(ApiError::from);
-        record_traced(&state, spans, &profile, &language, &result);
-        drop(slot);
-        return match result {
+        return match run_to_end(state, slot, spans, profile, language, run).await {
             Ok(result) => Json(result).into_response(),
             Err(e) => e.into_response(),
         };

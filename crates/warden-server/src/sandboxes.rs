@@ -5,7 +5,9 @@
 //! are checked by [`WorkspacePath`] before any backend sees them.
 
 use crate::otlp::ExecSpans;
-use crate::{ApiError, ApiJson, AppState, Caller, admit, refusal, respond, timeout_from};
+use crate::{
+    ApiError, ApiJson, AppState, Caller, admit, refusal, respond, run_to_end, timeout_from,
+};
 use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
@@ -188,8 +190,71 @@ pub(crate) async fn exec_in(
     id: String,
     body: ExecBody,
 ) -> Result<Response, ApiError> {
-    let owner = caller.owner();
     let stream = body.stream;
+    let admitted = admit_exec(&state, caller, id, body).await?;
+    let sandboxes = state.sandboxes.clone();
+    let AdmittedExec {
+        slot,
+        spans,
+        profile,
+        language,
+        prepared,
+    } = admitted;
+    Ok(respond(
+        state,
+        slot,
+        spans,
+        stream,
+        profile,
+        language,
+        move |events| async move { sandboxes.run_exec(prepared, events).await },
+    )
+    .await)
+}
+
+/// Runs in a sandbox to the end and gives the result itself (the compatibility routes
+/// re-shape it), counted and traced as `exec_in` does.
+pub(crate) async fn exec_in_to_end(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    body: ExecBody,
+) -> Result<warden_types::ExecResult, ApiError> {
+    let AdmittedExec {
+        slot,
+        spans,
+        profile,
+        language,
+        prepared,
+    } = admit_exec(&state, caller, id, body).await?;
+    let sandboxes = state.sandboxes.clone();
+    run_to_end(
+        state,
+        slot,
+        spans,
+        profile,
+        language,
+        move |events| async move { sandboxes.run_exec(prepared, events).await },
+    )
+    .await
+}
+
+/// An execution in a sandbox, admitted (a slot held) and prepared (policies passed).
+struct AdmittedExec {
+    slot: crate::Admitted,
+    spans: ExecSpans,
+    profile: String,
+    language: String,
+    prepared: warden_engine::PreparedExec,
+}
+
+async fn admit_exec(
+    state: &AppState,
+    caller: Caller,
+    id: String,
+    body: ExecBody,
+) -> Result<AdmittedExec, ApiError> {
+    let owner = caller.owner();
     let req_language = body.language.clone();
     let req = SandboxExec {
         code: body.code,
@@ -203,7 +268,7 @@ pub(crate) async fn exec_in(
     let info = state.sandboxes.get(owner.as_deref(), &id)?;
     let mut spans = ExecSpans::start();
     spans.stage("queue");
-    let slot = admit(&state, &caller).await?;
+    let slot = admit(state, &caller).await?;
     spans.stage("policies");
     let sandboxes = state.sandboxes.clone();
     let prepared =
@@ -218,22 +283,16 @@ pub(crate) async fn exec_in(
             })?;
     let prepared = prepared.map_err(|e| {
         let language = req_language.unwrap_or(info.language.clone());
-        refusal(&state, &info.profile, &language, e)
+        refusal(state, &info.profile, &language, e)
     })?;
-    let profile = prepared.profile().to_owned();
-    let language = prepared.plan.language.to_string();
-    let sandboxes = state.sandboxes.clone();
     spans.stage("run");
-    Ok(respond(
-        state,
+    Ok(AdmittedExec {
         slot,
         spans,
-        stream,
-        profile,
-        language,
-        move |events| async move { sandboxes.run_exec(prepared, events).await },
-    )
-    .await)
+        profile: prepared.profile().to_owned(),
+        language: prepared.plan.language.to_string(),
+        prepared,
+    })
 }
 
 fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {

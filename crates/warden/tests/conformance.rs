@@ -128,20 +128,7 @@ impl Subject {
 
 async fn subject(which: Which, case: &'static str) -> Subject {
     let backend: Arc<dyn Backend> = match which {
-        Which::Jail => Arc::new(warden_jail::JailBackend::new(warden_jail::JailSettings {
-            host_paths: warden_config::JailOptions::default().host_paths,
-            fast_cgroup_attach: true,
-            ids: warden_jail::IdMap {
-                inside_uid: 1000,
-                inside_gid: 1000,
-                host_uid: 65534,
-                host_gid: 65534,
-            },
-            helper_exe: common::warden(),
-            fork_when_single_threaded: false,
-            wait_for_teardown: false,
-            network: Default::default(),
-        })),
+        Which::Jail => Arc::new(warden_jail::JailBackend::new(common::jail_settings())),
         Which::Docker | Which::Gvisor => Arc::new(warden_docker::DockerBackend::new(
             warden_docker::DockerSettings::default(),
         )),

@@ -6,24 +6,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 use warden_engine::{Backend, ExecPlan};
-use warden_jail::{IdMap, JailBackend, JailSettings};
+use warden_jail::JailBackend;
 use warden_types::{ExecEvent, Language, Limits, Reason};
 
 fn backend() -> Arc<JailBackend> {
-    Arc::new(JailBackend::new(JailSettings {
-        host_paths: warden_config::JailOptions::default().host_paths,
-        fast_cgroup_attach: true,
-        ids: IdMap {
-            inside_uid: 1000,
-            inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
-        },
-        helper_exe: common::warden(),
-        fork_when_single_threaded: false,
-        wait_for_teardown: false,
-        network: Default::default(),
-    }))
+    Arc::new(JailBackend::new(common::jail_settings()))
 }
 
 fn plan(code: &str) -> ExecPlan {

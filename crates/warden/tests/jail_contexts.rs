@@ -9,24 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warden_engine::{Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, SandboxSpec};
-use warden_jail::{IdMap, JailBackend, JailSettings};
+use warden_jail::JailBackend;
 use warden_types::{ExecResult, Language, Limits, Reason};
 
 fn backend() -> Arc<JailBackend> {
-    Arc::new(JailBackend::new(JailSettings {
-        host_paths: warden_config::JailOptions::default().host_paths,
-        fast_cgroup_attach: true,
-        ids: IdMap {
-            inside_uid: 1000,
-            inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
-        },
-        helper_exe: common::warden(),
-        fork_when_single_threaded: false,
-        wait_for_teardown: false,
-        network: Default::default(),
-    }))
+    Arc::new(JailBackend::new(common::jail_settings()))
 }
 
 fn limits(memory_mb: u64) -> Limits {

@@ -763,16 +763,7 @@ fn a_crash_leaves_nothing_that_sweep_or_the_next_start_does_not_remove() {
     let backend = warden_jail::JailBackend::new(warden_jail::JailSettings {
         host_paths: vec![],
         fast_cgroup_attach: false,
-        ids: warden_jail::IdMap {
-            inside_uid: 1000,
-            inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
-        },
-        helper_exe: common::warden(),
-        fork_when_single_threaded: false,
-        wait_for_teardown: false,
-        network: Default::default(),
+        ..common::jail_settings()
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -832,21 +823,11 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
         ..Default::default()
     };
     let backend = warden_jail::JailBackend::new(warden_jail::JailSettings {
-        host_paths: warden_config::JailOptions::default().host_paths,
-        fast_cgroup_attach: true,
-        ids: warden_jail::IdMap {
-            inside_uid: 1000,
-            inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
-        },
-        helper_exe: common::warden(),
-        fork_when_single_threaded: false,
-        wait_for_teardown: false,
         network: warden_jail::NetSettings {
             pool: "10.213.0.0/16".parse().unwrap(),
             upstream_dns: Some("203.0.113.10:53".parse().unwrap()),
         },
+        ..common::jail_settings()
     });
     let plan = |code: &str| ExecPlan {
         profile: "net".into(),

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The venv's python, as the setup script installs it; its absence is a failure, not a skip:
@@ -269,57 +269,8 @@ fn a_real_mcp_client_over_stdio() {
     }
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve() -> Server {
-    serve_with(&common::settings())
-}
-
-// The child is waited for by `Server`'s drop, or on the early return here.
-#[allow(clippy::zombie_processes)]
-fn serve_with(settings: &std::path::Path) -> Server {
-    let mut child = Command::new(common::warden())
-        .args([
-            "--config",
-            settings.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("warden serve ended before listening: {seen}");
-        }
-        if let Some(addr) = line.trim().strip_prefix("warden: listening on http://") {
-            let addr = addr.to_owned();
-            std::thread::spawn(move || {
-                let mut sink = String::new();
-                while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
-                    sink.clear();
-                }
-            });
-            return Server { child, addr };
-        }
-        seen.push_str(&line);
-    }
+fn serve() -> common::Server {
+    common::serve_with(&common::settings())
 }
 
 /// `GET path` over plain HTTP/1.1; the body.
@@ -433,7 +384,7 @@ fn with_api_keys_mcp_needs_a_key_and_a_key_sees_only_its_sandboxes() {
          key_sha256 = \"9b94dc1a51a38769f135edf04033ad7f2f487b6c25929be7a861cfc1ab10cf98\"\n",
     );
     std::fs::write(&settings, toml).unwrap();
-    let server = serve_with(&settings);
+    let server = common::serve_with(&settings);
     let url = format!("http://{}/mcp", server.addr);
 
     // Without a key, or with a wrong one, /mcp is refused before any MCP is spoken.

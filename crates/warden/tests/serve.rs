@@ -2,58 +2,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// The child is waited for by `Server`'s drop, or on every early return here.
-#[allow(clippy::zombie_processes)]
-fn start() -> Server {
-    let mut child = Command::new(common::warden())
-        .args([
-            "--config",
-            common::settings().to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("warden serve ended before listening: {seen}");
-        }
-        if let Some(addr) = line.trim().strip_prefix("warden: listening on http://") {
-            let addr = addr.to_owned();
-            // Keep reading (and dropping) the log so the server never blocks on a full pipe.
-            std::thread::spawn(move || {
-                let mut sink = String::new();
-                while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
-                    sink.clear();
-                }
-            });
-            return Server { child, addr };
-        }
-        seen.push_str(&line);
-    }
+fn start() -> common::Server {
+    common::serve_with(&common::settings())
 }
 
 /// A minimal HTTP/1.1 POST; returns the status code and the body.

@@ -124,3 +124,77 @@ pub fn run_with_timeout(
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
     (value, out.status.code(), elapsed)
 }
+
+/// The jail as the tests build it through the Backend trait: the default host paths, fast
+/// cgroup attach, the sandbox user 1000 mapped to host 65534, this build's binary as the
+/// exec'd helper (the multi-threaded daemon's mode), no network. Override fields with
+/// `JailSettings { …, ..common::jail_settings() }`.
+pub fn jail_settings() -> warden_jail::JailSettings {
+    warden_jail::JailSettings {
+        host_paths: warden_config::JailOptions::default().host_paths,
+        fast_cgroup_attach: true,
+        ids: warden_jail::IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        helper_exe: warden(),
+        fork_when_single_threaded: false,
+        wait_for_teardown: false,
+        network: Default::default(),
+    }
+}
+
+/// A running `warden serve` on a free loopback port; killed and reaped when dropped.
+pub struct Server {
+    pub child: std::process::Child,
+    pub addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `warden --config SETTINGS serve --listen 127.0.0.1:0` and waits for its address.
+// The child is waited for by `Server`'s drop, or on the early return here.
+#[allow(clippy::zombie_processes)]
+pub fn serve_with(settings: &std::path::Path) -> Server {
+    use std::io::BufRead;
+    let mut child = Command::new(warden())
+        .args([
+            "--config",
+            settings.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("warden serve ended before listening: {seen}");
+        }
+        if let Some(addr) = line.trim().strip_prefix("warden: listening on http://") {
+            let addr = addr.to_owned();
+            // Keep reading (and dropping) the log so the server never blocks on a full pipe.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while stderr.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return Server { child, addr };
+        }
+        seen.push_str(&line);
+    }
+}

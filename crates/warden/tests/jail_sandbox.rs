@@ -65,18 +65,27 @@ fn path(p: &str) -> WorkspacePath {
     WorkspacePath::new(p).unwrap()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// One runtime for the whole file, and every test body on its worker threads: a helper's
+/// parent-death signal follows the thread that started it, so a helper started from a test's
+/// own thread (or a per-test runtime) would be killed mid-teardown when that test ends,
+/// leaving a cgroup that another test's "nothing left" check would see.
+fn run(body: impl std::future::Future<Output = ()> + Send + 'static) {
+    static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    if let Err(e) = RUNTIME.block_on(RUNTIME.spawn(body)) {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }
 
 #[test]
 fn executions_share_the_workspace_and_only_new_artifacts_come_back() {
     require_root!();
-    runtime().block_on(async {
+    run(async {
         let b = backend();
         let sb = sandbox(&b, "share").await;
         let first = sb
@@ -105,7 +114,7 @@ fn executions_share_the_workspace_and_only_new_artifacts_come_back() {
 #[test]
 fn uploaded_files_are_the_programs_and_its_files_can_be_downloaded() {
     require_root!();
-    runtime().block_on(async {
+    run(async {
         let b = backend();
         let sb = sandbox(&b, "files").await;
         sb.write_file(&path("data/in.csv"), b"x\n1\n2\n".to_vec())
@@ -144,7 +153,7 @@ fn uploaded_files_are_the_programs_and_its_files_can_be_downloaded() {
 #[test]
 fn symlinks_and_fifos_made_by_the_program_do_not_lead_the_daemon_outside() {
     require_root!();
-    runtime().block_on(async {
+    run(async {
         let b = backend();
         let sb = sandbox(&b, "links").await;
         let r = sb
@@ -167,8 +176,15 @@ fn symlinks_and_fifos_made_by_the_program_do_not_lead_the_daemon_outside() {
         let started = Instant::now();
         let got = sb.write_file(&path("fifo"), b"x".to_vec()).await;
         assert!(matches!(got, Err(BackendError::BadPath(_))), "{got:?}");
-        assert!(started.elapsed() < Duration::from_secs(2), "a FIFO must not block");
-        assert!(std::fs::read_to_string("/etc/passwd").unwrap().contains("root:"));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "a FIFO must not block"
+        );
+        assert!(
+            std::fs::read_to_string("/etc/passwd")
+                .unwrap()
+                .contains("root:")
+        );
         sb.destroy().await.unwrap();
     });
 }
@@ -176,7 +192,7 @@ fn symlinks_and_fifos_made_by_the_program_do_not_lead_the_daemon_outside() {
 #[test]
 fn sandboxes_do_not_see_each_others_files_and_the_size_cap_holds() {
     require_root!();
-    runtime().block_on(async {
+    run(async {
         let b = backend();
         let one = sandbox(&b, "one").await;
         let two = sandbox(&b, "two").await;
@@ -205,7 +221,7 @@ fn sandboxes_do_not_see_each_others_files_and_the_size_cap_holds() {
 #[test]
 fn destroy_ends_a_running_execution_and_leaves_nothing() {
     require_root!();
-    runtime().block_on(async {
+    run(async {
         let b = backend();
         let sb = sandbox(&b, "doomed").await;
         let running = {
@@ -223,7 +239,10 @@ fn destroy_ends_a_running_execution_and_leaves_nothing() {
             .args(["-f", "sleep 61.5"])
             .output()
             .unwrap();
-        assert!(!running_before.stdout.is_empty(), "the program never started");
+        assert!(
+            !running_before.stdout.is_empty(),
+            "the program never started"
+        );
         let started = Instant::now();
         sb.destroy().await.unwrap();
         assert!(started.elapsed() < Duration::from_secs(5));
@@ -253,7 +272,7 @@ fn destroy_ends_a_running_execution_and_leaves_nothing() {
 #[test]
 fn a_timeout_in_a_sandbox_ends_that_run_only() {
     require_root!();
-    runtime().block_on(async {
+    run(async {
         let b = backend();
         let sb = sandbox(&b, "slow").await;
         let mut p = plan("open('before','w').write('1')\nimport time\ntime.sleep(30)");

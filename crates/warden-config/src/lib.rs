@@ -8,6 +8,8 @@
 //! (the default profile exists, every profile's runtime exists, limits are positive, policy
 //! names are known).
 
+pub mod fuzz;
+
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -243,10 +245,13 @@ impl Default for Profile {
     }
 }
 
+/// The largest size in MiB whose bytes fit in a `u64` (sizes the backends take in bytes).
+const MAX_MIB: u64 = u64::MAX / MIB;
+const MIB: u64 = 1024 * 1024;
+
 impl Profile {
     /// The profile's limits as the backends take them.
     pub fn limits(&self) -> Limits {
-        const MIB: u64 = 1024 * 1024;
         Limits {
             timeout: Duration::from_secs_f64(self.timeout_seconds),
             memory_mb: self.max_memory_mb,
@@ -837,14 +842,24 @@ impl Settings {
         }
         for (name, p) in &s.profiles {
             let key = |field: &str| format!("sandbox.profiles.{name}.{field}");
+            // At least a millisecond: a smaller positive number would become a zero timeout.
             if !(p.timeout_seconds.is_finite()
-                && p.timeout_seconds > 0.0
+                && p.timeout_seconds >= 0.001
                 && p.timeout_seconds <= 86_400.0)
             {
                 return Err((
                     key("timeout_seconds"),
-                    "must be a number of seconds in (0, 86400]".into(),
+                    "must be a number of seconds in [0.001, 86400]".into(),
                 ));
+            }
+            // Sizes in MiB become bytes for the backends: they must fit.
+            for (field, value) in [
+                ("max_file_size_mb", p.max_file_size_mb),
+                ("max_artifact_mb", p.max_artifact_mb),
+            ] {
+                if value > MAX_MIB {
+                    return Err((key(field), format!("must be at most {MAX_MIB}")));
+                }
             }
             for (field, value) in [
                 ("max_memory_mb", p.max_memory_mb),

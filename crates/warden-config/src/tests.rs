@@ -111,8 +111,30 @@ fn bad_values_name_the_key_and_why() {
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_seconds = -1\n"),
-        @"test.toml: sandbox.profiles.standard.timeout_seconds: must be a number of seconds in (0, 86400]"
+        @"test.toml: sandbox.profiles.standard.timeout_seconds: must be a number of seconds in [0.001, 86400]"
     );
+    // Found by the settings fuzz target: a positive timeout below a nanosecond became a zero
+    // timeout, and a size in MiB overflowed when converted to bytes.
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\ntimeout_seconds = 1e-300\n"),
+        @"test.toml: sandbox.profiles.standard.timeout_seconds: must be a number of seconds in [0.001, 86400]"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\nmax_file_size_mb = 9223372036854775807\n"),
+        @"test.toml: sandbox.profiles.standard.max_file_size_mb: must be at most 17592186044415"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\nmax_artifact_mb = 17592186044416\n"),
+        @"test.toml: sandbox.profiles.standard.max_artifact_mb: must be at most 17592186044415"
+    );
+    let at_most = Settings::from_toml(
+        "[sandbox.profiles.standard]\nmax_file_size_mb = 17592186044415\ntimeout_seconds = 0.001\n",
+        "test.toml",
+    )
+    .unwrap();
+    let limits = at_most.profile("standard").unwrap().limits();
+    assert_eq!(limits.max_file_size_bytes, 17592186044415 * 1024 * 1024);
+    assert_eq!(limits.timeout, Duration::from_millis(1));
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\nread_only = false\n"),
         @"test.toml: sandbox.profiles.standard.read_only: false is not supported: the root filesystem is always read-only (write to the workspace or /tmp)"

@@ -24,6 +24,7 @@
 //!   profile's maximum.
 
 pub mod forbidden_imports;
+pub mod fuzz;
 mod line_index;
 pub mod registry;
 pub mod resource_quota;

@@ -28,24 +28,31 @@ pub struct CreateRequest {
     pub profile: Option<String>,
 }
 
+impl CreateRequest {
+    /// The native create request: the namespace becomes a label.
+    pub(crate) fn into_create_body(self) -> CreateBody {
+        let mut labels = self.labels;
+        if let Some(ns) = self.namespace {
+            labels.insert("namespace".into(), ns);
+        }
+        CreateBody {
+            profile: self.profile,
+            language: Some(self.language),
+            name: Some(self.name),
+            labels,
+            idle_ttl_seconds: None,
+            max_lifetime_seconds: None,
+            memory_mb: None,
+        }
+    }
+}
+
 pub async fn create(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<CreateRequest>,
 ) -> Response {
-    let mut labels = req.labels;
-    if let Some(ns) = req.namespace {
-        labels.insert("namespace".into(), ns);
-    }
-    let body = CreateBody {
-        profile: req.profile,
-        language: Some(req.language),
-        name: Some(req.name),
-        labels,
-        idle_ttl_seconds: None,
-        max_lifetime_seconds: None,
-        memory_mb: None,
-    };
+    let body = req.into_create_body();
     match create_sandbox(&state, &caller, body).await {
         Ok(info) => (
             StatusCode::CREATED,
@@ -104,15 +111,7 @@ async fn run(
     code: String,
     timeout_seconds: Option<f64>,
 ) -> Response {
-    let body = ExecBody {
-        code,
-        language: None,
-        timeout_seconds,
-        stdin: None,
-        args: Vec::new(),
-        stream: false,
-        context: None,
-    };
+    let body = exec_body(code, timeout_seconds);
     let result = match exec_in_to_end(state, caller, id, body).await {
         Ok(result) => result,
         Err(e) => return e.into_response(),
@@ -129,6 +128,19 @@ async fn run(
         "duration_ms": result.duration_ms,
     }))
     .into_response()
+}
+
+/// The native exec request of a compatibility execute: a fresh run in the sandbox's language.
+pub(crate) fn exec_body(code: String, timeout_seconds: Option<f64>) -> ExecBody {
+    ExecBody {
+        code,
+        language: None,
+        timeout_seconds,
+        stdin: None,
+        args: Vec::new(),
+        stream: false,
+        context: None,
+    }
 }
 
 /// `POST /api/v1/sandbox/destroy`.

@@ -9,7 +9,9 @@
 
 mod auth;
 mod compat;
+pub mod decode;
 mod error;
+pub mod fuzz;
 mod mcp;
 mod metrics;
 pub mod openapi;
@@ -220,22 +222,23 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(rejection) => {
-                let (status, code) = match rejection.status() {
-                    StatusCode::PAYLOAD_TOO_LARGE => {
-                        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
-                    }
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-                        (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
-                    }
-                    // Syntax errors and wrong types alike are the caller's malformed input;
-                    // axum's message names the field and position.
-                    _ => (StatusCode::BAD_REQUEST, "invalid_json"),
-                };
-                Err(ApiError::new(status, code, rejection.body_text()))
-            }
+            Err(rejection) => Err(json_rejection(rejection)),
         }
     }
+}
+
+/// A JSON body's rejection as the API's error.
+pub(crate) fn json_rejection(rejection: JsonRejection) -> ApiError {
+    let (status, code) = match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+        }
+        // Syntax errors and wrong types alike are the caller's malformed input;
+        // axum's message names the field and position.
+        _ => (StatusCode::BAD_REQUEST, "invalid_json"),
+    };
+    ApiError::new(status, code, rejection.body_text())
 }
 
 /// `POST /v1/execute`: one-shot execution in a fresh sandbox.
@@ -261,7 +264,7 @@ pub struct ExecuteBody {
 }
 
 impl ExecuteBody {
-    fn into_request(self) -> Result<ExecRequest, ApiError> {
+    pub(crate) fn into_request(self) -> Result<ExecRequest, ApiError> {
         let timeout = timeout_from(self.timeout_seconds)?;
         Ok(ExecRequest {
             code: self.code,
@@ -278,10 +281,11 @@ impl ExecuteBody {
 /// A request's `timeout_seconds`, checked.
 fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
     match seconds {
-        Some(t) if !(t.is_finite() && t > 0.0 && t <= 86_400.0) => Err(ApiError::new(
+        // At least a millisecond: a smaller positive number would become a zero timeout.
+        Some(t) if !(t.is_finite() && t >= 0.001 && t <= 86_400.0) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            "timeout_seconds: must be a number of seconds in (0, 86400]",
+            "timeout_seconds: must be a number of seconds in [0.001, 86400]",
         )),
         Some(t) => Ok(Some(Duration::from_secs_f64(t))),
         None => Ok(None),

@@ -65,13 +65,18 @@ pub struct PistonRuntime {
 }
 
 /// Piston answers errors as `{"message"}`.
-fn piston_error(e: ApiError) -> Response {
+pub(crate) fn piston_error(e: ApiError) -> Response {
     let status = if e.status.is_client_error() {
         StatusCode::BAD_REQUEST
     } else {
         e.status
     };
     (status, Json(serde_json::json!({ "message": e.message }))).into_response()
+}
+
+/// A body's rejection: Piston has no codes, every one is its 400.
+pub(crate) fn rejection_error(rejection: axum::extract::rejection::JsonRejection) -> ApiError {
+    bad(rejection.body_text())
 }
 
 fn bad(message: impl Into<String>) -> ApiError {
@@ -100,7 +105,7 @@ fn signal_name(sig: i32) -> String {
 }
 
 impl PistonRequest {
-    fn into_request(self) -> Result<ExecRequest, ApiError> {
+    pub(crate) fn into_request(self) -> Result<ExecRequest, ApiError> {
         let [file] = <[PistonFile; 1]>::try_from(self.files).map_err(|files| {
             bad(format!(
                 "files: exactly one file is supported, got {}",
@@ -110,10 +115,11 @@ impl PistonRequest {
         let _ = file.name;
         let timeout = match self.run_timeout {
             None | Some(-1) => None,
-            Some(ms) if ms > 0 => Some(Duration::from_millis(ms as u64)),
+            // The native API's range, in milliseconds: (0, one day].
+            Some(ms @ 1..=86_400_000) => Some(Duration::from_millis(ms as u64)),
             Some(ms) => {
                 return Err(bad(format!(
-                    "run_timeout: {ms} is not a positive number of milliseconds"
+                    "run_timeout: {ms} is not a number of milliseconds in [1, 86400000]"
                 )));
             }
         };
@@ -150,7 +156,7 @@ pub async fn execute(
 ) -> Response {
     let Json(body) = match body {
         Ok(b) => b,
-        Err(rejection) => return piston_error(bad(rejection.body_text())),
+        Err(rejection) => return piston_error(rejection_error(rejection)),
     };
     match execute_inner(state, caller, body).await {
         Ok(r) => Json(r).into_response(),

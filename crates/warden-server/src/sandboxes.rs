@@ -172,6 +172,20 @@ pub struct ExecBody {
     pub context: Option<String>,
 }
 
+impl ExecBody {
+    /// The engine's request, its timeout checked.
+    pub(crate) fn into_sandbox_exec(self) -> Result<SandboxExec, ApiError> {
+        Ok(SandboxExec {
+            code: self.code,
+            language: self.language,
+            timeout: timeout_from(self.timeout_seconds)?,
+            stdin: self.stdin.map(String::into_bytes).unwrap_or_default(),
+            args: self.args,
+            context: self.context,
+        })
+    }
+}
+
 pub async fn exec(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -256,14 +270,7 @@ async fn admit_exec(
 ) -> Result<AdmittedExec, ApiError> {
     let owner = caller.owner();
     let req_language = body.language.clone();
-    let req = SandboxExec {
-        code: body.code,
-        language: body.language,
-        timeout: timeout_from(body.timeout_seconds)?,
-        stdin: body.stdin.map(String::into_bytes).unwrap_or_default(),
-        args: body.args,
-        context: body.context,
-    };
+    let req = body.into_sandbox_exec()?;
     // Unknown sandbox: answer before queueing.
     let info = state.sandboxes.get(owner.as_deref(), &id)?;
     let mut spans = ExecSpans::start();
@@ -295,7 +302,7 @@ async fn admit_exec(
     })
 }
 
-fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
+pub(crate) fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
     WorkspacePath::new(path)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", format!("path: {e}")))
 }
@@ -372,23 +379,26 @@ pub struct CreateContextBody {
     pub language: Option<String>,
 }
 
+impl CreateContextBody {
+    /// Decodes the optional body: no body (or only white space) is `{}`.
+    pub(crate) fn from_body(body: &[u8]) -> Result<CreateContextBody, ApiError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(CreateContextBody::default());
+        }
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))
+    }
+}
+
 pub async fn create_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    // The body is optional: no body is `{}`.
-    let body: CreateContextBody = if body.iter().all(u8::is_ascii_whitespace) {
-        CreateContextBody::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
-            Err(e) => {
-                return ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string())
-                    .into_response();
-            }
-        }
+    let body = match CreateContextBody::from_body(&body) {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
     };
     // Starting an interpreter costs as much as an execution: it takes a slot.
     let _slot = match admit(&state, &caller).await {

@@ -337,6 +337,37 @@ async fn piston_errors_are_400_with_a_message() {
     }
 }
 
+/// Found by the `rest` fuzz target: Piston's `run_timeout` took any positive number of
+/// milliseconds, past the day the native API allows; and a timeout below a nanosecond became a
+/// zero one.
+#[tokio::test]
+async fn timeouts_out_of_range_are_refused_on_every_route() {
+    for (path, body) in [
+        (
+            "/api/v2/execute",
+            r#"{"language": "python", "files": [{"content": "1"}], "run_timeout": 30100000000}"#,
+        ),
+        (
+            "/api/v2/execute",
+            r#"{"language": "python", "files": [{"content": "1"}], "run_timeout": 86400001}"#,
+        ),
+        ("/v1/execute", r#"{"code": "1", "timeout_seconds": 1e-300}"#),
+        ("/v1/execute", r#"{"code": "1", "timeout_seconds": 86401}"#),
+    ] {
+        let req = Request::post(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let (s, v, _) = send(app(), req).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        let message = v["message"].as_str().or(v["error"]["message"].as_str());
+        assert!(
+            message.is_some_and(|m| m.contains("timeout")),
+            "{body}: {v}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn metrics_count_executions_violations_and_outcomes() {
     let app = app();

@@ -1,0 +1,102 @@
+//! The REST request decoding's fuzz entry point: arbitrary bytes → a route and its input →
+//! [`crate::decode::decode`] (the handlers' own decoding and checks) → for a one-shot
+//! execution, the engine's `prepare` (profile, language, limits and policies) over the
+//! built-in settings, as the handler runs it next.
+//!
+//! Called by the cargo-fuzz target `rest` (fuzz/fuzz_targets/rest.rs) and, over the checked-in
+//! regression corpus (fuzz/corpus/rest/), by this crate's ordinary tests (tests/fuzz_corpus.rs).
+//! An input's first byte picks the route (`Route::ALL[byte % 10]`; in the checked-in seeds the
+//! letters `d` to `m`, in [`Route::ALL`]'s order), the rest is the body.
+//!
+//! Invariants: a refusal is a 4xx with a code and a message, and its JSON body is
+//! `{"error": {"code", "message"}}`; an accepted execution's timeout is within [0.001, 86400] s,
+//! whichever route it came by; a prepared plan's limits are the request's when it set them.
+
+use crate::ApiError;
+use crate::decode::{Decoded, Route, decode};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use warden_config::Settings;
+use warden_engine::Engine;
+
+/// The longest timeout any route accepts (the API's documented range).
+const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// Decodes one fuzz input and checks the invariants above.
+pub fn request(data: &[u8]) {
+    let Some((&selector, input)) = data.split_first() else {
+        return;
+    };
+    let route = Route::ALL[usize::from(selector) % Route::ALL.len()];
+    match decode(route, input) {
+        Ok(decoded) => check_decoded(route, decoded),
+        Err(e) => check_refusal(route, &e),
+    }
+}
+
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| Engine::new(Arc::new(Settings::builtin())))
+}
+
+fn check_decoded(route: Route, decoded: Decoded) {
+    match decoded {
+        Decoded::Exec { request, .. } => {
+            if let Some(t) = request.timeout {
+                assert!(
+                    !t.is_zero() && t <= MAX_TIMEOUT,
+                    "{route:?} accepted a timeout of {t:?}"
+                );
+            }
+            match engine().prepare(&request) {
+                Ok((_, plan)) => {
+                    if let Some(t) = request.timeout {
+                        assert_eq!(plan.limits.timeout, t, "{route:?}: the timeout was lost");
+                    }
+                    if let Some(m) = request.memory_mb {
+                        assert_eq!(plan.limits.memory_mb, m, "{route:?}: the memory was lost");
+                    }
+                }
+                Err(e) => check_refusal(route, &ApiError::from(e)),
+            }
+        }
+        Decoded::SandboxExec { request, .. } => {
+            if let Some(t) = request.timeout {
+                assert!(
+                    !t.is_zero() && t <= MAX_TIMEOUT,
+                    "{route:?} accepted a timeout of {t:?}"
+                );
+            }
+        }
+        Decoded::File(path) => {
+            let path = path.as_str();
+            assert!(
+                !path.starts_with('/') && !path.split('/').any(|c| matches!(c, "" | "." | "..")),
+                "{route:?} accepted the path {path:?}"
+            );
+        }
+        Decoded::CreateSandbox(_) | Decoded::CreateContext(_) | Decoded::DestroySandbox { .. } => {}
+    }
+}
+
+fn check_refusal(route: Route, e: &ApiError) {
+    assert!(
+        e.status.is_client_error(),
+        "{route:?} answered {} ({}: {})",
+        e.status,
+        e.code,
+        e.message
+    );
+    assert!(
+        !e.code.is_empty() && !e.message.is_empty(),
+        "{route:?}: {e:?}"
+    );
+    let body = e.body();
+    assert_eq!(body["error"]["code"], e.code, "{route:?}: {body}");
+    let response = if route == Route::PistonExecute {
+        crate::piston::piston_error(e.clone())
+    } else {
+        axum::response::IntoResponse::into_response(e.clone())
+    };
+    assert!(response.status().is_client_error(), "{route:?}: {e:?}");
+}

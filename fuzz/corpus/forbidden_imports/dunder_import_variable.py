@@ -1,0 +1,2 @@
+name = "sub" + "process"
+module = __import__(name)

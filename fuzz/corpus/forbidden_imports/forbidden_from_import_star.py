@@ -1,0 +1,2 @@
+from subprocess import *
+run(["id"])

@@ -1,0 +1,1 @@
+from importlib import import_module as im; im('socket')

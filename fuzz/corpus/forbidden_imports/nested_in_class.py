@@ -1,0 +1,5 @@
+class Sneaky:
+    def method(self):
+        return 1
+
+    import shutil

@@ -1,0 +1,7 @@
+def decorate(f):
+    return f
+
+
+@decorate
+def f(x=__import__("pickle")):
+    return x

@@ -1,0 +1,4 @@
+def helper():
+    x = 1
+    import subprocess
+    return subprocess.run(["id"])

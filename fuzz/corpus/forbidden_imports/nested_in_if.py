@@ -1,0 +1,3 @@
+# Static: a branch that never runs is still checked.
+if False:
+    import signal

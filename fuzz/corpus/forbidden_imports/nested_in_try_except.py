@@ -1,0 +1,8 @@
+try:
+    import math
+except ImportError:
+    pass
+else:
+    pass
+finally:
+    import multiprocessing

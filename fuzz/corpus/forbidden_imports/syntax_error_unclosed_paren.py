@@ -1,0 +1,4 @@
+import math
+
+print(math.sqrt(2)
+x = 1

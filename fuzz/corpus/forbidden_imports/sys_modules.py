@@ -1,0 +1,2 @@
+import sys
+os = sys.modules["os"]

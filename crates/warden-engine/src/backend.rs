@@ -48,6 +48,10 @@ pub enum BackendError {
     /// The program could not be started (e.g. the interpreter is missing).
     #[error("{0}")]
     Command(String),
+    /// A limit of the sandbox (as its creator set it: memory, pids, the timeout) stopped what
+    /// had to start, e.g. a context's interpreter: the caller's to change, not a failure.
+    #[error("{0}")]
+    Limit(String),
     /// Something broke in the backend itself.
     #[error("backend failure: {0}")]
     Internal(String),

@@ -14,7 +14,7 @@ use crate::session::{CellRequest, Ready};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use warden_engine::{BackendError, EventSender};
-use warden_types::ExecResult;
+use warden_types::{ExecResult, Reason};
 
 /// The Python driver: the program of a Python context, injected into the sandbox as its code
 /// file (`/code/warden_driver.py`), exactly like an execution's code.
@@ -99,7 +99,15 @@ impl JailContext {
                             .into_iter()
                             .rev()
                             .collect();
-                        return Err(BackendError::Command(format!(
+                        // Stopped by a limit of the sandbox (too little memory for the
+                        // interpreter, say): the sandbox's creator asked for it.
+                        let error = match result.reason {
+                            Reason::Exited | Reason::Signal => BackendError::Command,
+                            Reason::Timeout | Reason::Memory | Reason::Pids | Reason::Output => {
+                                BackendError::Limit
+                            }
+                        };
+                        return Err(error(format!(
                             "the context's interpreter ({}) ended before it was ready (reason {}, exit code {:?}): {}",
                             plan.argv[0],
                             result.reason,

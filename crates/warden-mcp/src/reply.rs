@@ -54,6 +54,7 @@ impl ToolError {
                 EngineError::Backend(b) => match b {
                     BackendError::Refused(_) => "refused",
                     BackendError::Command(_) => "runtime_unavailable",
+                    BackendError::Limit(_) => "limit_exceeded",
                     BackendError::NotFound(_) => "not_found",
                     BackendError::BadPath(_) => "bad_path",
                     BackendError::Gone(_) => "sandbox_gone",

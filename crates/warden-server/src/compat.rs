@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 #[serde(deny_unknown_fields)]
 pub struct CreateRequest {
     pub language: String,
+    /// 1-48 characters of a-z, 0-9 and '-', not starting with '-'.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9-]{0,47}$"))]
     pub name: String,
     /// A Kubernetes namespace in the original; accepted and shown as a label.
     #[serde(default)]
@@ -75,6 +77,7 @@ pub struct ExecuteRequest {
     pub sandbox_id: String,
     pub code: String,
     #[serde(default)]
+    #[schemars(range(min = 0.001, max = 86400.0))]
     pub timeout_seconds: Option<f64>,
 }
 
@@ -84,6 +87,7 @@ pub struct ExecuteRequest {
 pub struct ExecuteInRequest {
     pub code: String,
     #[serde(default)]
+    #[schemars(range(min = 0.001, max = 86400.0))]
     pub timeout_seconds: Option<f64>,
 }
 

@@ -10,7 +10,7 @@
 use crate::compat::{self, CreateRequest, DestroyRequest, ExecuteInRequest, ExecuteRequest};
 use crate::piston::{self, PistonRequest};
 use crate::sandboxes::{self, CreateBody, CreateContextBody, ExecBody};
-use crate::{ApiError, ExecuteBody, json_rejection};
+use crate::{ApiError, ExecuteBody, Object, json_rejection};
 use axum::Json;
 use serde::de::DeserializeOwned;
 use warden_engine::{CreateContext, ExecRequest, SandboxExec};
@@ -145,9 +145,8 @@ pub fn decode(route: Route, input: &[u8]) -> Result<Decoded, ApiError> {
             })
         }
         Route::PistonExecute => {
-            let body = Json::<PistonRequest>::from_bytes(input)
-                .map_err(piston::rejection_error)?
-                .0;
+            let Json(Object(body)) = Json::<Object<PistonRequest>>::from_bytes(input)
+                .map_err(piston::rejection_error)?;
             Ok(Decoded::Exec {
                 request: body.into_request()?,
                 stream: false,
@@ -158,7 +157,7 @@ pub fn decode(route: Route, input: &[u8]) -> Result<Decoded, ApiError> {
 
 /// A JSON body as the handlers' `ApiJson` extractor decodes it (after the content type).
 fn json<T: DeserializeOwned>(input: &[u8]) -> Result<T, ApiError> {
-    Json::<T>::from_bytes(input)
-        .map(|Json(v)| v)
+    Json::<Object<T>>::from_bytes(input)
+        .map(|Json(Object(v))| v)
         .map_err(json_rejection)
 }

@@ -67,6 +67,9 @@ impl From<EngineError> for ApiError {
             EngineError::Backend(BackendError::Command(_)) => {
                 ApiError::new(S::SERVICE_UNAVAILABLE, "runtime_unavailable", e.to_string())
             }
+            EngineError::Backend(BackendError::Limit(_)) => {
+                ApiError::new(S::UNPROCESSABLE_ENTITY, "limit_exceeded", e.to_string())
+            }
             EngineError::SandboxNotFound(_) => {
                 ApiError::new(S::NOT_FOUND, "sandbox_not_found", e.to_string())
             }

@@ -8,7 +8,7 @@
 //! An input's first byte picks the route (`Route::ALL[byte % 10]`; in the checked-in seeds the
 //! letters `d` to `m`, in [`Route::ALL`]'s order), the rest is the body.
 //!
-//! Invariants: a refusal is a 4xx with a code and a message, and its JSON body is
+//! Invariants: only a JSON object is a body; a refusal is a 4xx with a code and a message, and its JSON body is
 //! `{"error": {"code", "message"}}`; an accepted execution's timeout is within [0.001, 86400] s,
 //! whichever route it came by; a prepared plan's limits are the request's when it set them.
 
@@ -29,7 +29,16 @@ pub fn request(data: &[u8]) {
     };
     let route = Route::ALL[usize::from(selector) % Route::ALL.len()];
     match decode(route, input) {
-        Ok(decoded) => check_decoded(route, decoded),
+        Ok(decoded) => {
+            let body = input.trim_ascii_start();
+            assert!(
+                route == Route::FilePath
+                    || (route == Route::CreateContext && body.is_empty())
+                    || body.starts_with(b"{"),
+                "{route:?} accepted a body that is not a JSON object"
+            );
+            check_decoded(route, decoded)
+        }
         Err(e) => check_refusal(route, &e),
     }
 }

@@ -214,16 +214,40 @@ pub struct ApiJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where
-    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(ApiJson(v)),
+        match Json::<Object<T>>::from_request(req, state).await {
+            Ok(Json(Object(v))) => Ok(ApiJson(v)),
             Err(rejection) => Err(json_rejection(rejection)),
         }
+    }
+}
+
+/// A request body that must be a JSON object. serde's derived structs also take a JSON array
+/// of their fields in order (`[null, null]` was a sandbox create); the API's bodies are
+/// objects only, as the OpenAPI document says.
+#[derive(Debug)]
+pub(crate) struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer
+            .deserialize_map(Visit(std::marker::PhantomData))
+            .map(Object)
     }
 }
 
@@ -252,8 +276,10 @@ pub struct ExecuteBody {
     pub profile: Option<String>,
     /// Seconds; within the profile's quota.
     #[serde(default)]
+    #[schemars(range(min = 0.001, max = 86400.0))]
     pub timeout_seconds: Option<f64>,
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub memory_mb: Option<u64>,
     /// Text given to the program on stdin.
     #[serde(default)]

@@ -7,7 +7,7 @@
 //! works offline.
 
 use crate::compat;
-use crate::piston::{PistonRequest, PistonResponse, PistonRuntime};
+use crate::piston::{PistonError, PistonRequest, PistonResponse, PistonRuntime};
 use crate::sandboxes::{CreateBody, CreateContextBody, ExecBody};
 use crate::{AppState, ExecuteBody};
 use axum::Json;
@@ -25,11 +25,13 @@ pub enum Body {
     None,
     /// A JSON body of the named schema.
     Json(fn(&mut SchemaGenerator) -> Value),
-    /// Raw bytes.
+    /// A request's JSON body that may be left out (no body is `{}`).
+    OptionalJson(fn(&mut SchemaGenerator) -> Value),
+    /// Raw bytes (as a request body, possibly none: an empty file).
     Bytes,
     /// NDJSON events (with `"stream": true`) or the JSON schema.
     JsonOrEvents(fn(&mut SchemaGenerator) -> Value),
-    /// Prometheus text.
+    /// Prometheus metrics in the OpenMetrics text format.
     Text,
     /// HTML.
     Html,
@@ -250,7 +252,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "post",
         path: "/v1/sandboxes/{id}/contexts",
         summary: "Start a persistent interpreter (a notebook context) in a sandbox; the body is optional",
-        request: Body::Json(schema::<CreateContextBody>),
+        request: Body::OptionalJson(schema::<CreateContextBody>),
         status: 201,
         response: Body::Json(schema::<ContextInfo>),
     },
@@ -344,7 +346,9 @@ fn openapi_path(path: &str) -> String {
 fn content(body: Body, g: &mut SchemaGenerator) -> Option<Value> {
     Some(match body {
         Body::None => return None,
-        Body::Json(f) => json!({ "application/json": { "schema": f(g) } }),
+        Body::Json(f) | Body::OptionalJson(f) => {
+            json!({ "application/json": { "schema": f(g) } })
+        }
         Body::Bytes => {
             json!({ "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } })
         }
@@ -352,7 +356,7 @@ fn content(body: Body, g: &mut SchemaGenerator) -> Option<Value> {
             "application/json": { "schema": f(g) },
             "application/x-ndjson": { "schema": schema::<ExecEvent>(g) },
         }),
-        Body::Text => json!({ "text/plain": { "schema": { "type": "string" } } }),
+        Body::Text => json!({ "application/openmetrics-text": { "schema": { "type": "string" } } }),
         Body::Html => json!({ "text/html": { "schema": { "type": "string" } } }),
     })
 }
@@ -365,6 +369,7 @@ pub fn document() -> &'static Value {
         settings.definitions_path = "/components/schemas".into();
         let mut g = SchemaGenerator::new(settings);
         let error = schema::<ErrorBody>(&mut g);
+        let piston_error = schema::<PistonError>(&mut g);
         let mut paths = serde_json::Map::new();
         for op in OPERATIONS {
             let path = openapi_path(op.path);
@@ -379,6 +384,12 @@ pub fn document() -> &'static Value {
                 ok["content"] = c;
             }
             responses.insert(op.status.to_string(), ok);
+            // Piston's routes answer errors in Piston's shape.
+            let error = if op.path.starts_with("/api/v2/") {
+                &piston_error
+            } else {
+                &error
+            };
             responses.insert(
                 "default".into(),
                 json!({"description": "An error", "content": {"application/json": {"schema": error}}}),
@@ -392,7 +403,8 @@ pub fn document() -> &'static Value {
                 operation["parameters"] = Value::Array(params);
             }
             if let Some(c) = content(op.request, &mut g) {
-                operation["requestBody"] = json!({ "required": true, "content": c });
+                let required = !matches!(op.request, Body::OptionalJson(_) | Body::Bytes);
+                operation["requestBody"] = json!({ "required": required, "content": c });
             }
             paths
                 .entry(path)

@@ -32,12 +32,39 @@ pub struct PistonRequest {
     pub args: Vec<String>,
     #[serde(default)]
     pub compile_timeout: Option<i64>,
+    /// Milliseconds, 1 to 86400000; -1: the profile's.
     #[serde(default)]
+    #[schemars(schema_with = "run_timeout_schema")]
     pub run_timeout: Option<i64>,
     #[serde(default)]
     pub compile_memory_limit: Option<i64>,
+    /// Bytes, at least 1; -1: the profile's.
     #[serde(default)]
+    #[schemars(schema_with = "run_memory_limit_schema")]
     pub run_memory_limit: Option<i64>,
+}
+
+/// `-1` (the profile's) or `1..=max`, or absent.
+fn default_or_range(max: Option<i64>) -> schemars::Schema {
+    let mut range = serde_json::json!({"type": "integer", "minimum": 1});
+    if let Some(max) = max {
+        range["maximum"] = max.into();
+    }
+    schemars::json_schema!({"anyOf": [{"type": "null"}, {"const": -1}, range]})
+}
+
+fn run_timeout_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    default_or_range(Some(86_400_000))
+}
+
+fn run_memory_limit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    default_or_range(None)
+}
+
+/// Piston's error body: `{"message"}`, status 400.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct PistonError {
+    pub message: String,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -152,9 +179,9 @@ impl PistonRequest {
 pub async fn execute(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<crate::Caller>,
-    body: Result<Json<PistonRequest>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<crate::Object<PistonRequest>>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Json(body) = match body {
+    let Json(crate::Object(body)) = match body {
         Ok(b) => b,
         Err(rejection) => return piston_error(rejection_error(rejection)),
     };

@@ -30,15 +30,22 @@ pub struct CreateBody {
     pub profile: Option<String>,
     #[serde(default)]
     pub language: Option<String>,
+    /// 1-48 characters of a-z, 0-9 and '-', not starting with '-'.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9-]{0,47}$"))]
     pub name: Option<String>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// At most the profile's.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub idle_ttl_seconds: Option<u64>,
+    /// At most the profile's.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_lifetime_seconds: Option<u64>,
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub memory_mb: Option<u64>,
 }
 
@@ -159,6 +166,7 @@ pub struct ExecBody {
     #[serde(default)]
     pub language: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 0.001, max = 86400.0))]
     pub timeout_seconds: Option<f64>,
     #[serde(default)]
     pub stdin: Option<String>,
@@ -385,7 +393,8 @@ impl CreateContextBody {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(CreateContextBody::default());
         }
-        serde_json::from_slice(body)
+        serde_json::from_slice::<crate::Object<_>>(body)
+            .map(|crate::Object(body)| body)
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))
     }
 }

@@ -368,6 +368,30 @@ async fn timeouts_out_of_range_are_refused_on_every_route() {
     }
 }
 
+/// Found by schemathesis: serde's derived structs also take a JSON array of their fields
+/// (`[null, null]` created a sandbox). Every body is a JSON object, on every route.
+#[tokio::test]
+async fn bodies_that_are_not_json_objects_are_refused() {
+    for (path, body) in [
+        ("/v1/sandboxes", "[null, null]"),
+        ("/v1/execute", r#"["print(1)"]"#),
+        ("/api/v1/sandbox/create", r#"["python", "a"]"#),
+        ("/api/v2/execute", r#"["python", null, [{"content": "1"}]]"#),
+    ] {
+        let req = Request::post(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let (s, v, _) = send(app(), req).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path} {body}: {v}");
+        let message = v["message"].as_str().or(v["error"]["message"].as_str());
+        assert!(
+            message.is_some_and(|m| m.contains("a JSON object")),
+            "{path} {body}: {v}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn metrics_count_executions_violations_and_outcomes() {
     let app = app();

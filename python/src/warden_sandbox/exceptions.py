@@ -157,6 +157,7 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "unknown_language": SandboxConfigurationError,
     "refused": SandboxConfigurationError,
     "runtime_unavailable": SandboxConfigurationError,
+    "limit_exceeded": SandboxConfigurationError,
     "disabled": SandboxConfigurationError,
     "invalid_request": InvalidRequestError,
     "invalid_json": InvalidRequestError,

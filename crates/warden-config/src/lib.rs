@@ -843,10 +843,7 @@ impl Settings {
         for (name, p) in &s.profiles {
             let key = |field: &str| format!("sandbox.profiles.{name}.{field}");
             // At least a millisecond: a smaller positive number would become a zero timeout.
-            if !(p.timeout_seconds.is_finite()
-                && p.timeout_seconds >= 0.001
-                && p.timeout_seconds <= 86_400.0)
-            {
+            if !(0.001..=86_400.0).contains(&p.timeout_seconds) {
                 return Err((
                     key("timeout_seconds"),
                     "must be a number of seconds in [0.001, 86400]".into(),

@@ -308,7 +308,7 @@ impl ExecuteBody {
 fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
     match seconds {
         // At least a millisecond: a smaller positive number would become a zero timeout.
-        Some(t) if !(t.is_finite() && t >= 0.001 && t <= 86_400.0) => Err(ApiError::new(
+        Some(t) if !(0.001..=86_400.0).contains(&t) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
             "timeout_seconds: must be a number of seconds in [0.001, 86400]",

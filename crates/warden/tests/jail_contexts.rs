@@ -186,6 +186,24 @@ fn a_cell_that_ignores_the_interrupt_is_killed_and_the_context_restarted() {
     });
 }
 
+/// Found by schemathesis: a sandbox created with too little memory for the interpreter made
+/// a context's start a 503 (`runtime_unavailable`), as if the runtime were missing. The
+/// sandbox's own limit stopped it: that is `BackendError::Limit` (the API's 422).
+#[test]
+fn a_context_that_its_sandbox_limit_stops_at_start_is_a_limit_error() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-tiny", 1).await;
+        match sb.create_context(spec("c", 1)).await {
+            Err(BackendError::Limit(m)) => assert!(m.contains("reason memory"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}
+
 #[test]
 fn a_memory_kill_restarts_the_context_and_says_so() {
     require_root!();

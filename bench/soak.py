@@ -14,7 +14,7 @@ Also measured: the daemon's RSS and open descriptors, sampled every second (flat
 that keeps up with the count); and before and after the run — with the daemon still up and
 again after it stopped — the processes under it, the sandbox cgroups no live helper owns (under
 /sys/fs/cgroup/{memory,pids,cpu}/warden and the name=warden hierarchy), the mounts and tmpfs
-mounts of the host and of the daemon's mount namespace, and Docker containers named warden-*.
+mounts of the host and of the daemon's mount namespace, and Docker containers labelled with the daemon's pid namespace (other work's are not counted).
 
 The daemon runs as pid 1 of its own pid namespace (`unshare --pid --fork --mount-proc`), so a
 broken sandbox could not signal this script or the machine's other processes.
@@ -158,21 +158,48 @@ def stale_cgroups():
                 os.close(fd)
     return stale
 
+class Mounts(frozenset):
+    """The mounts of a mount namespace as (mount point, type, source); printed as the counts
+    (all, tmpfs). A leak is a mount that is there after and was not before: other work on the
+    machine may unmount things meanwhile (this namespace's mounts propagate into the daemon's)."""
+    def __str__(self):
+        return str((len(self), sum(1 for m in self if m[1] == "tmpfs")))
+
 def mounts(pid="self"):
-    """(all mounts, tmpfs mounts) of a process's mount namespace."""
     try:
         lines = open(f"/proc/{pid}/mountinfo").read().splitlines()
     except OSError:
-        return (0, 0)
-    tmpfs = sum(1 for l in lines if l.split(" - ", 1)[-1].startswith("tmpfs "))
-    return (len(lines), tmpfs)
+        return Mounts()
+    out = set()
+    for line in lines:
+        fields, rest = line.split(" - ", 1)
+        fstype, source = (rest.split() + ["", ""])[:2]
+        out.add((fields.split()[4], fstype, source))
+    return Mounts(out)
 
-def containers():
+def new_mounts(before, after):
+    """Mounts that appeared, leaving out the Docker engine's container roots (other work's
+    containers; this daemon's own are counted by label)."""
+    if before is None or after is None:
+        return []
+    return sorted(m for m in after - before if not m[0].startswith("/var/lib/docker/"))
+
+def containers(pidns):
+    """Docker containers this daemon made: Warden labels each with its pid namespace
+    (dev.warden.pidns), and this daemon's is its own. Other work's containers do not count."""
+    if not pidns:
+        return None
     try:
-        out = subprocess.run(["docker", "ps", "-aq", "--filter", "name=warden-"],
+        out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=dev.warden.pidns={pidns}"],
                              capture_output=True, text=True, timeout=30)
         return len(out.stdout.split()) if out.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired):
+        return None
+
+def pid_namespace(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid").split("[")[1].rstrip("]")
+    except (OSError, IndexError):
         return None
 
 def snapshot(daemon):
@@ -182,7 +209,7 @@ def snapshot(daemon):
         "host mounts (all, tmpfs)": mounts(),
         "daemon mounts (all, tmpfs)": mounts(daemon) if daemon else None,
         "daemon open descriptors": fd_count(daemon) if daemon else None,
-        "docker containers warden-*": containers(),
+        "docker containers of this daemon": containers(pid_namespace(daemon) if daemon else None),
     }
 
 def main():
@@ -202,13 +229,13 @@ def main():
     requests = plan(a.total, a.attack_every, a.seed)
     load_start = os.getloadavg()
 
-    before_daemon = {"unowned sandbox cgroups": len(stale_cgroups()), "host mounts (all, tmpfs)": mounts(),
-                     "docker containers warden-*": containers()}
+    before_daemon = {"unowned sandbox cgroups": len(stale_cgroups()), "host mounts (all, tmpfs)": mounts()}
     srv = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", a.warden,
                             "--config", settings, "serve", "--listen", "127.0.0.1:0",
                             "--max-concurrent", str(a.max_concurrent), "--max-queued", str(4 * a.clients)],
                            stderr=subprocess.PIPE, text=True)
     daemon = None
+    pidns = None
     ok = True
     try:
         line = ""
@@ -220,6 +247,7 @@ def main():
         threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()
         kids = descendants(srv.pid)
         daemon = kids[0] if kids else None   # warden itself: pid 1 of the namespace
+        pidns = pid_namespace(daemon) if daemon else None
         # Warm-up (allocator, first cgroups), outside the counts.
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         for i in range(20):
@@ -306,8 +334,8 @@ def main():
             srv.kill()
             srv.wait()
     time.sleep(1)
-    after_stop = {"unowned sandbox cgroups": len(stale_cgroups()), "host mounts (all, tmpfs)": mounts(),
-                  "docker containers warden-*": containers()}
+    after_stop = {"unowned sandbox cgroups": len(stale_cgroups()), "host mounts (all, tmpfs)": mounts()}
+    after_stop_containers = containers(pidns)
     load_end = os.getloadavg()
 
     latencies.sort()
@@ -325,13 +353,13 @@ def main():
         leaks.append("unowned cgroups after the run")
     if after_stop["unowned sandbox cgroups"] > before_daemon["unowned sandbox cgroups"]:
         leaks.append("unowned cgroups after the daemon stopped")
-    if after["daemon mounts (all, tmpfs)"] != before["daemon mounts (all, tmpfs)"]:
-        leaks.append("mounts in the daemon's namespace")
-    if after_stop["host mounts (all, tmpfs)"] != before_daemon["host mounts (all, tmpfs)"]:
-        leaks.append("host mounts")
+    for where, new in (("the daemon's namespace", new_mounts(before["daemon mounts (all, tmpfs)"], after["daemon mounts (all, tmpfs)"])),
+                       ("the host", new_mounts(before_daemon["host mounts (all, tmpfs)"], after_stop["host mounts (all, tmpfs)"]))):
+        if new:
+            leaks.append(f"new mounts in {where}: {new[:5]}")
     if after["daemon open descriptors"] != before["daemon open descriptors"]:
         leaks.append("daemon descriptors")
-    if (after_stop["docker containers warden-*"] or 0) > (before_daemon["docker containers warden-*"] or 0):
+    if after["docker containers of this daemon"] or after_stop_containers:
         leaks.append("docker containers")
     rss_grew = rss_last > rss_first + 16 * 1024   # more than 16 MiB of growth is not flat
     complete = done[0] == len(requests)
@@ -350,9 +378,10 @@ def main():
     print(f"| daemon RSS min / max over the run (KiB) | {min(rss) if rss else 0} / {max(rss) if rss else 0} |")
     print(f"| daemon descriptors min / max during the run | {min(fds) if fds else 0} / {max(fds) if fds else 0} |")
     for key in before:
-        print(f"| {key}: before / after the run | {before[key]} / {after[key]} |")
+        print(f"| {key}: before / after the run | {before[key]!s} / {after[key]!s} |")
     for key in after_stop:
-        print(f"| {key}: before the daemon / after it stopped | {before_daemon[key]} / {after_stop[key]} |")
+        print(f"| {key}: before the daemon / after it stopped | {before_daemon[key]!s} / {after_stop[key]!s} |")
+    print(f"| docker containers of this daemon after it stopped | {after_stop_containers} |")
     print("\n| program | runs | unexpected |")
     print("|---|---|---|")
     for name, (n, bad) in sorted(by_kind.items()):

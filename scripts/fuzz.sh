@@ -26,8 +26,7 @@ export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-/var/cache/warden/target-cargo-fuzz}
 sanitizer="${FUZZ_SANITIZER:-none}"
 work="${FUZZ_WORK_DIR:-/var/cache/warden/fuzz-work}"
 cd fuzz
-cargo fuzz build --sanitizer "$sanitizer" "${targets[@]/#/--bin=}" 2>/dev/null \
-  || cargo fuzz build --sanitizer "$sanitizer"
+cargo fuzz build --sanitizer "$sanitizer"
 
 failed=()
 echo "fuzzing ${targets[*]}: ${seconds} s each, sanitizer $sanitizer, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -211,14 +211,14 @@ async fn one_shot_execution_refuses_bad_input_with_a_clear_4xx() {
             b"{\"code\": \"\xff\xfe\"}".to_vec(),
             400,
             "invalid_json",
-            &["UTF-8"],
+            &["code", "unicode"],
         ),
         json_case(
             e,
             nested(100_000, "[", "]"),
             400,
             "invalid_json",
-            &["recursion"],
+            &["invalid type"],
         ),
         json_case(
             e,
@@ -228,7 +228,7 @@ async fn one_shot_execution_refuses_bad_input_with_a_clear_4xx() {
             ),
             400,
             "invalid_json",
-            &["recursion"],
+            &["stdin", "invalid type"],
         ),
         json_case(
             e,
@@ -412,16 +412,6 @@ async fn one_shot_execution_refuses_bad_input_with_a_clear_4xx() {
             )
         },
         Case {
-            content_type: Some("\u{7f}garbage"),
-            ..json_case(
-                e,
-                r#"{"code": "x"}"#,
-                415,
-                "unsupported_media_type",
-                &["Content-Type"],
-            )
-        },
-        Case {
             method: "GET",
             ..json_case(e, "", 405, "method_not_allowed", &["method"])
         },
@@ -533,14 +523,21 @@ async fn sandbox_routes_refuse_bad_input_with_a_clear_4xx() {
             format!(r#"{{"labels": {}}}"#, nested(100_000, r#"{"a":"#, "}")),
             400,
             "invalid_json",
-            &["recursion"],
+            &["labels", "invalid type"],
+        ),
+        json_case(
+            s,
+            format!(r#"{{"name": {}}}"#, nested(100_000, "[", "]")),
+            400,
+            "invalid_json",
+            &["name", "invalid type"],
         ),
         json_case(
             s,
             b"{\"name\": \"\xc3\x28\"}".to_vec(),
             400,
             "invalid_json",
-            &["UTF-8"],
+            &["name", "unicode"],
         ),
         json_case(
             &exec,
@@ -569,7 +566,14 @@ async fn sandbox_routes_refuse_bad_input_with_a_clear_4xx() {
             nested(100_000, "[", "]"),
             400,
             "invalid_json",
-            &["recursion"],
+            &["invalid type"],
+        ),
+        json_case(
+            &exec,
+            format!(r#"{{"code": "x", "args": {}}}"#, nested(100_000, "[", "]")),
+            400,
+            "invalid_json",
+            &["args"],
         ),
         Case {
             content_type: Some("text/plain"),
@@ -648,48 +652,77 @@ async fn sandbox_routes_refuse_bad_input_with_a_clear_4xx() {
             "invalid_json",
             &["sandbox_id"],
         ),
-        json_case(
-            "/api/v2/execute",
-            r#"{"language": "python", "files": []}"#,
-            400,
-            "invalid_request",
-            &["files"],
-        ),
-        json_case(
-            "/api/v2/execute",
-            r#"{"language": "cobol", "files": [{"content": "x"}]}"#,
-            400,
-            "unknown_language",
-            &["cobol"],
-        ),
-        json_case(
-            "/api/v2/execute",
-            r#"{"language": "python", "files": [{"content": "x"}], "run_timeout": -5}"#,
-            400,
-            "invalid_request",
-            &["run_timeout"],
-        ),
-        json_case(
-            "/api/v2/execute",
-            r#"{"language": "python", "files": [{"content": "x"}], "run_timeout": 1.5}"#,
-            400,
-            "invalid_json",
-            &["run_timeout"],
-        ),
-        json_case(
-            "/api/v2/execute",
-            r#"{"language": "python", "files": [{"content": "x"}], "run_memory_limit": -1}"#,
-            400,
-            "invalid_request",
-            &["run_memory_limit"],
-        ),
-        json_case(
-            "/api/v2/execute",
-            r#"{"language": "python", "files": [{"content": "x"}], "run_timeout": 9223372036854775807}"#,
-            400,
-            "invalid_request",
-            &["run_timeout"],
-        ),
     ];
     check_all(&app, cases).await;
+}
+
+/// Piston's route answers errors in Piston's own shape, `{"message"}` (its clients read that),
+/// with the same rule: a 4xx that names the field and why. (`-1` limits are Piston's "the
+/// configured limit", not an error.)
+#[tokio::test]
+async fn piston_refuses_bad_input_with_a_clear_4xx_in_its_own_shape() {
+    let app = app();
+    let one = r#""files": [{"content": "x"}]"#;
+    let cases: Vec<(String, u16, &[&str])> = vec![
+        (
+            r#"{"language": "python", "files": []}"#.into(),
+            400,
+            &["files"],
+        ),
+        (
+            format!(r#"{{"language": "cobol", {one}}}"#),
+            400,
+            &["cobol"],
+        ),
+        (
+            format!(r#"{{"language": "python", {one}, "run_timeout": -5}}"#),
+            400,
+            &["run_timeout"],
+        ),
+        (
+            format!(r#"{{"language": "python", {one}, "run_timeout": 1.5}}"#),
+            400,
+            &["run_timeout", "floating point"],
+        ),
+        (
+            format!(r#"{{"language": "python", {one}, "run_memory_limit": "big"}}"#),
+            400,
+            &["run_memory_limit"],
+        ),
+        (
+            format!(r#"{{"language": "python", {one}, "run_timeout": 9223372036854775807}}"#),
+            400,
+            &["timeout"],
+        ),
+        (
+            format!(
+                r#"{{"language": "python", {one}, "args": {}}}"#,
+                nested(100_000, "[", "]")
+            ),
+            400,
+            &["args"],
+        ),
+        (
+            r#"{"language": "python", "files": [{"content": 5}]}"#.into(),
+            400,
+            &["files[0].content"],
+        ),
+        ("\u{0}\u{1}garbage".into(), 400, &["expected"]),
+    ];
+    let mut failures = Vec::new();
+    for (body, want, says) in cases {
+        let (status, v) = call(
+            &app,
+            "POST",
+            "/api/v2/execute",
+            Some("application/json"),
+            body.clone().into_bytes(),
+        )
+        .await;
+        let message = v["message"].as_str().unwrap_or_default();
+        if status.as_u16() != want || says.iter().any(|w| !message.contains(w)) {
+            failures.push(format!("{body:.80}: {status} {v}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -918,7 +918,10 @@ async fn exec_helper(
             let _ = child.start_kill();
         }
         let _ = child.wait().await;
+        // Killed by a signal, that is (a helper that exits with a status ended by its own
+        // fault: an internal error, as before).
         if let Some(status) = died
+            && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
             && matches!(result, Err(BackendError::Internal(_)))
         {
             // Its sandbox's processes are dying with it; make sure, then remove its leaves

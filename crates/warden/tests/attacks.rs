@@ -491,92 +491,10 @@ impl Suite {
         } else if status != 200 {
             v.own.push(format!("answered {status}: {body:.300}"));
         } else {
-            self.check_result(attack, &result, &mut v);
+            check_result(attack, &result, &mut v);
         }
         self.check_host(&marker, &mut v);
         v
-    }
-
-    fn check_result(&self, attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
-        let stdout = r["stdout"].as_str().unwrap_or_default();
-        let stderr = r["stderr"].as_str().unwrap_or_default();
-        let reason = r["reason"].as_str().unwrap_or_default();
-        let tail = stdout.chars().rev().take(300).collect::<String>();
-        let tail: String = tail.chars().rev().collect();
-        if !attack.reason.iter().any(|want| want == reason) {
-            v.own.push(format!(
-                "reason {reason:?}, not one of {:?}; stdout ends {tail:?}; stderr {:.300}",
-                attack.reason, stderr
-            ));
-        }
-        for want in &attack.shows {
-            if !stdout.contains(want.as_str()) {
-                v.own.push(format!(
-                    "stdout lacks {want:?} (the attack did not run through): {tail:?} {stderr:.300}"
-                ));
-            }
-        }
-        for text in [stdout, stderr] {
-            for line in text.lines().filter(|l| l.contains(BROKEN)) {
-                v.own.push(format!("it worked: {line:.300}"));
-            }
-            for bad in &attack.forbidden {
-                if text.contains(bad.as_str()) {
-                    v.own.push(format!("output shows {bad:?}"));
-                }
-            }
-            let marker = "\n[warden: output truncated at 65536 bytes]\n";
-            if text.len() > MAX_OUTPUT + marker.len() {
-                v.host
-                    .push(format!("{} bytes of output past the cap", text.len()));
-            }
-        }
-        let artifacts = r["artifacts"].as_array().cloned().unwrap_or_default();
-        if artifacts.len() > MAX_ARTIFACTS {
-            v.host
-                .push(format!("{} artifacts past the cap", artifacts.len()));
-        }
-        let total: u64 = artifacts
-            .iter()
-            .map(|a| a["size"].as_u64().unwrap_or(0))
-            .sum();
-        if total > MAX_ARTIFACT_BYTES {
-            v.host
-                .push(format!("{total} bytes of artifacts past the cap"));
-        }
-        use base64::Engine as _;
-        for a in &artifacts {
-            let name = a["name"].as_str().unwrap_or_default();
-            if name.is_empty()
-                || name.starts_with('/')
-                || name.split('/').any(|c| c == ".." || c.is_empty())
-                || name.chars().any(char::is_control)
-            {
-                v.host.push(format!("an artifact named {name:?}"));
-            }
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(a["bytes"].as_str().unwrap_or_default())
-                .unwrap_or_default();
-            let text = String::from_utf8_lossy(&bytes);
-            if text.contains("root:x:0:0") || text.contains("root:*:") || text.contains("root:!") {
-                v.host
-                    .push(format!("artifact {name:?} holds host data: {text:.80}"));
-            }
-        }
-        let skipped = r["skipped_artifacts"].as_array().map_or(0, Vec::len);
-        if skipped > 100 {
-            v.host
-                .push(format!("{skipped} skipped artifacts listed: unbounded"));
-        }
-        if let Some(want) = &attack.artifacts {
-            let names: Vec<&str> = artifacts
-                .iter()
-                .filter_map(|a| a["name"].as_str())
-                .collect();
-            if names != want.iter().map(String::as_str).collect::<Vec<_>>() {
-                v.own.push(format!("artifacts {names:?}, not {want:?}"));
-            }
-        }
     }
 
     /// The host after a run: the daemon, leftovers, the witness, the host's services.
@@ -625,6 +543,89 @@ impl Suite {
                 v.host
                     .push(format!("the host's {what} service was reached {n} times"));
             }
+        }
+    }
+}
+
+/// The checks of one answer against the table and the caps (see `attacks.toml`).
+fn check_result(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
+    let stdout = r["stdout"].as_str().unwrap_or_default();
+    let stderr = r["stderr"].as_str().unwrap_or_default();
+    let reason = r["reason"].as_str().unwrap_or_default();
+    let tail = stdout.chars().rev().take(300).collect::<String>();
+    let tail: String = tail.chars().rev().collect();
+    if !attack.reason.iter().any(|want| want == reason) {
+        v.own.push(format!(
+            "reason {reason:?}, not one of {:?}; stdout ends {tail:?}; stderr {:.300}",
+            attack.reason, stderr
+        ));
+    }
+    for want in &attack.shows {
+        if !stdout.contains(want.as_str()) {
+            v.own.push(format!(
+                "stdout lacks {want:?} (the attack did not run through): {tail:?} {stderr:.300}"
+            ));
+        }
+    }
+    for text in [stdout, stderr] {
+        for line in text.lines().filter(|l| l.contains(BROKEN)) {
+            v.own.push(format!("it worked: {line:.300}"));
+        }
+        for bad in &attack.forbidden {
+            if text.contains(bad.as_str()) {
+                v.own.push(format!("output shows {bad:?}"));
+            }
+        }
+        let marker = "\n[warden: output truncated at 65536 bytes]\n";
+        if text.len() > MAX_OUTPUT + marker.len() {
+            v.host
+                .push(format!("{} bytes of output past the cap", text.len()));
+        }
+    }
+    let artifacts = r["artifacts"].as_array().cloned().unwrap_or_default();
+    if artifacts.len() > MAX_ARTIFACTS {
+        v.host
+            .push(format!("{} artifacts past the cap", artifacts.len()));
+    }
+    let total: u64 = artifacts
+        .iter()
+        .map(|a| a["size"].as_u64().unwrap_or(0))
+        .sum();
+    if total > MAX_ARTIFACT_BYTES {
+        v.host
+            .push(format!("{total} bytes of artifacts past the cap"));
+    }
+    use base64::Engine as _;
+    for a in &artifacts {
+        let name = a["name"].as_str().unwrap_or_default();
+        if name.is_empty()
+            || name.starts_with('/')
+            || name.split('/').any(|c| c == ".." || c.is_empty())
+            || name.chars().any(char::is_control)
+        {
+            v.host.push(format!("an artifact named {name:?}"));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(a["bytes"].as_str().unwrap_or_default())
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        if text.contains("root:x:0:0") || text.contains("root:*:") || text.contains("root:!") {
+            v.host
+                .push(format!("artifact {name:?} holds host data: {text:.80}"));
+        }
+    }
+    let skipped = r["skipped_artifacts"].as_array().map_or(0, Vec::len);
+    if skipped > 100 {
+        v.host
+            .push(format!("{skipped} skipped artifacts listed: unbounded"));
+    }
+    if let Some(want) = &attack.artifacts {
+        let names: Vec<&str> = artifacts
+            .iter()
+            .filter_map(|a| a["name"].as_str())
+            .collect();
+        if names != want.iter().map(String::as_str).collect::<Vec<_>>() {
+            v.own.push(format!("artifacts {names:?}, not {want:?}"));
         }
     }
 }
@@ -777,5 +778,70 @@ fn every_attack_program_is_in_the_table() {
             "{}: no comment saying what it tries",
             a.file
         );
+    }
+}
+
+/// The checks catch what they are for: an answer in which every attack "worked" fails each of
+/// them, and a clean one fails none (so a passing suite means the attacks were contained, not
+/// that the checks could not fail).
+#[test]
+fn the_checks_catch_an_attack_that_worked() {
+    use base64::Engine as _;
+    let attack: Attack = toml::from_str(
+        r#"
+        file = "x.py"
+        language = "python"
+        tries = "everything"
+        reason = ["exited"]
+        shows = ["ATTEMPTED"]
+        forbidden = ["s3cret"]
+        artifacts = ["a.txt"]
+        "#,
+    )
+    .unwrap();
+    let clean = serde_json::json!({
+        "stdout": "ATTEMPTED\n", "stderr": "", "reason": "exited",
+        "artifacts": [{"name": "a.txt", "size": 1, "bytes": "eA=="}],
+        "skipped_artifacts": [],
+    });
+    let mut v = Verdict::default();
+    check_result(&attack, &clean, &mut v);
+    assert!(
+        v.own.is_empty() && v.host.is_empty(),
+        "{:?} {:?}",
+        v.own,
+        v.host
+    );
+    let passwd = base64::engine::general_purpose::STANDARD.encode("root:x:0:0:root:/root:/bin/sh");
+    let artifact = |name: &str| serde_json::json!({"name": name, "size": 1, "bytes": "eA=="});
+    let broken = serde_json::json!({
+        "stdout": format!("BROKEN: read /etc/shadow\ns3cret\n{}", "y".repeat(MAX_OUTPUT + 100)),
+        "stderr": "",
+        "reason": "timeout",
+        "artifacts": [
+            {"name": "passwd", "size": 30, "bytes": passwd},
+            artifact("../up"), artifact("/abs"), artifact("esc\u{1b}[31m"), artifact("5"),
+            artifact("6"),
+        ],
+        "skipped_artifacts": vec![serde_json::json!({"name": "x", "why": "y"}); 101],
+    });
+    let mut v = Verdict::default();
+    check_result(&attack, &broken, &mut v);
+    let all = [v.own, v.host].concat().join("\n");
+    for caught in [
+        "reason \"timeout\"",
+        "stdout lacks \"ATTEMPTED\"",
+        "it worked: BROKEN: read /etc/shadow",
+        "output shows \"s3cret\"",
+        "bytes of output past the cap",
+        "6 artifacts past the cap",
+        "holds host data",
+        "an artifact named \"../up\"",
+        "an artifact named \"/abs\"",
+        "an artifact named \"esc",
+        "101 skipped artifacts",
+        "not [\"a.txt\"]",
+    ] {
+        assert!(all.contains(caught), "not caught: {caught}: {all}");
     }
 }

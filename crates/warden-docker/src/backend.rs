@@ -16,7 +16,10 @@
 
 use crate::archive;
 use crate::error::DockerError;
-use crate::plan::{ContainerPlan, LABEL_PID, LABEL_SANDBOX, PlanInput, Role};
+use crate::plan::{
+    ContainerPlan, LABEL_PID, LABEL_PID_NAMESPACE, LABEL_SANDBOX, PlanInput, Role,
+    own_pid_namespace,
+};
 use crate::relay::{self, Relayed};
 use crate::wrapper;
 use bollard::Docker;
@@ -822,8 +825,9 @@ impl Backend for DockerBackend {
     }
 
     /// Removes the containers labelled by Warden whose sandbox id is not in `live`, unless
-    /// this process is running them (one-shots in flight) or another live Warden process
-    /// created them.
+    /// this process is running them (one-shots in flight), another live Warden process
+    /// created them, or a Warden process of another pid namespace did (whether it lives
+    /// cannot be told from here).
     async fn remove_orphans(&self, live: &[String]) -> Result<usize, BackendError> {
         let sh = &self.shared;
         let docker = sh.docker().await?;
@@ -838,6 +842,7 @@ impl Backend for DockerBackend {
         let containers = sh
             .call("list containers", "", docker.list_containers(Some(options)))
             .await?;
+        let own_namespace = own_pid_namespace();
         let mut removed = 0;
         for c in containers {
             let Some(id) = c.labels.as_ref().and_then(|l| l.get(LABEL_SANDBOX)) else {
@@ -850,6 +855,15 @@ impl Backend for DockerBackend {
                 .map(|n| n.trim_start_matches('/').to_owned())
                 .unwrap_or_default();
             if live.contains(id) || sh.in_flight.lock().expect("not poisoned").contains(&name) {
+                continue;
+            }
+            let made_elsewhere = c
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_PID_NAMESPACE))
+                .is_some_and(|ns| Some(ns) != own_namespace.as_ref());
+            if made_elsewhere {
+                // Its pid means nothing in this pid namespace: not ours to judge.
                 continue;
             }
             if let Some(pid) = c.labels.as_ref().and_then(|l| l.get(LABEL_PID))

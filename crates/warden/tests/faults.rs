@@ -414,6 +414,10 @@ impl EngineProxy {
     }
 }
 
+/// The docker tests run one at a time: orphan removal from this process would take the other
+/// test's running container (made by this same process, by another backend) for an orphan.
+static DOCKER: Mutex<()> = Mutex::new(());
+
 fn docker_available() -> bool {
     std::process::Command::new("docker")
         .arg("info")
@@ -448,6 +452,7 @@ fn the_docker_engine_going_away_mid_run_is_a_clear_error_and_nothing_is_left() {
         );
         return;
     }
+    let _alone = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
     use warden_engine::Backend;
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("engine.sock");
@@ -551,4 +556,69 @@ fn the_docker_engine_going_away_mid_run_is_a_clear_error_and_nothing_is_left() {
             "the program outlived its container"
         );
     });
+}
+
+/// Orphan removal judges a container by its Warden's pid only within that Warden's pid
+/// namespace: a daemon inside `unshare --pid` must not take the host's live daemons'
+/// containers for orphans (their pids are not in its /proc), nor they its.
+#[test]
+fn orphan_removal_leaves_other_pid_namespaces_containers_alone() {
+    require_root!();
+    if !docker_available() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "unavailable: docker faults: the Docker engine does not answer"
+        );
+        return;
+    }
+    let _alone = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
+    use warden_engine::Backend;
+    let tag = format!("orphan-ns-{}", std::process::id());
+    let own_ns = warden_docker::plan::own_pid_namespace().unwrap();
+    // Both made "by" pid 999999999, which no process here has: one in this namespace (an
+    // orphan), one in another.
+    let run = |name: &str, ns: &str| {
+        let out = std::process::Command::new("docker")
+            .args(["run", "-d", "--name", name, "--label"])
+            .arg(format!("dev.warden.sandbox={name}"))
+            .args(["--label", "dev.warden.pid=999999999", "--label"])
+            .arg(format!("dev.warden.pidns={ns}"))
+            .args(["--label", &format!("faults-test={tag}")])
+            .args(["warden-python:3.11", "sleep", "120"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let here = format!("{tag}-here");
+    let elsewhere = format!("{tag}-elsewhere");
+    run(&here, &own_ns);
+    run(&elsewhere, "1");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let removed = rt.block_on(async {
+        let backend = warden_docker::DockerBackend::new(Default::default());
+        backend.remove_orphans(&[]).await
+    });
+    let left = |name: &str| {
+        let out = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter", &format!("name=^{name}$")])
+            .output()
+            .unwrap();
+        !out.stdout.is_empty()
+    };
+    let (here_left, elsewhere_left) = (left(&here), left(&elsewhere));
+    for name in [&here, &elsewhere] {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "-f", name])
+            .output();
+    }
+    assert!(removed.is_ok(), "{removed:?}");
+    assert!(!here_left, "an orphan of this namespace was kept");
+    assert!(elsewhere_left, "another namespace's container was removed");
 }

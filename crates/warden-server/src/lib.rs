@@ -185,6 +185,7 @@ async fn not_found() -> ApiError {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
+    state.metrics.observe_pools(&state.sandboxes.pool_status());
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -217,7 +217,8 @@ pub struct Profile {
     /// Sandboxes of this profile kept ready by `warden serve`, each with its default Python
     /// context already started (and `preload_modules` imported), so that create and the first
     /// cell pay no start-up. Default: 0 (no pool). Each pooled sandbox holds an idle
-    /// interpreter; at most 32. Needs a Python runtime and `network_enabled = false`.
+    /// interpreter; at most 32. Needs a Python runtime and `network_enabled = false`, and a
+    /// backend with contexts (the jail; on another the daemon disables the pool at start).
     pub pool_size: u32,
     /// Modules imported into a sandbox's default context when its interpreter starts (before
     /// the first cell, so a pooled sandbox has paid for them before the request arrives). They
@@ -1005,7 +1006,9 @@ fn validate_pool(
         if module.len() > 128 || !module.split('.').all(identifier) {
             return Err((
                 key("preload_modules"),
-                format!("{module:?} is not a module name such as \"pandas\" or \"matplotlib.pyplot\""),
+                format!(
+                    "{module:?} is not a module name such as \"pandas\" or \"matplotlib.pyplot\""
+                ),
             ));
         }
         let allowed = p
@@ -1017,7 +1020,9 @@ fn validate_pool(
         if checks_imports && !allowed {
             return Err((
                 key("preload_modules"),
-                format!("{module:?} is not in the profile's forbidden_imports allowed_modules (a cell could not import it)"),
+                format!(
+                    "{module:?} is not in the profile's forbidden_imports allowed_modules (a cell could not import it)"
+                ),
             ));
         }
     }

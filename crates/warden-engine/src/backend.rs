@@ -203,6 +203,12 @@ pub struct Unsupported {
 pub trait Backend: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
 
+    /// Whether its sandboxes have contexts ([`BackendSandbox::create_context`]); a warm pool
+    /// needs them. Default: no.
+    fn supports_contexts(&self) -> bool {
+        false
+    }
+
     /// The suite's promises this backend cannot keep here (default: none).
     fn unsupported(&self) -> Vec<Unsupported> {
         Vec::new()

@@ -15,10 +15,14 @@
 //! - Pooled sandboxes are not in the registry of live sandboxes: they count against no
 //!   owner's or the process's limit and no TTL ends them until they are taken; a taken one's
 //!   TTLs start at the take.
+//! - A profile whose backend has no contexts or is missing in this process gets no pool, and
+//!   a build the backend refuses (a limit it cannot apply) ends the pool's refill; each says
+//!   so in one log line, and creates are then built on demand, as without a pool. Other
+//!   failures are retried with a backoff.
 //! - After [`Sandboxes::close_pools`] no sandbox is added, every pooled one is destroyed and
 //!   the refill tasks have ended (a build in progress finishes and is destroyed).
 
-use crate::backend::{BackendSandbox, ExecPlan, SandboxSpec};
+use crate::backend::{BackendError, BackendSandbox, ExecPlan, SandboxSpec};
 use crate::contexts::DEFAULT_CONTEXT;
 use crate::sandboxes::{new_sandbox_id, sandbox_spec};
 use crate::{EngineError, Sandboxes};
@@ -215,6 +219,20 @@ impl Sandboxes {
         let mut fillers = self.pools.fillers.lock().expect("not poisoned");
         for (profile, size) in sized {
             self.pools.count(&profile, |c| c.size = size);
+            match self.engine().backend_for(&profile) {
+                Ok(backend) if backend.supports_contexts() => {}
+                Ok(backend) => {
+                    eprintln!(
+                        "warden: pool of profile {profile:?} disabled: the {} backend has no contexts",
+                        backend.name()
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    eprintln!("warden: pool of profile {profile:?} disabled: {e}");
+                    continue;
+                }
+            }
             let sandboxes = self.clone();
             fillers.push(tokio::spawn(async move {
                 sandboxes.refill(profile, size as usize).await;
@@ -246,10 +264,11 @@ impl Sandboxes {
         for filler in fillers {
             let _ = filler.await;
         }
-        let pooled: Vec<Pooled> = std::mem::take(&mut *self.pools.ready.lock().expect("not poisoned"))
-            .into_values()
-            .flatten()
-            .collect();
+        let pooled: Vec<Pooled> =
+            std::mem::take(&mut *self.pools.ready.lock().expect("not poisoned"))
+                .into_values()
+                .flatten()
+                .collect();
         for p in pooled {
             discard(p).await;
         }
@@ -260,6 +279,8 @@ impl Sandboxes {
         let mut closed = self.pools.closed.subscribe();
         let mut backoff = FIRST_BACKOFF;
         loop {
+            // Registered before the checks, so a take during them still wakes this task.
+            let woken = self.pools.wake.notified();
             if self.pools.is_closed() {
                 return;
             }
@@ -282,6 +303,16 @@ impl Sandboxes {
                             .push_back(pooled);
                         continue;
                     }
+                    Err(
+                        e @ (EngineError::BackendUnavailable { .. }
+                        | EngineError::Backend(BackendError::Refused(_))),
+                    ) => {
+                        // Never going to work here (no such backend in this process, or it
+                        // has no contexts, or refuses the profile): said once, not retried.
+                        self.pools.count(&profile, |c| c.failed += 1);
+                        eprintln!("warden: pool of profile {profile:?} disabled: {e}");
+                        return;
+                    }
                     Err(e) => {
                         self.pools.count(&profile, |c| c.failed += 1);
                         eprintln!(
@@ -294,7 +325,6 @@ impl Sandboxes {
                 }
             }
             // Woken by a take, by the close, or after the pause.
-            let woken = self.pools.wake.notified();
             tokio::select! {
                 () = woken => {}
                 _ = closed.wait_for(|c| *c) => return,
@@ -426,6 +456,9 @@ mod tests {
         fn name(&self) -> &'static str {
             "fake"
         }
+        fn supports_contexts(&self) -> bool {
+            true
+        }
         fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
             Ok(())
         }
@@ -528,10 +561,16 @@ mod tests {
         let built = warm.built.lock().unwrap().clone();
         assert!(built.len() >= 2, "{built:?}");
         let (a, b) = (&built[0], &built[1]);
-        assert_eq!((a.spec.id.as_str(), b.spec.id.as_str()), (first.id.as_str(), second.id.as_str()));
+        assert_eq!(
+            (a.spec.id.as_str(), b.spec.id.as_str()),
+            (first.id.as_str(), second.id.as_str())
+        );
         for pooled in [a, b] {
             assert_eq!(built_from(&pooled.spec), built_from(&on_demand.spec));
-            assert_eq!(*pooled.contexts.lock().unwrap(), *on_demand.contexts.lock().unwrap());
+            assert_eq!(
+                *pooled.contexts.lock().unwrap(),
+                *on_demand.contexts.lock().unwrap()
+            );
         }
         let context = on_demand.contexts.lock().unwrap()[0].clone();
         assert_eq!(context.preload, ["json"]);
@@ -554,7 +593,13 @@ mod tests {
         // The pooled sandboxes count for nobody until taken.
         assert_eq!(s.count(), 2);
         s.destroy_all().await;
-        assert!(warm.built.lock().unwrap().iter().all(|b| b.destroyed.load(Ordering::SeqCst)));
+        assert!(
+            warm.built
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|b| b.destroyed.load(Ordering::SeqCst))
+        );
     }
 
     #[tokio::test]
@@ -575,6 +620,103 @@ mod tests {
         s.create(create(Some(200))).await.unwrap();
         assert_eq!(status(&s).taken, 1);
         s.destroy_all().await;
+    }
+
+    #[tokio::test]
+    async fn a_backend_without_contexts_gets_no_pool_and_a_refusal_stops_the_refill() {
+        let settings = Arc::new(Settings::from_toml(SETTINGS, "test").unwrap());
+        // Says so: no refill task at all, nothing built.
+        let s = Sandboxes::new(
+            Engine::new(settings.clone())
+                .with_backend(BackendKind::Jail, Arc::new(PlainBackend(false))),
+            8,
+        );
+        s.start_pools();
+        assert!(s.pools.fillers.lock().unwrap().is_empty());
+        assert_eq!((status(&s).size, status(&s).ready), (1, 0));
+        // Claims contexts but refuses them: one failed build, then the refill ends by itself.
+        let s = Sandboxes::new(
+            Engine::new(settings).with_backend(BackendKind::Jail, Arc::new(PlainBackend(true))),
+            8,
+        );
+        s.start_pools();
+        let fillers = std::mem::take(&mut *s.pools.fillers.lock().unwrap());
+        assert_eq!(fillers.len(), 1);
+        for filler in fillers {
+            tokio::time::timeout(Duration::from_secs(5), filler)
+                .await
+                .expect("the refill stops")
+                .unwrap();
+        }
+        assert_eq!((status(&s).failed, status(&s).ready), (1, 0));
+    }
+
+    /// Builds sandboxes without contexts (the trait's refusing defaults); `.0`: whether it
+    /// claims to support them.
+    #[derive(Debug)]
+    struct PlainBackend(bool);
+
+    #[derive(Debug)]
+    struct PlainSandbox;
+
+    #[async_trait::async_trait]
+    impl BackendSandbox for PlainSandbox {
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Err(BackendError::Internal("not in this fake".into()))
+        }
+        async fn write_file(
+            &self,
+            _: &warden_types::WorkspacePath,
+            _: Vec<u8>,
+        ) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn read_file(
+            &self,
+            _: &warden_types::WorkspacePath,
+            _: u64,
+        ) -> Result<Vec<u8>, BackendError> {
+            Ok(vec![])
+        }
+        async fn list_files(&self, _: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
+            Ok(vec![])
+        }
+        async fn destroy(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for PlainBackend {
+        fn name(&self) -> &'static str {
+            "plain"
+        }
+        fn supports_contexts(&self) -> bool {
+            self.0
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Err(BackendError::Internal("not in this fake".into()))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            Ok(Arc::new(PlainSandbox))
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
     }
 
     #[tokio::test]

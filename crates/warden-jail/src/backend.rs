@@ -669,6 +669,10 @@ impl Backend for JailBackend {
         "jail"
     }
 
+    fn supports_contexts(&self) -> bool {
+        true
+    }
+
     fn unsupported(&self) -> Vec<warden_engine::Unsupported> {
         vec![warden_engine::Unsupported {
             promise: "orphans",

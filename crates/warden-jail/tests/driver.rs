@@ -380,8 +380,7 @@ fn preloaded_modules_are_loaded_before_ready_and_stay_out_of_the_globals() {
          [n for n in ('colorsys', 'xml') if n in globals()], sys.argv[1:])",
     );
     assert_eq!(
-        r["text"],
-        "(['colorsys', 'xml.dom.minidom'], [], [])",
+        r["text"], "(['colorsys', 'xml.dom.minidom'], [], [])",
         "{r}"
     );
     d.finish();

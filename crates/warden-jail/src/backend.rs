@@ -321,6 +321,11 @@ impl JailSandbox {
         let b = &self.backend;
         let mut argv = spec.command.clone();
         argv.push(format!("{CODE_DIR}/{PYTHON_DRIVER_FILE}"));
+        if !spec.preload.is_empty() {
+            // Read and removed from sys.argv by the driver before any user code runs.
+            argv.push("--preload".into());
+            argv.push(spec.preload.join(","));
+        }
         let budget = spec.limits.max_artifact_bytes.max(1024 * 1024);
         let mut plan = JailPlan::build(PlanInput {
             argv,
@@ -608,6 +613,21 @@ impl BackendSandbox for JailSandbox {
         Ok(())
     }
 
+    async fn context_alive(&self, id: &str) -> bool {
+        if self.workspace().is_err() {
+            return false;
+        }
+        let Ok(slot) = self.context_slot(id) else {
+            return false;
+        };
+        // A slot held by a running cell is in use, so certainly not waiting in a pool; the
+        // caller asks only about idle sandboxes and gets `false` here rather than a wait.
+        let Ok(mut slot) = slot.try_lock() else {
+            return false;
+        };
+        slot.live.as_mut().is_some_and(|live| live.is_alive())
+    }
+
     async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
         let Some(slot) = self.contexts.lock().expect("not poisoned").remove(id) else {
             return Ok(());
@@ -647,6 +667,10 @@ impl Utf8Carry {
 impl Backend for JailBackend {
     fn name(&self) -> &'static str {
         "jail"
+    }
+
+    fn supports_contexts(&self) -> bool {
+        true
     }
 
     fn unsupported(&self) -> Vec<warden_engine::Unsupported> {

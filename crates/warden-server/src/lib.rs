@@ -194,6 +194,7 @@ async fn method_not_allowed(method: axum::http::Method) -> ApiError {
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
+    state.metrics.observe_pools(&state.sandboxes.pool_status());
     (
         [(
             axum::http::header::CONTENT_TYPE,

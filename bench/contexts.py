@@ -7,9 +7,22 @@ are reported separately and together (p50, p90, p99, max). For comparison it als
 the same rounds, a plain execution of `x + 1` in the same sandbox (a fresh sandboxed process
 each time) and, once per round, the creation of a new context plus its first cell.
 
+With --warm-rounds N (issue 4's warm starts) it also times, interleaved in a shuffled order
+each round: creating a sandbox of --warm-profile (data_science: a pooled one, its default
+context started and pandas imported) plus running WARM_CODE in its default context, through
+HTTP; the same with a sandbox that cannot come from the pool (memory_mb one below the
+profile's: built on demand, pandas imported by the cell); and bare `/usr/bin/python3 -c
+WARM_CODE` outside any sandbox. Before each pooled sample it waits (untimed) until the pool
+holds a sandbox again, so the row measures a warm start; whether each create was served by
+the pool is read from /metrics (warden_pool_taken_total) and reported. Sandboxes are deleted
+untimed.
+
 usage: contexts.py ADDR [--rounds N] [--warmup N] [--profile NAME] [--json FILE]
+                        [--warm-rounds N] [--warm-profile NAME]
 """
-import argparse, http.client, json, statistics, sys, time
+import argparse, http.client, json, random, statistics, subprocess, sys, time
+
+WARM_CODE = "import pandas as pd; pd.DataFrame({'a':[1,2]}).sum()"
 
 
 class Api:
@@ -41,6 +54,59 @@ def row(name, samples):
     )
 
 
+def pool_metric(api, name, profile):
+    api.conn.request("GET", "/metrics")
+    text = api.conn.getresponse().read().decode()
+    prefix = f'warden_pool_{name}{{profile="{profile}"}} '
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return int(line[len(prefix):])
+    sys.exit(f"no {prefix.strip()} in /metrics: is pool_size set for {profile}?")
+
+
+def warm_starts(api, rounds, profile, memory_mb):
+    """Returns the samples (ms) of: pooled create + cell, on-demand create + cell, bare python."""
+    samples = {"pool": [], "on_demand": [], "bare": []}
+    served = 0
+
+    def sandbox_cell(body):
+        start = time.perf_counter()
+        sb, _ = api.call("POST", "/v1/sandboxes", body)
+        r, _ = api.call("POST", f"/v1/sandboxes/{sb['id']}/exec", {"code": WARM_CODE, "context": "default"})
+        elapsed = (time.perf_counter() - start) * 1000
+        if r.get("error") or "a    3" not in (r.get("text") or ""):
+            sys.exit(f"unexpected warm answer: {r}")
+        api.call("DELETE", f"/v1/sandboxes/{sb['id']}")
+        return elapsed
+
+    def bare():
+        start = time.perf_counter()
+        out = subprocess.run(["/usr/bin/python3", "-c", WARM_CODE], capture_output=True)
+        elapsed = (time.perf_counter() - start) * 1000
+        if out.returncode != 0:
+            sys.exit(f"bare python failed: {out.stderr[-500:]!r}")
+        return elapsed
+
+    for _ in range(rounds):
+        kinds = list(samples)
+        random.shuffle(kinds)
+        for kind in kinds:
+            if kind == "pool":
+                deadline = time.time() + 120
+                while pool_metric(api, "ready", profile) < 1:
+                    if time.time() > deadline:
+                        sys.exit("the pool did not refill within 120 s")
+                    time.sleep(0.05)
+                taken = pool_metric(api, "taken_total", profile)
+                samples[kind].append(sandbox_cell({"profile": profile}))
+                served += pool_metric(api, "taken_total", profile) - taken
+            elif kind == "on_demand":
+                samples[kind].append(sandbox_cell({"profile": profile, "memory_mb": memory_mb}))
+            else:
+                samples[kind].append(bare())
+    return samples, served
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("addr")
@@ -49,6 +115,10 @@ def main():
     ap.add_argument("--profile", default="standard")
     ap.add_argument("--create-rounds", type=int, default=20)
     ap.add_argument("--json")
+    ap.add_argument("--warm-rounds", type=int, default=0)
+    ap.add_argument("--warm-profile", default="data_science")
+    ap.add_argument("--warm-memory-mb", type=int, default=511,
+                    help="the on-demand row's memory_mb: anything but the profile's own")
     a = ap.parse_args()
     api = Api(a.addr)
     sandbox, _ = api.call("POST", "/v1/sandboxes", {"profile": a.profile})
@@ -84,9 +154,23 @@ def main():
     print(row("create a context + its first cell `1 + 1`", create))
     p50 = pct(assign + read, 50)
     print(f"\ncontext exec p50 = {p50:.2f} ms (target < 5 ms): {'met' if p50 < 5 else 'not met'}")
+    results = {"assign": assign, "read": read, "plain": plain, "create": create}
+    if a.warm_rounds:
+        warm, served = warm_starts(api, a.warm_rounds, a.warm_profile, a.warm_memory_mb)
+        print(f"\nWarm starts: `{WARM_CODE}`, {a.warm_rounds} interleaved rounds\n")
+        print("| request | n | p50 ms | p90 | p99 | max | mean |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        print(row(f"create ({a.warm_profile}, pooled) + the cell in its default context", warm["pool"]))
+        print(row(f"create ({a.warm_profile}, memory_mb {a.warm_memory_mb}: on demand) + the cell", warm["on_demand"]))
+        print(row("bare `/usr/bin/python3 -c` (no sandbox)", warm["bare"]))
+        ratio = pct(warm["bare"], 50) / pct(warm["pool"], 50)
+        print(f"\npooled creates served by the pool: {served} of {len(warm['pool'])}")
+        print(f"bare python p50 / pooled p50 = {ratio:.1f}x (target >= 10x): "
+              f"{'met' if ratio >= 10 else 'not met'}")
+        results["warm"] = warm
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"assign": assign, "read": read, "plain": plain, "create": create}, f)
+            json.dump(results, f)
 
 
 if __name__ == "__main__":

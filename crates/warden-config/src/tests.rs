@@ -79,6 +79,59 @@ fn builtin_defaults_are_the_source_documents_profiles() {
     let ds = s.profile("data_science").unwrap();
     assert_eq!((ds.timeout_seconds, ds.max_memory_mb), (60.0, 512));
     assert_eq!(ds.enabled_policies, ["resource_quota"]);
+    // The data-science profile keeps two sandboxes warm, with its libraries imported.
+    assert_eq!(ds.pool_size, 2);
+    assert_eq!(
+        ds.preload_modules,
+        ["numpy", "pandas", "matplotlib", "matplotlib.pyplot"]
+    );
+    assert_eq!((std.pool_size, std.preload_modules.len()), (0, 0));
+}
+
+#[test]
+fn a_profile_without_pool_keys_has_no_pool() {
+    let s = Settings::from_toml("[sandbox.profiles.standard]\n", "t").unwrap();
+    let p = s.profile("standard").unwrap();
+    assert_eq!((p.pool_size, p.preload_modules.len()), (0, 0));
+}
+
+#[test]
+fn pool_keys_are_checked_and_named() {
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npool_size = 33\n"),
+        @"test.toml: sandbox.profiles.standard.pool_size: must be at most 32 (each pooled sandbox holds an interpreter)"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npool_size = -1\n"),
+        @"test.toml: sandbox.profiles.standard.pool_size: invalid value: integer `-1`, expected u32"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npool_size = 1\n[sandbox.profiles.standard.runtime]\nlanguage = \"bash\"\n"),
+        @"test.toml: sandbox.profiles.standard.pool_size: a pool holds sandboxes with a ready Python context: the profile's runtime.language must be python"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npool_size = 1\nnetwork_enabled = true\n"),
+        @"test.toml: sandbox.profiles.standard.pool_size: networked sandboxes have no contexts yet: a pool needs network_enabled = false"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npreload_modules = [\"os; import socket\"]\nenabled_policies = []\n"),
+        @r#"test.toml: sandbox.profiles.standard.preload_modules: "os; import socket" is not a module name such as "pandas" or "matplotlib.pyplot""#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npreload_modules = [\"socket\"]\nenabled_policies = [\"forbidden_imports\"]\n"),
+        @r#"test.toml: sandbox.profiles.standard.preload_modules: "socket" is not in the profile's forbidden_imports allowed_modules (a cell could not import it)"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\npreload_modules = [\"json\"]\n[sandbox.profiles.standard.runtime]\nlanguage = \"javascript\"\n"),
+        @"test.toml: sandbox.profiles.standard.preload_modules: modules are preloaded into a Python context: the profile's runtime.language must be python"
+    );
+    // A child of an allowed module is allowed; a pool of an offline Python profile is fine.
+    let s = Settings::from_toml(
+        "[sandbox.profiles.standard]\npool_size = 3\npreload_modules = [\"json.decoder\"]\nenabled_policies = [\"forbidden_imports\"]\n[sandbox.profiles.standard.policies.forbidden_imports]\nallowed_modules = [\"json\"]\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(s.profile("standard").unwrap().pool_size, 3);
 }
 
 #[test]
@@ -91,7 +144,7 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`, `container_runtime`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`, `container_runtime`, `pool_size`, `preload_modules`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),

@@ -64,6 +64,11 @@ pub enum BackendError {
     /// The sandbox is gone (destroyed, or its container/pod disappeared).
     #[error("the sandbox is gone: {0}")]
     Gone(String),
+    /// The run's sandbox ended under it for a reason outside the program (its helper killed,
+    /// the container engine unreachable): the result is lost, and nothing of the run is left
+    /// running (what could not be removed yet is removed when it can be).
+    #[error("the sandbox was lost during the run: {0}")]
+    Lost(String),
 }
 
 /// A sandbox with a lifetime: what it is built with. Its executions may only lower `limits`
@@ -98,6 +103,10 @@ pub struct ContextSpec {
     pub command: Vec<String>,
     /// The sandbox's limits; `timeout` bounds the interpreter's start.
     pub limits: Limits,
+    /// Modules the interpreter imports before it says it is ready (the profile's
+    /// `preload_modules`, for the default context only). They are loaded, not bound in the
+    /// user's globals. A module that fails to import fails the start.
+    pub preload: Vec<String>,
 }
 
 /// One cell to run in a context.
@@ -177,6 +186,14 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         let _ = id;
         Err(BackendError::Refused(NO_CONTEXTS.into()))
     }
+
+    /// Whether the sandbox is usable and the context's interpreter is running now (it was
+    /// not killed or exited since it started). The warm pool asks this before it hands a
+    /// sandbox out. A backend without contexts has none alive.
+    async fn context_alive(&self, id: &str) -> bool {
+        let _ = id;
+        false
+    }
 }
 
 /// A promise of the backend conformance suite (`crates/warden/tests/conformance.rs`) that a
@@ -194,6 +211,12 @@ pub struct Unsupported {
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
+
+    /// Whether its sandboxes have contexts ([`BackendSandbox::create_context`]); a warm pool
+    /// needs them. Default: no.
+    fn supports_contexts(&self) -> bool {
+        false
+    }
 
     /// The suite's promises this backend cannot keep here (default: none).
     fn unsupported(&self) -> Vec<Unsupported> {

@@ -7,7 +7,9 @@
 //! own); ids are unique within a sandbox; `default` is the id of the sandbox's default Python
 //! context, created by the first execution that names it; at most [`MAX_CONTEXTS`] live per
 //! sandbox; creation is serialized per sandbox, so two requests for the default context make
-//! one; only Python has a driver so far, other languages are refused with a clear error.
+//! one; only Python has a driver so far, other languages are refused with a clear error. The
+//! default context, and only it, starts with the profile's `preload_modules` imported, whether
+//! made on first use or ahead of time in a pooled sandbox (so both are the same context).
 
 use crate::backend::{CellPlan, ContextSpec, EventSender};
 use crate::sandboxes::{Entry, PreparedExec, Use};
@@ -86,6 +88,26 @@ pub(crate) struct Contexts {
 }
 
 impl Contexts {
+    /// The contexts of a sandbox taken from a warm pool: its default context, started (with
+    /// the profile's preloaded modules) at `started_ms`.
+    pub(crate) fn holding_default(language: Language, started_ms: u64) -> Contexts {
+        let meta = ContextMeta {
+            id: DEFAULT_CONTEXT.to_owned(),
+            language,
+            created_ms: started_ms,
+            last_used_ms: started_ms,
+            executions: 0,
+            restarts: 0,
+        };
+        let contexts = Contexts::default();
+        contexts
+            .live
+            .lock()
+            .expect("not poisoned")
+            .insert(DEFAULT_CONTEXT.to_owned(), meta);
+        contexts
+    }
+
     fn get(&self, id: &str) -> Option<ContextMeta> {
         self.live.lock().expect("not poisoned").get(id).cloned()
     }
@@ -123,6 +145,35 @@ impl Sandboxes {
         Ok((plan.language, plan.command))
     }
 
+    /// What a context of a sandbox of `profile` is started with. The default context, and
+    /// only it, gets the profile's preloaded modules, whether it is made on first use or ahead
+    /// of time in a pooled sandbox (see [`crate::pool`]): both are the same context.
+    pub(crate) fn context_spec(
+        &self,
+        profile: &str,
+        id: String,
+        language: Language,
+        command: Vec<String>,
+        limits: warden_types::Limits,
+    ) -> ContextSpec {
+        let preload = if id == DEFAULT_CONTEXT {
+            self.engine()
+                .settings()
+                .profile(profile)
+                .map(|p| p.preload_modules.clone())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        ContextSpec {
+            id,
+            language,
+            command,
+            limits,
+            preload,
+        }
+    }
+
     /// Creates a context with `id` (the caller holds `entry.contexts.creating`).
     async fn start_context(
         &self,
@@ -136,12 +187,13 @@ impl Sandboxes {
         }
         entry
             .handle
-            .create_context(ContextSpec {
-                id: id.clone(),
-                language: language.clone(),
-                command: command.clone(),
-                limits: entry.limits.clone(),
-            })
+            .create_context(self.context_spec(
+                &entry.profile,
+                id.clone(),
+                language.clone(),
+                command,
+                entry.limits.clone(),
+            ))
             .await?;
         let now = warden_types::now_ms();
         let meta = ContextMeta {

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod contexts;
+pub mod pool;
 pub mod sandboxes;
 
 pub use backend::{
@@ -16,6 +17,7 @@ pub use backend::{
     NO_CONTEXTS, SandboxSpec, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
+pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, PreparedExec, SandboxExec, SandboxInfo, Sandboxes};
 
 use std::collections::HashMap;

@@ -6,9 +6,12 @@
 //! exactly as one-shot executions do, and may only choose their own timeout; a sandbox is
 //! visible only to the owner (API key) that created it; names are unique per owner among live
 //! sandboxes; a sandbox leaves the registry before its backend is told to destroy it, so no
-//! new execution can start on a sandbox being destroyed; expiry uses the monotonic clock.
+//! new execution can start on a sandbox being destroyed; expiry uses the monotonic clock. A
+//! create may be answered with a warm sandbox from the profile's pool (see [`crate::pool`])
+//! only when it would have built exactly that sandbox; it is then registered like any other.
 
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use crate::pool::{BuildKey, Pools};
 use crate::{Engine, EngineError, ExecRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -132,6 +135,8 @@ pub struct Sandboxes {
     engine: Engine,
     live: Arc<Mutex<BTreeMap<String, Arc<Entry>>>>,
     max_live: usize,
+    /// Warm sandboxes waiting for a caller; not in `live` (see [`crate::pool`]).
+    pub(crate) pools: Arc<Pools>,
 }
 
 /// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_exec`]).
@@ -149,6 +154,32 @@ impl PreparedExec {
     }
 }
 
+/// A fresh sandbox id, `sb-` and 12 hex digits.
+pub(crate) fn new_sandbox_id() -> String {
+    format!("sb-{}", &uuid::Uuid::now_v7().simple().to_string()[20..32])
+}
+
+/// What the backend builds a sandbox from: the resolved plan's limits, network and image,
+/// labelled with the caller's labels and the profile.
+pub(crate) fn sandbox_spec(
+    id: String,
+    profile: &str,
+    plan: &ExecPlan,
+    mut labels: BTreeMap<String, String>,
+) -> SandboxSpec {
+    labels.insert("warden.profile".into(), profile.to_owned());
+    SandboxSpec {
+        id,
+        profile: profile.to_owned(),
+        limits: plan.limits.clone(),
+        network_enabled: plan.network_enabled,
+        egress: plan.egress.clone(),
+        image: plan.image.clone(),
+        container_runtime: plan.container_runtime.clone(),
+        labels,
+    }
+}
+
 fn valid_name(name: &str) -> bool {
     (1..=48).contains(&name.len())
         && name
@@ -163,6 +194,7 @@ impl Sandboxes {
             engine,
             live: Arc::new(Mutex::new(BTreeMap::new())),
             max_live,
+            pools: Arc::new(Pools::default()),
         }
     }
 
@@ -174,6 +206,23 @@ impl Sandboxes {
         self.live.lock().expect("not poisoned").len()
     }
 
+    /// Resolves what a sandbox is built with (profile, language, limits) exactly as an
+    /// execution would be: on-demand sandboxes and pooled ones both come from here.
+    pub(crate) fn resolve_build(
+        &self,
+        profile: Option<String>,
+        language: Option<String>,
+        memory_mb: Option<u64>,
+    ) -> Result<(String, ExecPlan), EngineError> {
+        self.engine.prepare(&ExecRequest {
+            code: String::new(),
+            language,
+            profile,
+            memory_mb,
+            ..ExecRequest::default()
+        })
+    }
+
     pub async fn create(&self, req: CreateSandbox) -> Result<SandboxInfo, EngineError> {
         if let Some(name) = &req.name
             && !valid_name(name)
@@ -183,14 +232,8 @@ impl Sandboxes {
                 message: "1-48 characters of a-z, 0-9 and '-', not starting with '-'".into(),
             });
         }
-        // Resolves the profile, language and limits exactly as an execution would.
-        let (profile_name, plan) = self.engine.prepare(&ExecRequest {
-            code: String::new(),
-            language: req.language.clone(),
-            profile: req.profile.clone(),
-            memory_mb: req.memory_mb,
-            ..ExecRequest::default()
-        })?;
+        let (profile_name, plan) =
+            self.resolve_build(req.profile.clone(), req.language.clone(), req.memory_mb)?;
         let profile = self
             .engine
             .settings()
@@ -222,7 +265,7 @@ impl Sandboxes {
         let created_ms = warden_types::now_ms();
         let mut id = match &req.name {
             Some(name) => format!("{name}-{}", created_ms / 1000),
-            None => format!("sb-{}", &uuid::Uuid::now_v7().simple().to_string()[20..32]),
+            None => new_sandbox_id(),
         };
         {
             let live = self.live.lock().expect("not poisoned");
@@ -244,20 +287,23 @@ impl Sandboxes {
                 );
             }
         }
-        let mut labels = req.labels.clone();
-        labels.insert("warden.profile".into(), profile_name.clone());
-        let handle = backend
-            .create_sandbox(SandboxSpec {
-                id: id.clone(),
-                profile: profile_name.clone(),
-                limits: plan.limits.clone(),
-                network_enabled: plan.network_enabled,
-                egress: plan.egress.clone(),
-                image: plan.image.clone(),
-                container_runtime: plan.container_runtime.clone(),
-                labels,
-            })
-            .await?;
+        let spec = sandbox_spec(id.clone(), &profile_name, &plan, req.labels.clone());
+        // A warm sandbox built from exactly this spec (labels aside, which are the engine's
+        // record only), if the pool has a live one; else one built now.
+        let (handle, contexts) = match self.pools.take(&BuildKey::of(&plan, &spec)).await {
+            Some(pooled) => {
+                if req.name.is_none() {
+                    // The id it was built with, which its backend's messages name.
+                    id = pooled.id.clone();
+                }
+                let contexts = crate::contexts::Contexts::holding_default(
+                    plan.language.clone(),
+                    pooled.context_started_ms,
+                );
+                (pooled.handle, contexts)
+            }
+            None => (backend.create_sandbox(spec).await?, Default::default()),
+        };
         let now = Instant::now();
         let entry = Arc::new(Entry {
             id: id.clone(),
@@ -279,7 +325,7 @@ impl Sandboxes {
                 executions: 0,
                 running: 0,
             }),
-            contexts: Default::default(),
+            contexts,
         });
         let info = entry.info();
         let raced = {
@@ -370,8 +416,10 @@ impl Sandboxes {
         ids
     }
 
-    /// Destroys every sandbox (shutdown).
+    /// Destroys every sandbox, the pooled ones included, after stopping the pools' refills
+    /// (shutdown).
     pub async fn destroy_all(&self) {
+        self.close_pools().await;
         let all: Vec<Arc<Entry>> = std::mem::take(&mut *self.live.lock().expect("not poisoned"))
             .into_values()
             .collect();

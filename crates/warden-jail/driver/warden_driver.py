@@ -16,6 +16,13 @@ Protocol (the supervisor is the other end; see crates/warden-jail/src/session.rs
   flushing the cell's stdout and stderr;
 - SIGINT interrupts a running cell (KeyboardInterrupt); between cells it is ignored.
 
+Arguments: ``--preload a,b.c`` imports those modules before ``ready`` (a warm pool's sandbox has
+then paid for them before a request arrives). They land in ``sys.modules`` only, not in the
+user's globals: a cell still says ``import pandas as pd``, as in any notebook, and that import
+is now a dictionary lookup. A module that fails to import ends the driver before ``ready``,
+with the error on stderr (the context's start fails; nothing runs half-prepared). The
+arguments are removed from ``sys.argv`` before any user code runs.
+
 This driver is not a security boundary: the user's code runs in the same interpreter and can
 change anything here. The jail around the process is the boundary; the supervisor treats every
 message from this program as untrusted input.
@@ -352,9 +359,30 @@ class Driver:
             self.channel.send(self.run(request.get("code", "")))
 
 
+def _preload_from_argv():
+    """Takes ``--preload a,b`` off sys.argv and imports those modules."""
+    args = sys.argv[1:]
+    sys.argv = sys.argv[:1]
+    if len(args) != 2 or args[0] != "--preload":
+        if args:
+            sys.stderr.write("warden driver: unexpected arguments %r\n" % (args,))
+            sys.exit(2)
+        return
+    import importlib
+
+    for name in [n for n in args[1].split(",") if n]:
+        try:
+            importlib.import_module(name)
+        except BaseException as e:  # noqa: BLE001 - any failure ends the start, with its reason
+            sys.stderr.write("warden driver: preloading %s failed: %s: %s\n" % (name, type(e).__name__, e))
+            sys.stderr.flush()
+            sys.exit(1)
+
+
 def main():
     os.environ.setdefault("MPLBACKEND", "Agg")
     channel = _private_descriptors()
+    _preload_from_argv()
     driver = Driver(channel)
     # The driver's own names stay out of the user's namespace; only display() is added.
     driver.serve()

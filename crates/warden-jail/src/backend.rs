@@ -321,6 +321,11 @@ impl JailSandbox {
         let b = &self.backend;
         let mut argv = spec.command.clone();
         argv.push(format!("{CODE_DIR}/{PYTHON_DRIVER_FILE}"));
+        if !spec.preload.is_empty() {
+            // Read and removed from sys.argv by the driver before any user code runs.
+            argv.push("--preload".into());
+            argv.push(spec.preload.join(","));
+        }
         let budget = spec.limits.max_artifact_bytes.max(1024 * 1024);
         let mut plan = JailPlan::build(PlanInput {
             argv,
@@ -608,6 +613,21 @@ impl BackendSandbox for JailSandbox {
         Ok(())
     }
 
+    async fn context_alive(&self, id: &str) -> bool {
+        if self.workspace().is_err() {
+            return false;
+        }
+        let Ok(slot) = self.context_slot(id) else {
+            return false;
+        };
+        // A slot held by a running cell is in use, so certainly not waiting in a pool; the
+        // caller asks only about idle sandboxes and gets `false` here rather than a wait.
+        let Ok(mut slot) = slot.try_lock() else {
+            return false;
+        };
+        slot.live.as_mut().is_some_and(|live| live.is_alive())
+    }
+
     async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
         let Some(slot) = self.contexts.lock().expect("not poisoned").remove(id) else {
             return Ok(());
@@ -647,6 +667,10 @@ impl Utf8Carry {
 impl Backend for JailBackend {
     fn name(&self) -> &'static str {
         "jail"
+    }
+
+    fn supports_contexts(&self) -> bool {
+        true
     }
 
     fn unsupported(&self) -> Vec<warden_engine::Unsupported> {
@@ -868,6 +892,7 @@ async fn exec_helper(
     // sandbox through its cgroup and lets the helper tear it down (see `KillHelperOnDrop`);
     // after it, the helper finishes its clean-up on its own and is reaped in the background.
     let guard = KillHelperOnDrop(child.id());
+    let helper_pid = child.id();
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let conversation = converse(jail_plan, stdin, stdout, events, margin);
@@ -897,14 +922,52 @@ async fn exec_helper(
             let _ = child.wait().await;
         });
     } else {
-        if !cancelled
-            || tokio::time::timeout(Duration::from_secs(5), child.wait())
+        // A helper that ends by itself right after its stream did was killed from outside (it
+        // never ends without a result otherwise): its sandbox died with it (parent-death
+        // signal), and its cgroup, which it would have removed, is left.
+        let died = if cancelled {
+            None
+        } else {
+            tokio::time::timeout(Duration::from_millis(500), child.wait())
                 .await
-                .is_err()
+                .ok()
+                .and_then(Result::ok)
+        };
+        if died.is_none()
+            && (!cancelled
+                || tokio::time::timeout(Duration::from_secs(5), child.wait())
+                    .await
+                    .is_err())
         {
             let _ = child.start_kill();
         }
         let _ = child.wait().await;
+        // Killed by a signal, that is (a helper that exits with a status ended by its own
+        // fault: an internal error, as before).
+        if let Some(status) = died
+            && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
+            && matches!(result, Err(BackendError::Internal(_)))
+        {
+            // Its sandbox's processes are dying with it; make sure, then remove its leaves
+            // once they are empty.
+            let _ = blocking(move || {
+                if let (Some(pid), Ok(h)) = (helper_pid, Hierarchy::detect()) {
+                    for _ in 0..100 {
+                        h.kill_runs_of(pid);
+                        h.remove_stale();
+                        if h.runs_of(pid).is_empty() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            return Err(BackendError::Lost(format!(
+                "the sandbox's helper ended ({status}) before the run did"
+            )));
+        }
     }
     result
 }

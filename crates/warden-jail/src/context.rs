@@ -190,10 +190,25 @@ impl JailContext {
         }
     }
 
-    /// Whether the helper still runs (a context whose interpreter died between cells, e.g. a
-    /// background thread that called `os._exit`, has a helper that has reported and exited).
+    /// Whether the context still runs between cells. A context whose interpreter died (a
+    /// background thread that called `os._exit`, a kill from outside) has a helper that sends
+    /// its final `Result` frame and exits; the helper sends nothing else between cells (output
+    /// then is kept for the next cell), so anything readable from it, or its exit, means the
+    /// context ended. Not for use during a cell.
     pub fn is_alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return false;
+        }
+        use std::os::fd::AsRawFd;
+        let mut pfd = libc::pollfd {
+            fd: self.from_helper.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on a descriptor this value owns; a zero timeout never
+        // blocks, and polling reads nothing.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
+        ready == 0
     }
 
     /// Ends the context: closing the helper's stdin makes it kill the sandbox and remove its

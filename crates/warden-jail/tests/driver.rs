@@ -27,6 +27,15 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 
 impl Driver {
     fn start(env: &[(&str, &str)]) -> Option<Driver> {
+        let mut d = Driver::launch(env, &[])?;
+        let ready = d.receive();
+        assert_eq!(ready["type"], "ready", "{ready}");
+        assert_eq!(ready["language"], "python");
+        Some(d)
+    }
+
+    /// Starts the driver with `args` after its path, without waiting for `ready`.
+    fn launch(env: &[(&str, &str)], args: &[&str]) -> Option<Driver> {
         if !std::path::Path::new(PYTHON).exists() {
             eprintln!("skipped: no {PYTHON}");
             return None;
@@ -40,6 +49,7 @@ impl Driver {
         let mut command = Command::new(PYTHON);
         command
             .arg(&script)
+            .args(args)
             .env_clear()
             .env("PYTHONUNBUFFERED", "1")
             .env("MPLBACKEND", "Agg")
@@ -60,16 +70,12 @@ impl Driver {
         }
         let child = command.spawn().unwrap();
         drop((req_r, rep_w));
-        let mut d = Driver {
+        Some(Driver {
             child,
             requests: req_w.into(),
             replies: rep_r.into(),
             _dir: dir,
-        };
-        let ready = d.receive();
-        assert_eq!(ready["type"], "ready", "{ready}");
-        assert_eq!(ready["language"], "python");
-        Some(d)
+        })
     }
 
     fn receive(&mut self) -> serde_json::Value {
@@ -359,4 +365,47 @@ fn figures_become_png_results_and_dataframes_html() {
     assert_eq!(r["text"], "   a  b\n0  1  3\n1  2  4");
     let (out, _) = d.finish();
     assert_eq!(out, "drawn\n");
+}
+
+#[test]
+fn preloaded_modules_are_loaded_before_ready_and_stay_out_of_the_globals() {
+    // `colorsys` and `xml.dom.minidom` are not imported by the driver itself.
+    let Some(mut d) = Driver::launch(&[], &["--preload", "colorsys,xml.dom.minidom"]) else {
+        return;
+    };
+    let ready = d.receive();
+    assert_eq!(ready["type"], "ready", "{ready}");
+    let r = d.run(
+        "import sys\n(sorted(m for m in ('colorsys', 'xml.dom.minidom') if m in sys.modules), \
+         [n for n in ('colorsys', 'xml') if n in globals()], sys.argv[1:])",
+    );
+    assert_eq!(
+        r["text"], "(['colorsys', 'xml.dom.minidom'], [], [])",
+        "{r}"
+    );
+    d.finish();
+}
+
+#[test]
+fn a_module_that_cannot_be_preloaded_ends_the_driver_before_ready() {
+    let Some(mut d) = Driver::launch(&[], &["--preload", "json,no_such_module_here"]) else {
+        return;
+    };
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let mut err = String::new();
+    d.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("preloading no_such_module_here failed: ModuleNotFoundError"),
+        "{err}"
+    );
+    // Nothing was sent on the reply channel: no `ready`.
+    let mut rest = Vec::new();
+    d.replies.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
 }

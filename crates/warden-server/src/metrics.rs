@@ -1,5 +1,6 @@
 //! Prometheus metrics (`GET /metrics`, OpenMetrics text): executions by profile, language and
-//! outcome; their duration; policy violations; executions running and waiting.
+//! outcome; their duration; policy violations; executions running and waiting; the warm
+//! pools (ready, size, taken, discarded, failed builds), read from the engine at each scrape.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -22,6 +23,11 @@ pub struct PolicyLabels {
     pub policy: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub profile: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
@@ -31,6 +37,11 @@ pub struct Metrics {
     pub running: Gauge,
     pub queued: Gauge,
     pub sandboxes_live: Gauge,
+    pub pool_ready: Family<PoolLabels, Gauge>,
+    pub pool_size: Family<PoolLabels, Gauge>,
+    pub pool_taken: Family<PoolLabels, Counter>,
+    pub pool_discarded: Family<PoolLabels, Counter>,
+    pub pool_failed: Family<PoolLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -73,8 +84,43 @@ impl Default for Metrics {
             "Sandboxes with a lifetime that exist now",
             sandboxes_live.clone(),
         );
+        let pool_ready = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "pool_ready",
+            "Warm sandboxes waiting in a profile's pool",
+            pool_ready.clone(),
+        );
+        let pool_size = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "pool_size",
+            "A profile's configured pool size",
+            pool_size.clone(),
+        );
+        let pool_taken = Family::<PoolLabels, Counter>::default();
+        registry.register(
+            "pool_taken",
+            "Creates that got a warm sandbox",
+            pool_taken.clone(),
+        );
+        let pool_discarded = Family::<PoolLabels, Counter>::default();
+        registry.register(
+            "pool_discarded",
+            "Pooled sandboxes found dead while waiting, destroyed and never handed out",
+            pool_discarded.clone(),
+        );
+        let pool_failed = Family::<PoolLabels, Counter>::default();
+        registry.register(
+            "pool_build_failures",
+            "Builds of pooled sandboxes that failed",
+            pool_failed.clone(),
+        );
         Metrics {
             sandboxes_live,
+            pool_ready,
+            pool_size,
+            pool_taken,
+            pool_discarded,
+            pool_failed,
             registry: Arc::new(registry),
             executions,
             duration,
@@ -86,6 +132,25 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Copies the engine's pool counters into the metrics (at each scrape).
+    pub fn observe_pools(&self, pools: &[warden_engine::PoolStatus]) {
+        for p in pools {
+            let labels = PoolLabels {
+                profile: p.profile.clone(),
+            };
+            self.pool_ready.get_or_create(&labels).set(p.ready as i64);
+            self.pool_size.get_or_create(&labels).set(i64::from(p.size));
+            for (family, total) in [
+                (&self.pool_taken, p.taken),
+                (&self.pool_discarded, p.discarded),
+                (&self.pool_failed, p.failed),
+            ] {
+                let counter = family.get_or_create(&labels);
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
+        }
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.

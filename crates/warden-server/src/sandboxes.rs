@@ -6,12 +6,12 @@
 
 use crate::otlp::ExecSpans;
 use crate::{
-    ApiError, ApiJson, AppState, Caller, admit, refusal, respond, run_to_end, timeout_from,
+    ApiError, ApiJson, ApiPath, AppState, Caller, admit, refusal, respond, run_to_end, timeout_from,
 };
 use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -139,7 +139,7 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match state.sandboxes.get(caller.owner().as_deref(), &id) {
         Ok(info) => Json(info).into_response(),
@@ -150,7 +150,7 @@ pub async fn get(
 pub async fn destroy(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match destroy_sandbox(&state, caller.owner(), &id).await {
         Ok(id) => Json(serde_json::json!({ "id": id, "destroyed": true })).into_response(),
@@ -197,7 +197,7 @@ impl ExecBody {
 pub async fn exec(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Response {
     match exec_in(state, caller, id, body).await {
@@ -318,7 +318,7 @@ pub(crate) fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
 pub async fn upload(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, path)): Path<(String, String)>,
+    ApiPath((id, path)): ApiPath<(String, String)>,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -343,7 +343,7 @@ pub async fn upload(
 pub async fn download(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, path)): Path<(String, String)>,
+    ApiPath((id, path)): ApiPath<(String, String)>,
 ) -> Response {
     let result = async {
         let path = workspace_path(&path)?;
@@ -367,7 +367,7 @@ pub async fn download(
 pub async fn list_files(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match state
         .sandboxes
@@ -393,16 +393,17 @@ impl CreateContextBody {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(CreateContextBody::default());
         }
-        serde_json::from_slice::<crate::Object<_>>(body)
-            .map(|crate::Object(body)| body)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))
+        // Through axum's decoder, so the message names the field (`language: invalid type…`).
+        Json::<crate::Object<CreateContextBody>>::from_bytes(body)
+            .map(|Json(crate::Object(body))| body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text()))
     }
 }
 
 pub async fn create_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let body = match CreateContextBody::from_body(&body) {
@@ -433,7 +434,7 @@ pub async fn create_context(
 pub async fn list_contexts(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match state
         .sandboxes
@@ -448,7 +449,7 @@ pub async fn list_contexts(
 pub async fn get_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, context)): Path<(String, String)>,
+    ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
     match state
         .sandboxes
@@ -462,7 +463,7 @@ pub async fn get_context(
 pub async fn destroy_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, context)): Path<(String, String)>,
+    ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
     match state
         .sandboxes
@@ -477,7 +478,7 @@ pub async fn destroy_context(
 pub async fn restart_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, context)): Path<(String, String)>,
+    ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
     let _slot = match admit(&state, &caller).await {
         Ok(slot) => slot,

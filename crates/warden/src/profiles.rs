@@ -1,4 +1,4 @@
-//! `warden profiles`: the profiles and their effective limits.
+//! `warden profiles`: the profiles and their effective limits, and their warm pools' sizes.
 
 use crate::cli::load_settings;
 use std::fmt::Write;
@@ -9,7 +9,7 @@ pub fn render_table(settings: &Settings) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<14} {:>8} {:>8} {:>5} {:>5} {:>9} {:>10} {:>8} {:<8} {:<7} POLICIES",
+        "{:<14} {:>8} {:>8} {:>5} {:>5} {:>9} {:>10} {:>8} {:<8} {:<7} {:>4} POLICIES",
         "PROFILE",
         "TIMEOUT",
         "MEMORY",
@@ -19,7 +19,8 @@ pub fn render_table(settings: &Settings) -> String {
         "WORKSPACE",
         "NETWORK",
         "BACKEND",
-        "LANG"
+        "LANG",
+        "POOL"
     );
     for (name, p) in &settings.sandbox.profiles {
         let marker = if *name == settings.sandbox.default_profile {
@@ -29,7 +30,7 @@ pub fn render_table(settings: &Settings) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<14} {:>8} {:>8} {:>5} {:>5} {:>9} {:>10} {:>8} {:<8} {:<7} {}",
+            "{:<14} {:>8} {:>8} {:>5} {:>5} {:>9} {:>10} {:>8} {:<8} {:<7} {:>4} {}",
             format!("{name}{marker}"),
             format!("{}s", p.timeout_seconds),
             format!("{}MiB", p.max_memory_mb),
@@ -40,6 +41,7 @@ pub fn render_table(settings: &Settings) -> String {
             if p.network_enabled { "on" } else { "off" },
             settings.backend_of(p).as_str(),
             p.runtime.language,
+            p.pool_size,
             if p.enabled_policies.is_empty() {
                 "-".to_owned()
             } else {
@@ -67,6 +69,8 @@ pub fn render_json(settings: &Settings) -> serde_json::Value {
                 "read_only": p.read_only,
                 "strict_mode": p.strict_mode,
                 "enabled_policies": p.enabled_policies,
+                "pool_size": p.pool_size,
+                "preload_modules": p.preload_modules,
             })
         })
         .collect();

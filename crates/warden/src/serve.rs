@@ -70,6 +70,8 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
             }
         }
         let state = AppState::new(engine, limits);
+        // Warm sandboxes for the profiles with a pool_size, built in the background.
+        state.sandboxes().start_pools();
         let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);

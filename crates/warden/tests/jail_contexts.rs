@@ -52,6 +52,7 @@ fn spec(id: &str, memory_mb: u64) -> ContextSpec {
         language: Language::new("python").unwrap(),
         command: vec!["/usr/bin/python3".into()],
         limits: limits(memory_mb),
+        preload: Vec::new(),
     }
 }
 

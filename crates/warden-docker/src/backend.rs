@@ -12,10 +12,13 @@
 //! operation of one sandbox never overlap (one lock), so when a file operation runs no program
 //! process is alive (the wrapper killed them all) and its symlink checks cannot be raced; a
 //! destroy does not wait for the lock: removing the container ends a running execution; Warden never pulls an image; a profile that asks for an OCI runtime the engine
-//! lacks is refused, never run under the default one.
+//! lacks is refused, never run under the default one. A networked container gets its link,
+//! firewall and resolver from a keeper ([`crate::network`]) after its start and before its
+//! program gets code; the keeper is stopped after the container is removed.
 
 use crate::archive;
 use crate::error::DockerError;
+use crate::network::{self, Keeper};
 use crate::plan::{ContainerPlan, LABEL_PID, LABEL_SANDBOX, PlanInput, Role};
 use crate::relay::{self, Relayed};
 use crate::wrapper;
@@ -49,6 +52,8 @@ pub struct DockerSettings {
     pub call_timeout: Duration,
     /// `uid:gid` the programs run as; never root.
     pub user: String,
+    /// How networked containers get their controlled egress.
+    pub network: network::NetSettings,
 }
 
 impl Default for DockerSettings {
@@ -57,6 +62,7 @@ impl Default for DockerSettings {
             host: "unix:///var/run/docker.sock".into(),
             call_timeout: Duration::from_secs(30),
             user: "65534:65534".into(),
+            network: network::NetSettings::default(),
         }
     }
 }
@@ -182,6 +188,10 @@ impl DockerBackend {
             u(
                 "timeout_in_a_sandbox_kills_everything",
                 RUNSC_EXEC_AFTER_ARTIFACTS,
+            ),
+            u(
+                "egress",
+                "networked profiles are refused under runsc: gVisor's netstack takes the container's interfaces when it starts, before Warden's controlled link is attached",
             ),
         ]
     }
@@ -398,6 +408,75 @@ impl Shared {
         }
     }
 
+    /// What a networked plan asks of the host, checked (`None` for an offline one).
+    fn net_request(
+        &self,
+        network_enabled: bool,
+        egress: &warden_types::egress::EgressPolicy,
+    ) -> Result<Option<warden_net::NetRequest>, network::NetError> {
+        if !network_enabled {
+            return Ok(None);
+        }
+        let req = network::request(&self.settings.network, egress)?;
+        network::check(&self.settings.network, &req)?;
+        Ok(Some(req))
+    }
+
+    /// Attaches Warden's link, firewall and resolver to a started container's network
+    /// namespace and gives it the resolver in its resolv.conf; returns the keeper that holds
+    /// them. The container's program must not get its code before this returned.
+    async fn attach_network(
+        &self,
+        container: &str,
+        req: warden_net::NetRequest,
+    ) -> Result<Keeper, BackendError> {
+        let docker = self.docker().await?;
+        let inspect = self
+            .call(
+                "inspect container",
+                container,
+                docker.inspect_container(container, None),
+            )
+            .await?;
+        let pid = inspect
+            .state
+            .as_ref()
+            .and_then(|s| s.pid)
+            .filter(|&p| p > 0)
+            .ok_or_else(|| DockerError::ContainerGone {
+                container: container.to_owned(),
+            })?;
+        let resolv_conf = inspect
+            .resolv_conf_path
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| DockerError::Call {
+                call: "inspect container",
+                message: "the engine gave the networked container no resolv.conf".into(),
+            })?;
+        let keeper = Keeper::start(
+            &self.settings.network,
+            req,
+            pid as i32,
+            self.settings.call_timeout,
+        )
+        .await?;
+        // The engine's file, bind-mounted on the container's /etc/resolv.conf: written in
+        // place (same inode), so the container sees it.
+        let written = {
+            let (path, text) = (resolv_conf.clone(), keeper.resolv_conf.clone());
+            tokio::task::spawn_blocking(move || std::fs::write(path, text))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        };
+        if let Err(e) = written {
+            keeper.stop(self.settings.call_timeout).await;
+            return Err(BackendError::Setup(format!(
+                "write the container's resolv.conf {resolv_conf}: {e}"
+            )));
+        }
+        Ok(keeper)
+    }
+
     async fn kill_container(&self, container: &str) {
         if let Ok(docker) = self.docker().await {
             let _ = self
@@ -429,23 +508,38 @@ fn feed(
     })
 }
 
-/// Removes a one-shot container if the run's future is dropped before it finishes.
+/// Removes a one-shot container if the run's future is dropped before it finishes, then
+/// stops its network keeper (a keeper dropped without a runtime still tears down on its own).
 struct RemoveOnDrop {
     shared: Arc<Shared>,
     name: Option<String>,
+    keeper: Option<Keeper>,
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
+        let keeper = self.keeper.take();
         if let Some(name) = self.name.take() {
             let shared = self.shared.clone();
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(async move {
                     let _ = shared.remove(&name).await;
                     shared.in_flight.lock().expect("not poisoned").remove(&name);
+                    if let Some(k) = keeper {
+                        k.stop(shared.settings.call_timeout).await;
+                    }
                 });
             }
         }
+    }
+}
+
+/// Stops a keeper after its container is gone, without making the caller wait for the
+/// teardown (as the jail sends its result before it empties the slot).
+fn stop_in_background(shared: &Arc<Shared>, keeper: Option<Keeper>) {
+    if let Some(k) = keeper {
+        let deadline = shared.settings.call_timeout;
+        tokio::spawn(k.stop(deadline));
     }
 }
 
@@ -645,6 +739,8 @@ impl Backend for DockerBackend {
             vec![],
         ))
         .map_err(refuse)?;
+        self.shared
+            .net_request(plan.network_enabled, &plan.egress)?;
         Ok(())
     }
 
@@ -670,6 +766,7 @@ impl Backend for DockerBackend {
             wrapper::command(&argv(&plan)),
         ))
         .map_err(refuse)?;
+        let net = sh.net_request(plan.network_enabled, &plan.egress)?;
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
         sh.in_flight
@@ -679,6 +776,7 @@ impl Backend for DockerBackend {
         let mut guard = RemoveOnDrop {
             shared: self.shared.clone(),
             name: Some(name.clone()),
+            keeper: None,
         };
         sh.create(&cplan).await?;
         let attached = sh
@@ -704,6 +802,10 @@ impl Backend for DockerBackend {
             docker.start_container(&name, None),
         )
         .await?;
+        if let Some(req) = net {
+            // The wrapper waits for its code on stdin: nothing runs before the rules exist.
+            guard.keeper = Some(sh.attach_network(&name, req).await?);
+        }
         let started = Instant::now();
         let payload = wrapper::stdin_payload(
             &nonce,
@@ -732,6 +834,7 @@ impl Backend for DockerBackend {
         let removed = sh.remove(&name).await;
         guard.name = None;
         sh.in_flight.lock().expect("not poisoned").remove(&name);
+        stop_in_background(&self.shared, guard.keeper.take());
         let (result, _) = outcome?;
         removed?;
         Ok(result)
@@ -755,6 +858,7 @@ impl Backend for DockerBackend {
             vec![],
         ))
         .map_err(refuse)?;
+        let net = sh.net_request(spec.network_enabled, &spec.egress)?;
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
         sh.create(&cplan).await?;
@@ -769,8 +873,19 @@ impl Backend for DockerBackend {
             let _ = sh.remove(&name).await;
             return Err(e.into());
         }
+        let keeper = match net {
+            None => None,
+            Some(req) => match sh.attach_network(&name, req).await {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    let _ = sh.remove(&name).await;
+                    return Err(e);
+                }
+            },
+        };
         Ok(Arc::new(DockerSandbox {
             shared: self.shared.clone(),
+            keeper: Mutex::new(keeper),
             name,
             state: tokio::sync::Mutex::new(SandboxState {
                 counters: (0, 0),
@@ -854,6 +969,9 @@ struct SandboxState {
 pub struct DockerSandbox {
     shared: Arc<Shared>,
     name: String,
+    /// A networked sandbox's link, firewall and resolver; stopped after the container is
+    /// removed (dropping the sandbox stops it too).
+    keeper: Mutex<Option<Keeper>>,
     state: tokio::sync::Mutex<SandboxState>,
 }
 
@@ -1210,6 +1328,10 @@ head -c {max_bytes} "./$last"
     /// execution (which then ends with what it had), as a destroy must.
     async fn destroy(&self) -> Result<(), BackendError> {
         self.shared.remove(&self.name).await?;
+        let keeper = self.keeper.lock().expect("not poisoned").take();
+        if let Some(k) = keeper {
+            k.stop(self.shared.settings.call_timeout).await;
+        }
         self.state.lock().await.destroyed = true;
         Ok(())
     }

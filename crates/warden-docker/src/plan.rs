@@ -3,7 +3,9 @@
 //!
 //! Invariants (each one a field below, checked by a snapshot test of the create body): the root
 //! filesystem is read-only; the only writable places are size-capped tmpfs mounts
-//! (`/workspace`, `/tmp`, `/code`); no host path is mounted; the network mode is `none`; every
+//! (`/workspace`, `/tmp`, `/code`); no host path is mounted; the network mode is `none` (a
+//! networked plan only keeps Docker's per-container resolv.conf, which Warden fills with its
+//! own resolver, see [`crate::network`]); every
 //! capability is dropped and `no-new-privileges` is set, under the engine's default seccomp
 //! profile; the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
 //! capped; the container carries Warden's labels so that leftovers can be found after a crash.
@@ -71,6 +73,8 @@ pub struct ContainerPlan {
     /// The OCI runtime (`runsc` for gVisor); `None`: the engine's default.
     pub oci_runtime: Option<String>,
     pub role: Role,
+    /// Networked (Warden's controlled egress is attached after the start).
+    pub network: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,9 +82,9 @@ pub enum PlanError {
     #[error("the docker backend needs an image: set the profile's or the runtime's `image`")]
     NoImage,
     #[error(
-        "network_enabled = true: the docker backend has no controlled egress yet, so the profile is refused rather than given the engine's bridge network"
+        "network_enabled = true with container_runtime = \"runsc\": gVisor's netstack takes the container's interfaces when it starts, before Warden's controlled link exists, so the profile is refused rather than run without its rules"
     )]
-    Network,
+    NetworkUnderRunsc,
     #[error(
         "the sandbox user {0:?} is root; the docker backend runs programs as an unprivileged uid:gid"
     )]
@@ -125,8 +129,8 @@ pub fn program_env() -> Vec<String> {
 
 impl ContainerPlan {
     pub fn build(input: PlanInput<'_>) -> Result<ContainerPlan, PlanError> {
-        if input.network_enabled {
-            return Err(PlanError::Network);
+        if input.network_enabled && input.oci_runtime == Some("runsc") {
+            return Err(PlanError::NetworkUnderRunsc);
         }
         let image = input
             .image
@@ -179,6 +183,7 @@ impl ContainerPlan {
             workspace_mb: l.workspace_mb,
             oci_runtime: input.oci_runtime.map(str::to_owned),
             role: input.role,
+            network: input.network_enabled,
         })
     }
 
@@ -237,7 +242,9 @@ impl ContainerPlan {
             working_dir: Some(WORKSPACE_DIR.into()),
             labels: Some(self.labels.clone().into_iter().collect()),
             hostname: Some("sandbox".into()),
-            network_disabled: Some(true),
+            // Still `none` when networked: not disabled only so that the engine gives the
+            // container its own resolv.conf file, which Warden fills (never Docker's DNS).
+            network_disabled: Some(!self.network),
             tty: Some(false),
             attach_stdin: Some(one_shot),
             attach_stdout: Some(one_shot),
@@ -332,12 +339,34 @@ mod tests {
     }
 
     #[test]
+    fn a_networked_container_keeps_network_mode_none() {
+        let l = limits();
+        let labels = BTreeMap::new();
+        let mut i = input(&l, &labels);
+        i.network_enabled = true;
+        let body = ContainerPlan::build(i).unwrap().to_create_body();
+        assert_eq!(body.network_disabled, Some(false));
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.dns, None);
+        let offline = ContainerPlan::build(input(&l, &labels))
+            .unwrap()
+            .to_create_body();
+        assert_eq!(offline.network_disabled, Some(true));
+    }
+
+    #[test]
     fn refusals() {
         let l = limits();
         let labels = BTreeMap::new();
         let mut i = input(&l, &labels);
         i.network_enabled = true;
-        assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::Network);
+        i.oci_runtime = Some("runsc");
+        assert_eq!(
+            ContainerPlan::build(i).unwrap_err(),
+            PlanError::NetworkUnderRunsc
+        );
         let mut i = input(&l, &labels);
         i.image = None;
         assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::NoImage);

@@ -128,6 +128,14 @@ fn answer(out: &mut impl Write, reply: &KeeperReply) -> i32 {
 
 fn set_up(req: &KeeperRequest) -> Result<crate::Attached, HostError> {
     crate::host::check(&req.request)?;
+    // The pid came from the engine a moment ago; if that process died and its number went
+    // to a process of the host, never wire the host's own namespace.
+    if same_namespace("/proc/self/ns/net", &format!("/proc/{}/ns/net", req.pid)) {
+        return Err(HostError::Unavailable(format!(
+            "process {} is not in a network namespace of its own",
+            req.pid
+        )));
+    }
     std::fs::create_dir_all(&req.run_dir).map_err(HostError::Resolver)?;
     let mut attached = crate::attach(
         &req.request,
@@ -144,6 +152,16 @@ fn set_up(req: &KeeperRequest) -> Result<crate::Attached, HostError> {
     })?;
     attached.wait_firewall()?;
     Ok(attached)
+}
+
+/// Whether two namespace files are the same namespace (or the second cannot be read, which
+/// counts as the same: refuse rather than guess).
+fn same_namespace(a: &str, b: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => true,
+    }
 }
 
 /// Configures the sandbox end of the link from inside the network namespace of `pid`, then
@@ -206,6 +224,12 @@ mod tests {
                 message: "no root".into()
             }
         );
+    }
+
+    #[test]
+    fn the_hosts_own_namespace_is_never_a_sandboxs() {
+        assert!(same_namespace("/proc/self/ns/net", "/proc/self/ns/net"));
+        assert!(same_namespace("/proc/self/ns/net", "/proc/0/ns/net"));
     }
 
     #[test]

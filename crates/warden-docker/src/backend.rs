@@ -535,11 +535,16 @@ impl Drop for RemoveOnDrop {
 }
 
 /// Stops a keeper after its container is gone, without making the caller wait for the
-/// teardown (as the jail sends its result before it empties the slot).
-fn stop_in_background(shared: &Arc<Shared>, keeper: Option<Keeper>) {
+/// teardown (as the jail sends its result before it empties the slot) — except in pid 1 of a
+/// pid namespace (a container's entry point), whose exit would kill the keeper mid-teardown.
+async fn stop_keeper(shared: &Arc<Shared>, keeper: Option<Keeper>) {
     if let Some(k) = keeper {
         let deadline = shared.settings.call_timeout;
-        tokio::spawn(k.stop(deadline));
+        if std::process::id() == 1 {
+            k.stop(deadline).await;
+        } else {
+            tokio::spawn(k.stop(deadline));
+        }
     }
 }
 
@@ -804,7 +809,17 @@ impl Backend for DockerBackend {
         .await?;
         if let Some(req) = net {
             // The wrapper waits for its code on stdin: nothing runs before the rules exist.
-            guard.keeper = Some(sh.attach_network(&name, req).await?);
+            match sh.attach_network(&name, req).await {
+                Ok(keeper) => guard.keeper = Some(keeper),
+                Err(e) => {
+                    // Removed here, not by the guard's task: a CLI exits right after the
+                    // error, before a spawned removal would run.
+                    let _ = sh.remove(&name).await;
+                    guard.name = None;
+                    sh.in_flight.lock().expect("not poisoned").remove(&name);
+                    return Err(e);
+                }
+            }
         }
         let started = Instant::now();
         let payload = wrapper::stdin_payload(
@@ -834,7 +849,7 @@ impl Backend for DockerBackend {
         let removed = sh.remove(&name).await;
         guard.name = None;
         sh.in_flight.lock().expect("not poisoned").remove(&name);
-        stop_in_background(&self.shared, guard.keeper.take());
+        stop_keeper(&self.shared, guard.keeper.take()).await;
         let (result, _) = outcome?;
         removed?;
         Ok(result)

@@ -130,16 +130,25 @@ fn set_up(req: &KeeperRequest) -> Result<crate::Attached, HostError> {
     crate::host::check(&req.request)?;
     // The pid came from the engine a moment ago; if that process died and its number went
     // to a process of the host, never wire the host's own namespace.
-    if same_namespace("/proc/self/ns/net", &format!("/proc/{}/ns/net", req.pid)) {
+    let theirs = format!("/proc/{}/ns/net", req.pid);
+    if std::fs::metadata(&theirs).is_err() {
+        return Err(HostError::Unavailable(format!(
+            "the sandbox's process {} is not visible here (is Warden in another pid namespace than the engine's containers?)",
+            req.pid
+        )));
+    }
+    if same_namespace("/proc/self/ns/net", &theirs) {
         return Err(HostError::Unavailable(format!(
             "process {} is not in a network namespace of its own",
             req.pid
         )));
     }
     std::fs::create_dir_all(&req.run_dir).map_err(HostError::Resolver)?;
+    // By its namespace file, not the pid: `ip` would read a pid in its own pid namespace,
+    // which is not the engine's when Warden runs in one of its own.
     let mut attached = crate::attach(
         &req.request,
-        req.pid,
+        &theirs,
         &req.run_dir,
         Box::new(crate::sys::RealSys),
     )?;

@@ -238,6 +238,7 @@ fn warden_direct(args: &[&str], stdin: &str) -> std::process::Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    record_warden_pid(child.id());
     child
         .stdin
         .take()
@@ -247,16 +248,37 @@ fn warden_direct(args: &[&str], stdin: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-/// The containers made by docker profiles of this test (all are removed after every run).
+/// The pids (as the containers' `dev.warden.pid` label has them) of the Warden processes this
+/// test started: other engineers' containers on this engine are none of its business.
+static WARDEN_PIDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn record_warden_pid(pid: u32) {
+    WARDEN_PIDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(pid.to_string());
+}
+
+/// The containers made by this test's Warden processes (all are removed after every run).
 fn warden_containers() -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter", "label=dev.warden.sandbox"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
+    record_warden_pid(std::process::id());
+    let pids = WARDEN_PIDS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut ids = Vec::new();
+    for pid in pids {
+        let out = Command::new("docker")
+            .args(["ps", "-aq", "--filter", "label=dev.warden.sandbox"])
+            .args(["--filter", &format!("label=dev.warden.pid={pid}")])
+            .output()
+            .unwrap();
+        ids.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+    }
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// Waits until the "internet" server logged `what` (a sandbox saying it is ready).
@@ -1363,6 +1385,7 @@ fn start_sleeping_docker_sandbox(world: &World, tag: &str) -> (Child, u32) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    record_warden_pid(child.id());
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
@@ -1431,6 +1454,53 @@ fn docker_a_crash_leaves_nothing_that_the_keeper_or_the_next_start_does_not_remo
     // The crashed sandbox's open-internet rules are gone: this one has an allow-list.
     refused(&lines[0], "inet");
     assert_eq!(ok(&lines[1], "name"), "203.0.113.10");
+    assert_eq!(warden_containers(), Vec::<String>::new());
+    assert_no_state_left();
+}
+
+/// Warden as pid 1 of a pid namespace (a container's entry point): its exit right after the
+/// answer would kill the keeper mid-teardown, so it waits for it; nothing is left. With a
+/// /proc of its own, it cannot see the container's process: networked profiles are refused.
+#[test]
+fn docker_a_cli_that_is_pid_1_waits_for_its_keeper() {
+    require_root!();
+    let world = World::new();
+    let settings = world.settings();
+    // Warden is pid 1 in its namespace: its containers' label says so.
+    record_warden_pid(1);
+    // The host's /proc stays (no --mount-proc): the containers' pids are the host's.
+    let run = |mount_proc: bool| {
+        use std::io::Write;
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--pid", "--fork", "--kill-child"]);
+        if mount_proc {
+            cmd.arg("--mount-proc");
+        }
+        let mut child = cmd
+            .arg(common::warden())
+            .args(["--config", settings.to_str().unwrap()])
+            .args(["run", "--json", "-p", "d_open", "-l", "python", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        write!(
+            child.stdin.take().unwrap(),
+            "{PROBES}\nprobe_all({{'inet': (tcp, '203.0.113.10')}})\n"
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = run(false);
+    assert_eq!(ok(&results(&v), "inet"), "hello from 203.0.113.10");
+    assert_eq!(warden_containers(), Vec::<String>::new());
+    assert_no_state_left();
+    // With a /proc of its own the container's pid is not visible: refused, and it says why.
+    let v = run(true);
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("not visible here"), "{v}");
     assert_eq!(warden_containers(), Vec::<String>::new());
     assert_no_state_left();
 }

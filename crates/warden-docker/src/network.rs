@@ -111,8 +111,7 @@ pub fn check(settings: &NetSettings, req: &NetRequest) -> Result<(), NetError> {
         }
         None => {
             return Err(NetError::Refused(
-                "this docker backend has no network keeper (the `warden` binary) configured"
-                    .into(),
+                "this docker backend has no network keeper (the `warden` binary) configured".into(),
             ));
         }
     }

@@ -25,7 +25,7 @@ fn docker(settings: &Settings) -> Result<warden_docker::EngineProbe, String> {
         .collect();
     images.sort();
     images.dedup();
-    let backend = crate::run::docker_backend(&settings);
+    let backend = crate::run::docker_backend(settings);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -61,7 +61,7 @@ fn docker_verdict(
     let probe = docker
         .as_ref()
         .map_err(|e| format!("the docker engine is not usable: {e}"))?;
-    let backend = crate::run::docker_backend(&settings);
+    let backend = crate::run::docker_backend(settings);
     warden_engine::Backend::check(&backend, plan).map_err(|e| e.to_string())?;
     let image = plan.image.as_deref().unwrap_or_default();
     if !probe.images.iter().any(|(i, ok)| i == image && *ok) {

@@ -98,10 +98,7 @@ pub fn engine_with(
         .values()
         .any(|p| settings.backend_of(p) == BackendKind::Docker);
     Ok(if uses_docker {
-        engine.with_backend(
-            BackendKind::Docker,
-            Arc::new(docker_backend(&settings)),
-        )
+        engine.with_backend(BackendKind::Docker, Arc::new(docker_backend(&settings)))
     } else {
         engine.with_unavailable_backend(
             BackendKind::Docker,

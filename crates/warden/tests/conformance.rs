@@ -129,9 +129,9 @@ impl Subject {
 async fn subject(which: Which, case: &'static str) -> Subject {
     let backend: Arc<dyn Backend> = match which {
         Which::Jail => Arc::new(warden_jail::JailBackend::new(common::jail_settings())),
-        Which::Docker | Which::Gvisor => Arc::new(warden_docker::DockerBackend::new(
-            common::docker_settings(),
-        )),
+        Which::Docker | Which::Gvisor => {
+            Arc::new(warden_docker::DockerBackend::new(common::docker_settings()))
+        }
         Which::Kubernetes => Arc::new(
             warden_kube::backend::from_test_env()
                 .await
@@ -1038,7 +1038,10 @@ fn check_egress_probes(r: &ExecResult) -> (String, String) {
     let gw = v["gw"].as_str().unwrap().to_owned();
     let pool: warden_types::egress::Cidr = "10.213.0.0/16".parse().unwrap();
     for a in [&addr, &gw] {
-        assert!(pool.contains(a.parse().unwrap()), "{a} is not in the pool: {v}");
+        assert!(
+            pool.contains(a.parse().unwrap()),
+            "{a} is not in the pool: {v}"
+        );
     }
     assert_eq!(v["name"], "refused", "{v}");
     assert!(

@@ -262,7 +262,10 @@ fn record_warden_pid(pid: u32) {
 /// The containers made by this test's Warden processes (all are removed after every run).
 fn warden_containers() -> Vec<String> {
     record_warden_pid(std::process::id());
-    let pids = WARDEN_PIDS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let pids = WARDEN_PIDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let mut ids = Vec::new();
     for pid in pids {
         let out = Command::new("docker")
@@ -1088,22 +1091,25 @@ fn a_context_in_a_networked_sandbox_gets_its_egress() {
         };
         // The interpreter's state persists: the probes are defined once.
         run(PROBES.to_owned()).await;
-        let out = run(
-            "print(sorted(n for _, n in socket.if_nameindex()))\n\
+        let out = run("print(sorted(n for _, n in socket.if_nameindex()))\n\
              probe_all({'before': (tcp, '203.0.113.10'), 'meta': (tcp, '169.254.169.254'), \
              'lan': (tcp, '10.250.0.10'), 'evil': (resolve, 'evil.test')})\n"
-                .to_owned(),
-        )
+            .to_owned())
         .await;
         assert!(out.starts_with("['eth0', 'lo']\n"), "{out}");
-        let r: serde_json::Map<_, _> =
-            serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+        let r: serde_json::Map<_, _> = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
         for key in ["before", "meta", "lan", "evil"] {
             refused(&r, key);
         }
         let out = run("probe_all({'name': (resolve, 'allowed.test')})\n".to_owned()).await;
-        assert_eq!(ok(&serde_json::from_str(out.trim()).unwrap(), "name"), "203.0.113.10");
-        let out = run("probe_all({'after': (tcp, '203.0.113.10', 80, 1.5, '/from-context')})\n".to_owned()).await;
+        assert_eq!(
+            ok(&serde_json::from_str(out.trim()).unwrap(), "name"),
+            "203.0.113.10"
+        );
+        let out = run(
+            "probe_all({'after': (tcp, '203.0.113.10', 80, 1.5, '/from-context')})\n".to_owned(),
+        )
+        .await;
         assert_eq!(
             ok(&serde_json::from_str(out.trim()).unwrap(), "after"),
             "hello from 203.0.113.10"
@@ -1363,7 +1369,13 @@ fn keeper_of(parent: u32) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let ppid: u32 = stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()?;
+        let ppid: u32 = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
         let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
         (ppid == parent
             && env

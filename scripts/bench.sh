@@ -2,7 +2,8 @@
 # Start-up benchmark of the native jail, side by side in one run:
 #   `warden run` of a one-line Python program  vs  bare `python3 -c` of the same line
 #   vs  `bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev python3 -c …`;
-# and the sandbox's own overhead: `warden run` of a script that runs `true` vs `bwrap … true`.
+# and the sandbox's own overhead: `warden run` of a script that runs `true` vs `bwrap … true`
+# and vs `bwrap … bash true.sh` (the same bash start-up that `warden run true.sh` pays).
 # The commands are interleaved round by round (bench/interleave.py), so drift in a shared
 # machine's speed hits them alike.
 # Then the docker backend (issue 5), also interleaved: one-shot `print(1)` through the jail,
@@ -31,7 +32,8 @@ python3 bench/interleave.py --rounds "$rounds" --json "$work/startup.json" \
   "warden run one.py=$warden run $work/one.py" \
   "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
   "warden run true.sh=$warden run $work/true.sh" \
-  "bwrap true=$bwrap /usr/bin/true"
+  "bwrap true=$bwrap /usr/bin/true" \
+  "bwrap bash true.sh=$bwrap --ro-bind $work $work /bin/bash $work/true.sh"
 python3 - "$work/startup.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]

@@ -65,6 +65,10 @@ pub fn collect(archive: &[u8], limits: &Limits, complete: bool) -> Collected {
             out.skip("(name not UTF-8)", "name is not valid UTF-8");
             continue;
         };
+        if let Some(why) = warden_types::artifact_name_refusal(&raw) {
+            out.skip(&warden_types::printable_name(&raw), why);
+            continue;
+        }
         let Some(name) = clean_name(&raw) else {
             if !matches!(raw.as_str(), "." | "./") {
                 out.skip(&raw, "name is absolute or has `..`");

@@ -19,7 +19,10 @@
 use crate::archive;
 use crate::error::DockerError;
 use crate::network::{self, Keeper};
-use crate::plan::{ContainerPlan, LABEL_PID, LABEL_SANDBOX, PlanInput, Role};
+use crate::plan::{
+    ContainerPlan, LABEL_PID, LABEL_PID_NAMESPACE, LABEL_SANDBOX, PlanInput, Role,
+    own_pid_namespace,
+};
 use crate::relay::{self, Relayed};
 use crate::wrapper;
 use bollard::Docker;
@@ -516,6 +519,26 @@ struct RemoveOnDrop {
     keeper: Option<Keeper>,
 }
 
+/// How long a container whose removal met an unreachable engine is retried for.
+const REMOVE_RETRY_FOR: Duration = Duration::from_secs(15 * 60);
+
+/// Removes a one-shot's container once the engine answers again (every 2 s, for at most
+/// [`REMOVE_RETRY_FOR`]; past that the next start's orphan removal takes it), then lets
+/// orphan removal see it again.
+async fn remove_when_reachable(shared: Arc<Shared>, name: String) {
+    let until = Instant::now() + REMOVE_RETRY_FOR;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        match shared.remove(&name).await {
+            Err(e) if e.is_unreachable() && Instant::now() < until => continue,
+            Err(e) => eprintln!("warden: docker: container {name} left behind: {e}"),
+            Ok(()) => {}
+        }
+        break;
+    }
+    shared.in_flight.lock().expect("not poisoned").remove(&name);
+}
+
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let keeper = self.keeper.take();
@@ -848,11 +871,35 @@ impl Backend for DockerBackend {
         let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
         let removed = sh.remove(&name).await;
         guard.name = None;
-        sh.in_flight.lock().expect("not poisoned").remove(&name);
+        // The engine went away during the run when a call failed for it, or when it could not
+        // say how the container ended and cannot remove it: what the relay saw then is not
+        // the run's end (a cut attach stream looks like a killed sandbox).
+        let engine_gone = outcome.as_ref().is_err_and(DockerError::is_unreachable)
+            || (exit.is_none() && removed.as_ref().is_err_and(DockerError::is_unreachable));
+        if removed.as_ref().is_err_and(DockerError::is_unreachable) {
+            // Still in flight (orphan removal leaves it alone) until it is removed.
+            tokio::spawn(remove_when_reachable(self.shared.clone(), name));
+        } else {
+            sh.in_flight.lock().expect("not poisoned").remove(&name);
+        }
+        // After the removal (or its hand-over): the keeper empties the rules, so a container
+        // the engine could not remove yet keeps only an interface that is dropped.
         stop_keeper(&self.shared, guard.keeper.take()).await;
+        if engine_gone {
+            if let Err(e) = &outcome {
+                eprintln!("warden: docker: {e}");
+            }
+            return Err(BackendError::Lost(
+                "the docker engine became unreachable; the run's container is removed once the engine answers again".into(),
+            ));
+        }
         let (result, _) = outcome?;
-        removed?;
-        Ok(result)
+        match removed {
+            // The run is complete; only its container waits for the engine.
+            Err(e) if e.is_unreachable() => Ok(result),
+            Err(e) => Err(e.into()),
+            Ok(()) => Ok(result),
+        }
     }
 
     async fn create_sandbox(
@@ -910,8 +957,9 @@ impl Backend for DockerBackend {
     }
 
     /// Removes the containers labelled by Warden whose sandbox id is not in `live`, unless
-    /// this process is running them (one-shots in flight) or another live Warden process
-    /// created them.
+    /// this process is running them (one-shots in flight), another live Warden process
+    /// created them, or a Warden process of another pid namespace did (whether it lives
+    /// cannot be told from here).
     async fn remove_orphans(&self, live: &[String]) -> Result<usize, BackendError> {
         let sh = &self.shared;
         let docker = sh.docker().await?;
@@ -926,6 +974,7 @@ impl Backend for DockerBackend {
         let containers = sh
             .call("list containers", "", docker.list_containers(Some(options)))
             .await?;
+        let own_namespace = own_pid_namespace();
         let mut removed = 0;
         for c in containers {
             let Some(id) = c.labels.as_ref().and_then(|l| l.get(LABEL_SANDBOX)) else {
@@ -938,6 +987,15 @@ impl Backend for DockerBackend {
                 .map(|n| n.trim_start_matches('/').to_owned())
                 .unwrap_or_default();
             if live.contains(id) || sh.in_flight.lock().expect("not poisoned").contains(&name) {
+                continue;
+            }
+            let made_elsewhere = c
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_PID_NAMESPACE))
+                .is_some_and(|ns| Some(ns) != own_namespace.as_ref());
+            if made_elsewhere {
+                // Its pid means nothing in this pid namespace: not ours to judge.
                 continue;
             }
             if let Some(pid) = c.labels.as_ref().and_then(|l| l.get(LABEL_PID))

@@ -29,6 +29,14 @@ pub enum DockerError {
 }
 
 impl DockerError {
+    /// Whether the engine could not be reached (or did not answer) rather than refused.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            DockerError::Unreachable { .. } | DockerError::Deadline { .. }
+        )
+    }
+
     /// Classifies a bollard error of `call` on `container` (if it names one).
     pub fn from_bollard(call: &'static str, container: &str, e: bollard::errors::Error) -> Self {
         use bollard::errors::Error as B;

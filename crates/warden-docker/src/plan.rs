@@ -22,6 +22,18 @@ pub const LABEL_KIND: &str = "dev.warden.kind";
 /// the containers of other live Warden processes (a `warden run` beside a daemon, a second
 /// daemon on the same engine).
 pub const LABEL_PID: &str = "dev.warden.pid";
+/// The pid namespace [`LABEL_PID`] is a pid of (its inode): a pid from another namespace names
+/// no process here, so `remove_orphans` cannot tell whether its Warden lives and leaves the
+/// container alone (a daemon run inside `unshare --pid` must not take the host's daemons'
+/// containers for orphans, nor they its).
+pub const LABEL_PID_NAMESPACE: &str = "dev.warden.pidns";
+
+/// This process's pid namespace, as in [`LABEL_PID_NAMESPACE`]; `None` where it cannot be read.
+pub fn own_pid_namespace() -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let link = link.to_str()?;
+    Some(link.strip_prefix("pid:[")?.strip_suffix(']')?.to_owned())
+}
 
 /// Where the program's code file is written (a small tmpfs of its own).
 pub const CODE_DIR: &str = "/code";
@@ -158,6 +170,9 @@ impl ContainerPlan {
         labels.insert(LABEL_SANDBOX.into(), input.sandbox_id.clone());
         labels.insert(LABEL_KIND.into(), input.role.label().into());
         labels.insert(LABEL_PID.into(), std::process::id().to_string());
+        if let Some(ns) = own_pid_namespace() {
+            labels.insert(LABEL_PID_NAMESPACE.into(), ns);
+        }
         let cmd = match input.role {
             Role::OneShot => input.cmd,
             Role::Persistent => crate::wrapper::keeper_command(),
@@ -318,6 +333,8 @@ mod tests {
         let mut body = plan.to_create_body();
         let pid = body.labels.as_mut().unwrap().remove(LABEL_PID);
         assert_eq!(pid, Some(std::process::id().to_string()));
+        let ns = body.labels.as_mut().unwrap().remove(LABEL_PID_NAMESPACE);
+        assert!(ns.is_some_and(|ns| ns.parse::<u64>().is_ok()));
         insta::assert_json_snapshot!(sorted(&body));
     }
 

@@ -60,6 +60,11 @@ pub enum BackendError {
     /// The sandbox is gone (destroyed, or its container/pod disappeared).
     #[error("the sandbox is gone: {0}")]
     Gone(String),
+    /// The run's sandbox ended under it for a reason outside the program (its helper killed,
+    /// the container engine unreachable): the result is lost, and nothing of the run is left
+    /// running (what could not be removed yet is removed when it can be).
+    #[error("the sandbox was lost during the run: {0}")]
+    Lost(String),
 }
 
 /// A sandbox with a lifetime: what it is built with. Its executions may only lower `limits`

@@ -104,8 +104,13 @@ impl Walk<'_> {
                 );
                 return;
             }
-            if std::str::from_utf8(name.as_bytes()).is_err() {
+            let Ok(text) = std::str::from_utf8(name.as_bytes()) else {
                 self.skip(&rel, "name is not valid UTF-8");
+                continue;
+            };
+            if let Some(why) = warden_types::artifact_name_refusal(text) {
+                let shown = warden_types::printable_name(&rel.to_string_lossy());
+                self.skip(Path::new(&shown), why);
                 continue;
             }
             let fd = match sys::open_beneath(

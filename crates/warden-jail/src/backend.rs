@@ -869,6 +869,7 @@ async fn exec_helper(
     // sandbox through its cgroup and lets the helper tear it down (see `KillHelperOnDrop`);
     // after it, the helper finishes its clean-up on its own and is reaped in the background.
     let guard = KillHelperOnDrop(child.id());
+    let helper_pid = child.id();
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let conversation = converse(jail_plan, stdin, stdout, events, margin);
@@ -898,14 +899,52 @@ async fn exec_helper(
             let _ = child.wait().await;
         });
     } else {
-        if !cancelled
-            || tokio::time::timeout(Duration::from_secs(5), child.wait())
+        // A helper that ends by itself right after its stream did was killed from outside (it
+        // never ends without a result otherwise): its sandbox died with it (parent-death
+        // signal), and its cgroup, which it would have removed, is left.
+        let died = if cancelled {
+            None
+        } else {
+            tokio::time::timeout(Duration::from_millis(500), child.wait())
                 .await
-                .is_err()
+                .ok()
+                .and_then(Result::ok)
+        };
+        if died.is_none()
+            && (!cancelled
+                || tokio::time::timeout(Duration::from_secs(5), child.wait())
+                    .await
+                    .is_err())
         {
             let _ = child.start_kill();
         }
         let _ = child.wait().await;
+        // Killed by a signal, that is (a helper that exits with a status ended by its own
+        // fault: an internal error, as before).
+        if let Some(status) = died
+            && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
+            && matches!(result, Err(BackendError::Internal(_)))
+        {
+            // Its sandbox's processes are dying with it; make sure, then remove its leaves
+            // once they are empty.
+            let _ = blocking(move || {
+                if let (Some(pid), Ok(h)) = (helper_pid, Hierarchy::detect()) {
+                    for _ in 0..100 {
+                        h.kill_runs_of(pid);
+                        h.remove_stale();
+                        if h.runs_of(pid).is_empty() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            return Err(BackendError::Lost(format!(
+                "the sandbox's helper ended ({status}) before the run did"
+            )));
+        }
     }
     result
 }

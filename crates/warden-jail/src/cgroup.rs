@@ -277,6 +277,20 @@ impl Hierarchy {
     /// Kills every process in the runs of helper `helper_pid` (a cancelled execution): its
     /// supervisor then sees the sandbox end and tears it down as usual. Returns how many
     /// processes were signalled.
+    /// The leaves of the runs of helper `helper_pid`, in every controller's hierarchy.
+    pub fn runs_of(&self, helper_pid: u32) -> Vec<PathBuf> {
+        let prefix = format!("run-{helper_pid}-");
+        let mut found = Vec::new();
+        for parent in self.parents() {
+            for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
+                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                    found.push(entry.path());
+                }
+            }
+        }
+        found
+    }
+
     pub fn kill_runs_of(&self, helper_pid: u32) -> usize {
         let prefix = format!("run-{helper_pid}-");
         let mut killed = 0;

@@ -81,6 +81,14 @@ pub fn from_tar(
             skip(&mut skipped, &name, "name is not valid UTF-8".into());
             continue;
         }
+        if let Some(why) = warden_types::artifact_name_refusal(&name) {
+            skip(
+                &mut skipped,
+                &warden_types::printable_name(&name),
+                why.into(),
+            );
+            continue;
+        }
         let size = entry.size();
         if artifacts.len() >= limits.max_artifacts as usize {
             skip(

@@ -57,6 +57,7 @@ impl ToolError {
                     BackendError::NotFound(_) => "not_found",
                     BackendError::BadPath(_) => "bad_path",
                     BackendError::Gone(_) => "sandbox_gone",
+                    BackendError::Lost(_) => "sandbox_lost",
                     BackendError::Setup(_) | BackendError::Internal(_) => "internal",
                 },
             },

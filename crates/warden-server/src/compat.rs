@@ -3,10 +3,10 @@
 //! the sandbox's language.
 
 use crate::sandboxes::{CreateBody, ExecBody, create_sandbox, destroy_sandbox, exec_in_to_end};
-use crate::{ApiJson, AppState, Caller};
+use crate::{ApiJson, ApiPath, AppState, Caller};
 use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -91,7 +91,7 @@ pub async fn execute(
 pub async fn execute_in(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<ExecuteInRequest>,
 ) -> Response {
     run(state, caller, id, req.code, req.timeout_seconds).await

@@ -89,6 +89,12 @@ impl From<EngineError> for ApiError {
             EngineError::Backend(BackendError::Gone(_)) => {
                 ApiError::new(S::GONE, "sandbox_gone", e.to_string())
             }
+            // Not the caller's fault and not a bug of Warden's: the run may be tried again.
+            // Its message says what was lost, never the host's details.
+            EngineError::Backend(BackendError::Lost(_)) => {
+                eprintln!("warden serve: {e}");
+                ApiError::new(S::SERVICE_UNAVAILABLE, "sandbox_lost", e.to_string())
+            }
             EngineError::Backend(BackendError::Setup(_) | BackendError::Internal(_)) => {
                 eprintln!("warden serve: internal error: {e}");
                 ApiError::new(

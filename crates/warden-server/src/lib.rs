@@ -25,7 +25,7 @@ use otlp::{ExecSpans, Tracer};
 use versions::Versions;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -177,11 +177,20 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("this route does not take the method {method} (see /openapi.json)"),
+    )
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
@@ -234,6 +243,42 @@ where
                 };
                 Err(ApiError::new(status, code, rejection.body_text()))
             }
+        }
+    }
+}
+
+/// `Path` whose rejections (a segment that is not percent-encoded UTF-8, …) are API errors in
+/// JSON like every other, naming the segment's problem.
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiPath<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(ApiPath(v)),
+            // A route that does not match its handler's parameters is ours, not the caller's.
+            Err(rejection) if rejection.status().is_server_error() => {
+                eprintln!("warden serve: internal error: {}", rejection.body_text());
+                Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error; see the server's log",
+                ))
+            }
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_path",
+                format!("the URL's path: {}", rejection.body_text()),
+            )),
         }
     }
 }

@@ -6,12 +6,12 @@
 
 use crate::otlp::ExecSpans;
 use crate::{
-    ApiError, ApiJson, AppState, Caller, admit, refusal, respond, run_to_end, timeout_from,
+    ApiError, ApiJson, ApiPath, AppState, Caller, admit, refusal, respond, run_to_end, timeout_from,
 };
 use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -132,7 +132,7 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match state.sandboxes.get(caller.owner().as_deref(), &id) {
         Ok(info) => Json(info).into_response(),
@@ -143,7 +143,7 @@ pub async fn get(
 pub async fn destroy(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match destroy_sandbox(&state, caller.owner(), &id).await {
         Ok(id) => Json(serde_json::json!({ "id": id, "destroyed": true })).into_response(),
@@ -175,7 +175,7 @@ pub struct ExecBody {
 pub async fn exec(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ExecBody>,
 ) -> Response {
     match exec_in(state, caller, id, body).await {
@@ -303,7 +303,7 @@ fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
 pub async fn upload(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, path)): Path<(String, String)>,
+    ApiPath((id, path)): ApiPath<(String, String)>,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -328,7 +328,7 @@ pub async fn upload(
 pub async fn download(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, path)): Path<(String, String)>,
+    ApiPath((id, path)): ApiPath<(String, String)>,
 ) -> Response {
     let result = async {
         let path = workspace_path(&path)?;
@@ -352,7 +352,7 @@ pub async fn download(
 pub async fn list_files(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match state
         .sandboxes
@@ -375,17 +375,18 @@ pub struct CreateContextBody {
 pub async fn create_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     // The body is optional: no body is `{}`.
     let body: CreateContextBody = if body.iter().all(u8::is_ascii_whitespace) {
         CreateContextBody::default()
     } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
+        // Through axum's decoder, so the message names the field (`language: invalid type…`).
+        match Json::<CreateContextBody>::from_bytes(&body) {
+            Ok(Json(b)) => b,
             Err(e) => {
-                return ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string())
+                return ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text())
                     .into_response();
             }
         }
@@ -414,7 +415,7 @@ pub async fn create_context(
 pub async fn list_contexts(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Response {
     match state
         .sandboxes
@@ -429,7 +430,7 @@ pub async fn list_contexts(
 pub async fn get_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, context)): Path<(String, String)>,
+    ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
     match state
         .sandboxes
@@ -443,7 +444,7 @@ pub async fn get_context(
 pub async fn destroy_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, context)): Path<(String, String)>,
+    ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
     match state
         .sandboxes
@@ -458,7 +459,7 @@ pub async fn destroy_context(
 pub async fn restart_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, context)): Path<(String, String)>,
+    ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
     let _slot = match admit(&state, &caller).await {
         Ok(slot) => slot,

@@ -161,10 +161,35 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Why an artifact's name cannot be given back as it is, if it cannot: a control character
+/// (a newline, a terminal escape) would break line-based consumers of the result (the LLM
+/// formatter's `FILES:` section, logs) and rewrite the terminal that shows it. Every backend's
+/// collector skips such a file with this reason, under [`printable_name`].
+pub fn artifact_name_refusal(name: &str) -> Option<&'static str> {
+    name.chars()
+        .any(char::is_control)
+        .then_some("name has a control character")
+}
+
+/// `name` with its control characters escaped (`\n`, `\u{1b}`), for a skipped artifact's
+/// record.
+pub fn printable_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// A file the program left in the workspace's output folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Artifact {
-    /// Path relative to the output folder, `/`-separated; never absolute, never `..`.
+    /// Path relative to the output folder, `/`-separated; never absolute, never `..`, no
+    /// control characters ([`artifact_name_refusal`]).
     pub name: String,
     pub size: u64,
     pub mime_type: String,
@@ -345,6 +370,23 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn artifact_names_with_control_characters_are_refused_and_shown_escaped() {
+        for bad in [
+            "new\nline.txt",
+            "esc\u{1b}[31mred",
+            "tab\there",
+            "nul\0",
+            "del\u{7f}",
+        ] {
+            assert!(artifact_name_refusal(bad).is_some(), "{bad:?}");
+        }
+        for good in ["a/b.txt", "..x", "caf\u{e9}.csv", "L".repeat(250).as_str()] {
+            assert_eq!(artifact_name_refusal(good), None, "{good:?}");
+        }
+        assert_eq!(printable_name("a\nb\u{1b}c"), "a\\nb\\u{1b}c");
+    }
 
     #[test]
     fn language_is_normalized_and_checked() {

@@ -1,4 +1,6 @@
 //! Each limit of the native jail: reached by real code, and reported with the right reason.
+//! The attacks on the limits (fork and memory bombs, floods, CPU spin, tmpfs fill) are in the
+//! adversarial suite (`attacks.rs`), which runs them against every backend.
 
 mod common;
 
@@ -59,31 +61,6 @@ fn survivors_of_a_normal_exit_are_killed_too() {
 }
 
 #[test]
-fn memory_bomb_is_stopped_by_the_memory_limit() {
-    require_root!();
-    let v = py("x = []\nwhile True:\n    x.append(bytearray(16 << 20))");
-    assert_eq!(v["reason"], "memory", "{v}");
-    assert_eq!(v["signal"], 9);
-}
-
-#[test]
-fn fork_bomb_is_stopped_by_the_pids_limit() {
-    require_root!();
-    // The classic bomb: the first shell exits at once, its children hit the limit; the run
-    // reports the limit it hit even though the first shell exited 0.
-    let (v, _) = run_json("test", "bash", "bomb() { bomb | bomb & }; bomb; sleep 1");
-    assert_eq!(v["reason"], "pids", "{v:.300}");
-    let v = py(
-        "import os\nkids = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        kids += 1\nexcept OSError as e:\n    print('stopped after', kids, e.strerror)\n    raise SystemExit(1)",
-    );
-    assert_eq!(v["reason"], "pids", "{v}");
-    assert!(
-        stdout_of(&v).contains("Resource temporarily unavailable"),
-        "{v}"
-    );
-}
-
-#[test]
 fn output_flood_is_cut_with_a_marker_and_stops_the_run() {
     require_root!();
     let start = Instant::now();
@@ -97,15 +74,6 @@ fn output_flood_is_cut_with_a_marker_and_stops_the_run() {
         65536 + "\n[warden: output truncated at 65536 bytes]\n".len()
     );
     assert!(start.elapsed() < Duration::from_secs(5));
-    // One line of 100 MB without a newline, on stderr.
-    let (v, _) = run_json(
-        "roomy",
-        "python",
-        "import sys\nsys.stderr.write('y' * (100 << 20))",
-    );
-    assert_eq!(v["reason"], "output");
-    assert_eq!(v["stderr_truncated"], true);
-    assert_eq!(v["stdout_truncated"], false);
 }
 
 #[test]

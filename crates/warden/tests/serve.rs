@@ -355,6 +355,7 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
         !out.stdout.is_empty()
     };
     assert!(in_context(), "the context's process never started");
+    let old_id = id.clone();
     let pending = std::thread::spawn(move || {
         let mut s = TcpStream::connect(&a).unwrap();
         let body = r#"{"code": "import os\nif os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '62.5'])\nos.execvp('sleep', ['sleep', '62.5'])"}"#;
@@ -395,9 +396,43 @@ fn after_a_kill_9_nothing_is_left_running_and_the_next_start_cleans_up() {
     // The workspace was a detached tmpfs: no mount of it anywhere.
     assert_eq!(tmpfs_mounts(), mounts_before);
     // The next start removes the killed helpers' cgroups.
-    let _next = start();
+    let next = start();
     let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
     assert!(!h.has_stale(), "stale cgroups after the restart");
+    // The sandboxes the daemon lists after the restart are usable; the one it had before is
+    // reported gone, cleanly, on every route.
+    let (status, body) = request(&next.addr, "GET", "/v1/sandboxes", b"");
+    assert_eq!(status, 200, "{body}");
+    for listed in json(&body)["sandboxes"].as_array().unwrap() {
+        let listed = listed["id"].as_str().unwrap();
+        let (status, body) = post(
+            &next.addr,
+            &format!("/v1/sandboxes/{listed}/exec"),
+            r#"{"code": "print(1)"}"#,
+        );
+        assert_eq!(
+            (status, json(&body)["stdout"].as_str()),
+            (200, Some("1\n")),
+            "{body}"
+        );
+    }
+    for (method, path, body) in [
+        ("GET", format!("/v1/sandboxes/{old_id}"), ""),
+        (
+            "POST",
+            format!("/v1/sandboxes/{old_id}/exec"),
+            r#"{"code": "print(1)"}"#,
+        ),
+        ("GET", format!("/v1/sandboxes/{old_id}/files/x"), ""),
+        ("DELETE", format!("/v1/sandboxes/{old_id}"), ""),
+    ] {
+        let (status, answer) = request(&next.addr, method, &path, body.as_bytes());
+        assert_eq!(
+            (status, json(&answer)["error"]["code"].as_str()),
+            (404, Some("sandbox_not_found")),
+            "{method} {path}: {answer}"
+        );
+    }
 }
 
 #[test]

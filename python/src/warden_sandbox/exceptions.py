@@ -173,6 +173,8 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "sandbox_gone": SandboxGoneError,
     "too_many_requests": RateLimitedError,
     "backend_unavailable": ServiceUnavailableError,
+    "sandbox_lost": ServiceUnavailableError,
+    "method_not_allowed": InvalidRequestError,
     "shutting_down": ServiceUnavailableError,
     "internal": InternalServerError,
 }

@@ -449,34 +449,16 @@ impl Shared {
             .ok_or_else(|| DockerError::ContainerGone {
                 container: container.to_owned(),
             })?;
-        let resolv_conf = inspect
-            .resolv_conf_path
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| DockerError::Call {
-                call: "inspect container",
-                message: "the engine gave the networked container no resolv.conf".into(),
-            })?;
+        // The keeper writes the resolver's address into the file bound on the container's
+        // /etc/resolv.conf before it answers, and removes the file at its teardown.
         let keeper = Keeper::start(
             &self.settings.network,
             req,
             pid as i32,
+            Some(network::resolv_conf_file(&self.settings.network, container)),
             self.settings.call_timeout,
         )
         .await?;
-        // The engine's file, bind-mounted on the container's /etc/resolv.conf: written in
-        // place (same inode), so the container sees it.
-        let written = {
-            let (path, text) = (resolv_conf.clone(), keeper.resolv_conf.clone());
-            tokio::task::spawn_blocking(move || std::fs::write(path, text))
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-        };
-        if let Err(e) = written {
-            keeper.stop(self.settings.call_timeout).await;
-            return Err(BackendError::Setup(format!(
-                "write the container's resolv.conf {resolv_conf}: {e}"
-            )));
-        }
         Ok(keeper)
     }
 
@@ -547,6 +529,7 @@ impl Drop for RemoveOnDrop {
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(async move {
                     let _ = shared.remove(&name).await;
+                    network::remove_resolv_conf(&shared.settings.network, &name);
                     shared.in_flight.lock().expect("not poisoned").remove(&name);
                     if let Some(k) = keeper {
                         k.stop(shared.settings.call_timeout).await;
@@ -795,6 +778,11 @@ impl Backend for DockerBackend {
         ))
         .map_err(refuse)?;
         let net = sh.net_request(plan.network_enabled, &plan.egress)?;
+        let mut cplan = cplan;
+        if net.is_some() {
+            let file = network::create_resolv_conf(&sh.settings.network, &name)?;
+            cplan.resolv_conf = Some(file.display().to_string());
+        }
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
         sh.in_flight
@@ -838,6 +826,7 @@ impl Backend for DockerBackend {
                     // Removed here, not by the guard's task: a CLI exits right after the
                     // error, before a spawned removal would run.
                     let _ = sh.remove(&name).await;
+                    network::remove_resolv_conf(&sh.settings.network, &name);
                     guard.name = None;
                     sh.in_flight.lock().expect("not poisoned").remove(&name);
                     return Err(e);
@@ -871,6 +860,9 @@ impl Backend for DockerBackend {
         let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
         let removed = sh.remove(&name).await;
         guard.name = None;
+        // (A bound file's content outlives its removal while the engine still holds the
+        // container.)
+        network::remove_resolv_conf(&sh.settings.network, &name);
         // The engine went away during the run when a call failed for it, or when it could not
         // say how the container ended and cannot remove it: what the relay saw then is not
         // the run's end (a cut attach stream looks like a killed sandbox).
@@ -923,7 +915,19 @@ impl Backend for DockerBackend {
         let net = sh.net_request(spec.network_enabled, &spec.egress)?;
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
-        sh.create(&cplan).await?;
+        let mut cplan = cplan;
+        if net.is_some() {
+            let file = network::create_resolv_conf(&sh.settings.network, &name)?;
+            cplan.resolv_conf = Some(file.display().to_string());
+        }
+        let undo = |e: BackendError| async {
+            let _ = sh.remove(&name).await;
+            network::remove_resolv_conf(&sh.settings.network, &name);
+            e
+        };
+        if let Err(e) = sh.create(&cplan).await {
+            return Err(undo(e.into()).await);
+        }
         if let Err(e) = sh
             .call(
                 "start container",
@@ -932,17 +936,13 @@ impl Backend for DockerBackend {
             )
             .await
         {
-            let _ = sh.remove(&name).await;
-            return Err(e.into());
+            return Err(undo(e.into()).await);
         }
         let keeper = match net {
             None => None,
             Some(req) => match sh.attach_network(&name, req).await {
                 Ok(k) => Some(k),
-                Err(e) => {
-                    let _ = sh.remove(&name).await;
-                    return Err(e);
-                }
+                Err(e) => return Err(undo(e).await),
             },
         };
         Ok(Arc::new(DockerSandbox {
@@ -1009,6 +1009,7 @@ impl Backend for DockerBackend {
             }
             let Some(cid) = c.id.as_deref() else { continue };
             sh.remove(cid).await?;
+            network::remove_resolv_conf(&sh.settings.network, &name);
             removed += 1;
         }
         Ok(removed)
@@ -1401,6 +1402,7 @@ head -c {max_bytes} "./$last"
     /// execution (which then ends with what it had), as a destroy must.
     async fn destroy(&self) -> Result<(), BackendError> {
         self.shared.remove(&self.name).await?;
+        network::remove_resolv_conf(&self.shared.settings.network, &self.name);
         let keeper = self.keeper.lock().expect("not poisoned").take();
         if let Some(k) = keeper {
             k.stop(self.shared.settings.call_timeout).await;

@@ -1,8 +1,10 @@
 //! Controlled egress for networked containers (`network_enabled = true`): the container is
-//! created with the network mode `none` (its own, empty network namespace, no Docker bridge,
-//! no Docker DNS), and Warden's own link, firewall and resolver are attached to that namespace
-//! by a keeper process ([`warden_net::keeper`]) started after the container, before the
-//! program gets its code. The rules are the jail's, from the same code and the same address
+//! created with the network mode `none` and its network disabled (its own, empty network
+//! namespace; no Docker bridge, no Docker DNS, no engine network sandbox), and Warden's own
+//! link, firewall and resolver are attached to that namespace by a keeper process
+//! ([`warden_net::keeper`]) started after the container, before the program gets its code;
+//! the resolver's address reaches the container through a resolv.conf file Warden writes
+//! ([`resolv_conf_file`], bound read-only). The rules are the jail's, from the same code and the same address
 //! pool and slot locks, so a jail sandbox and a container never share a slot.
 //!
 //! Why not a Docker network: a user-defined bridge puts every sandbox on one L2 segment
@@ -99,6 +101,43 @@ pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetReque
     })
 }
 
+/// The resolv.conf file of the networked container `container` (bound read-only on its
+/// `/etc/resolv.conf`): under the slot-lock folder, a tmpfs, so nothing stays after a reboot.
+pub fn resolv_conf_file(settings: &NetSettings, container: &str) -> PathBuf {
+    // One file name, whatever the container's name holds (never a path out of the folder).
+    let name: String = container
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    settings
+        .run_dir
+        .join("docker")
+        .join(format!("{name}.resolv.conf"))
+}
+
+/// Creates the (still empty) resolv.conf file of `container`, world-readable.
+pub fn create_resolv_conf(settings: &NetSettings, container: &str) -> Result<PathBuf, NetError> {
+    let path = resolv_conf_file(settings, container);
+    let made = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .unwrap_or(Ok(()))
+        .and_then(|()| std::fs::write(&path, b""));
+    made.map_err(|e| NetError::Keeper(format!("create {}: {e}", path.display())))?;
+    Ok(path)
+}
+
+/// Removes the resolv.conf file of `container` (gone already: fine).
+pub fn remove_resolv_conf(settings: &NetSettings, container: &str) {
+    let _ = std::fs::remove_file(resolv_conf_file(settings, container));
+}
+
 /// Refuses, before any container exists, what the keeper could not enforce here.
 pub fn check(settings: &NetSettings, req: &NetRequest) -> Result<(), NetError> {
     match &settings.keeper_exe {
@@ -135,6 +174,7 @@ impl Keeper {
         settings: &NetSettings,
         request: NetRequest,
         pid: i32,
+        resolv_conf: Option<PathBuf>,
         deadline: Duration,
     ) -> Result<Keeper, NetError> {
         let exe = settings
@@ -163,6 +203,7 @@ impl Keeper {
             request,
             pid,
             run_dir: settings.run_dir.clone(),
+            resolv_conf,
         })
         .map_err(|e| NetError::Keeper(e.to_string()))?;
         line.push('\n');
@@ -248,6 +289,22 @@ mod tests {
         assert_eq!(r.upstream_dns, "192.0.2.53:53".parse().unwrap());
         assert_eq!(r.pool, settings.pool);
         assert_eq!(r.egress, egress);
+    }
+
+    #[test]
+    fn resolv_conf_files_stay_in_their_folder() {
+        let settings = NetSettings {
+            run_dir: "/run/warden/net".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolv_conf_file(&settings, "warden-run-1a"),
+            PathBuf::from("/run/warden/net/docker/warden-run-1a.resolv.conf")
+        );
+        assert_eq!(
+            resolv_conf_file(&settings, "../../etc/x"),
+            PathBuf::from("/run/warden/net/docker/______etc_x.resolv.conf")
+        );
     }
 
     #[test]

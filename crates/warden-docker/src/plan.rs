@@ -3,9 +3,9 @@
 //!
 //! Invariants (each one a field below, checked by a snapshot test of the create body): the root
 //! filesystem is read-only; the only writable places are size-capped tmpfs mounts
-//! (`/workspace`, `/tmp`, `/code`); no host path is mounted; the network mode is `none` (a
-//! networked plan only keeps Docker's per-container resolv.conf, which Warden fills with its
-//! own resolver, see [`crate::network`]); every
+//! (`/workspace`, `/tmp`, `/code`); no host path is mounted but a networked container's
+//! resolv.conf (read-only, a file Warden writes with its resolver's address, see
+//! [`crate::network`]); the network mode is `none` and the network disabled; every
 //! capability is dropped and `no-new-privileges` is set, under the engine's default seccomp
 //! profile; the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
 //! capped; the container carries Warden's labels so that leftovers can be found after a crash.
@@ -87,6 +87,10 @@ pub struct ContainerPlan {
     pub role: Role,
     /// Networked (Warden's controlled egress is attached after the start).
     pub network: bool,
+    /// A networked container's resolv.conf: a file Warden writes (the resolver's address,
+    /// once its keeper is ready), bound read-only on `/etc/resolv.conf` — the one host path a
+    /// container sees, and it holds nothing but that line.
+    pub resolv_conf: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -199,6 +203,7 @@ impl ContainerPlan {
             oci_runtime: input.oci_runtime.map(str::to_owned),
             role: input.role,
             network: input.network_enabled,
+            resolv_conf: None,
         })
     }
 
@@ -241,8 +246,14 @@ impl ContainerPlan {
                 (CODE_DIR.into(), tmpfs(CODE_TMPFS_MB, "0700")),
             ])),
             shm_size: Some((SHM_MB * 1024 * 1024) as i64),
-            // No bind mounts, no volumes: nothing of the host's disk is visible.
-            binds: Some(vec![]),
+            // No volumes and no bind mounts but a networked container's resolv.conf (a file
+            // Warden writes): nothing of the host's disk is visible.
+            binds: Some(
+                self.resolv_conf
+                    .iter()
+                    .map(|f| format!("{f}:/etc/resolv.conf:ro"))
+                    .collect(),
+            ),
             init: Some(false),
             runtime: self.oci_runtime.clone(),
             ..Default::default()
@@ -257,9 +268,9 @@ impl ContainerPlan {
             working_dir: Some(WORKSPACE_DIR.into()),
             labels: Some(self.labels.clone().into_iter().collect()),
             hostname: Some("sandbox".into()),
-            // Still `none` when networked: not disabled only so that the engine gives the
-            // container its own resolv.conf file, which Warden fills (never Docker's DNS).
-            network_disabled: Some(!self.network),
+            // Also when networked: Warden attaches its own link; an engine network, even
+            // `none` not disabled, costs the engine a network sandbox (+150 ms a container).
+            network_disabled: Some(true),
             tty: Some(false),
             attach_stdin: Some(one_shot),
             attach_stdout: Some(one_shot),
@@ -361,16 +372,25 @@ mod tests {
         let labels = BTreeMap::new();
         let mut i = input(&l, &labels);
         i.network_enabled = true;
-        let body = ContainerPlan::build(i).unwrap().to_create_body();
-        assert_eq!(body.network_disabled, Some(false));
+        let mut plan = ContainerPlan::build(i).unwrap();
+        plan.resolv_conf = Some("/run/warden/net/docker/warden-sb-1.resolv.conf".into());
+        let body = plan.to_create_body();
+        assert_eq!(body.network_disabled, Some(true));
         let host = body.host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("none"));
         assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
         assert_eq!(host.dns, None);
+        assert_eq!(
+            host.binds,
+            Some(vec![
+                "/run/warden/net/docker/warden-sb-1.resolv.conf:/etc/resolv.conf:ro".to_string()
+            ])
+        );
         let offline = ContainerPlan::build(input(&l, &labels))
             .unwrap()
             .to_create_body();
         assert_eq!(offline.network_disabled, Some(true));
+        assert_eq!(offline.host_config.unwrap().binds, Some(vec![]));
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //! 2. the keeper checks the host, attaches the link and the resolver, configures the sandbox
 //!    end from inside the namespace (`setns`, then back), waits for the firewall, and answers
 //!    one JSON line, a [`KeeperReply`];
+//!    (having first written the sandbox's resolv.conf into the file it was given, if any);
 //! 3. it then waits for end of input: the backend closing its stdin (destroy), or the backend
-//!    dying (the kernel closes the pipe), and removes everything ([`crate::Attached`]'s drop).
+//!    dying (the kernel closes the pipe), and removes everything ([`crate::Attached`]'s drop,
+//!    and the resolv.conf file).
 //!
 //! Invariants: a `Ready` reply is only sent after the firewall transaction committed and the
 //! sandbox end is addressed, so a backend that lets the program start only after `Ready`
@@ -41,6 +43,10 @@ pub struct KeeperRequest {
     /// The folder of slot locks ([`crate::RUN_DIR`]), shared with every other backend on
     /// the host so that slots are never given twice.
     pub run_dir: PathBuf,
+    /// A file to fill with the sandbox's resolv.conf once ready (the container has it bound
+    /// on its /etc/resolv.conf), and to remove at teardown.
+    #[serde(default)]
+    pub resolv_conf: Option<PathBuf>,
 }
 
 /// The keeper's one line of output.
@@ -92,6 +98,17 @@ pub fn main() -> i32 {
             return answer(&mut out, &reply);
         }
     };
+    if let Some(path) = &req.resolv_conf {
+        // In place (same inode): the container's bind mount shows it.
+        if let Err(e) = std::fs::write(path, attached.plan().resolv_conf()) {
+            return answer(
+                &mut out,
+                &KeeperReply::Failed {
+                    message: format!("write {}: {e}", path.display()),
+                },
+            );
+        }
+    }
     let ready = KeeperReply::Ready {
         interface: attached.interface(),
         resolv_conf: attached.plan().resolv_conf(),
@@ -111,6 +128,9 @@ pub fn main() -> i32 {
         }
     }
     drop(attached);
+    if let Some(path) = &req.resolv_conf {
+        let _ = std::fs::remove_file(path);
+    }
     0
 }
 
@@ -213,6 +233,17 @@ mod tests {
 
     #[test]
     fn replies_round_trip_and_name_their_status() {
+        if let Some(path) = &req.resolv_conf {
+            // In place (same inode): the container's bind mount shows it.
+            if let Err(e) = std::fs::write(path, attached.plan().resolv_conf()) {
+                return answer(
+                    &mut out,
+                    &KeeperReply::Failed {
+                        message: format!("write {}: {e}", path.display()),
+                    },
+                );
+            }
+        }
         let ready = KeeperReply::Ready {
             interface: Interface {
                 address: "10.213.0.2".parse().unwrap(),

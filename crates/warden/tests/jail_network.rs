@@ -416,6 +416,13 @@ fn state_left() -> Result<(), String> {
             }
         }
     }
+    // Networked containers' resolv.conf files (the docker backend).
+    if let Ok(entries) = std::fs::read_dir(Path::new(warden_net::RUN_DIR).join("docker")) {
+        let left: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+        if !left.is_empty() {
+            return Err(format!("resolv.conf files are left: {left:?}"));
+        }
+    }
     if let Ok(entries) = std::fs::read_dir(warden_net::RUN_DIR) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -1412,9 +1419,35 @@ fn start_sleeping_docker_sandbox(world: &World, tag: &str) -> (Child, u32) {
     (child, keeper)
 }
 
+/// The names of this test's containers.
+fn container_names() -> Vec<String> {
+    warden_containers()
+        .iter()
+        .map(|id| {
+            let out = Command::new("docker")
+                .args(["inspect", "-f", "{{.Name}}", id])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .trim_start_matches('/')
+                .to_owned()
+        })
+        .collect()
+}
+
+fn resolv_conf_file(container: &str) -> PathBuf {
+    Path::new(warden_net::RUN_DIR)
+        .join("docker")
+        .join(format!("{container}.resolv.conf"))
+}
+
+/// Removes this test's containers and their resolv.conf files, as a daemon's orphan removal
+/// does.
 fn remove_containers() {
-    for id in warden_containers() {
-        sh(&format!("docker rm -f {id} >/dev/null"));
+    for name in container_names() {
+        sh(&format!("docker rm -f {name} >/dev/null"));
+        let _ = std::fs::remove_file(resolv_conf_file(&name));
     }
 }
 
@@ -1433,7 +1466,11 @@ fn docker_a_crash_leaves_nothing_that_the_keeper_or_the_next_start_does_not_remo
         assert!(Instant::now() < deadline, "the keeper outlived its backend");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(warden_containers().len(), 1);
+    let orphans = container_names();
+    assert_eq!(orphans.len(), 1);
+    // The keeper removed the container's resolv.conf file too (the container keeps the
+    // content it had bound).
+    assert!(!resolv_conf_file(&orphans[0]).exists());
     // Its slot is clean and free while the orphan still exists.
     let dir = Path::new(warden_net::RUN_DIR);
     assert_eq!(

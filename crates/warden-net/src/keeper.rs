@@ -233,17 +233,6 @@ mod tests {
 
     #[test]
     fn replies_round_trip_and_name_their_status() {
-        if let Some(path) = &req.resolv_conf {
-            // In place (same inode): the container's bind mount shows it.
-            if let Err(e) = std::fs::write(path, attached.plan().resolv_conf()) {
-                return answer(
-                    &mut out,
-                    &KeeperReply::Failed {
-                        message: format!("write {}: {e}", path.display()),
-                    },
-                );
-            }
-        }
         let ready = KeeperReply::Ready {
             interface: Interface {
                 address: "10.213.0.2".parse().unwrap(),

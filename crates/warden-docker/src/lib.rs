@@ -9,10 +9,11 @@
 //! controlled egress to a networked container; [`backend`] makes the engine calls, each under
 //! a deadline.
 //!
-//! Invariants: no host path is mounted and nothing of a run is written to the host's disk (the
-//! code and the workspace live in tmpfs mounts inside the container); the root is read-only,
-//! the network mode is `none` (a networked sandbox gets Warden's own link and firewall in that
-//! namespace, never Docker's bridge), capabilities are dropped, no-new-privileges is set and the user is
+//! Invariants: no host path is mounted (but a networked container's resolv.conf, read-only, a
+//! file Warden writes with its resolver's address) and nothing of a run is written to the
+//! host's disk (the code and the workspace live in tmpfs mounts inside the container); the root
+//! is read-only, the network mode is `none` and the network disabled (a networked sandbox gets
+//! Warden's own link and firewall in that namespace, never Docker's bridge), capabilities are dropped, no-new-privileges is set and the user is
 //! not root; every container Warden creates carries the `dev.warden.sandbox` label and is
 //! removed on every path; images are never pulled.
 

@@ -496,9 +496,10 @@ print(sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") el
     Ok(())
 }
 
-/// A networked plan either is refused (a backend without controlled egress) or runs behind
-/// Warden's own firewall, where the cloud metadata address and the private ranges stay out of
-/// reach (the jail; its full egress suite is `jail_network.rs`).
+/// A networked plan either is refused (a backend without controlled egress, docker under
+/// runsc) or runs behind Warden's own firewall, where the cloud metadata address and the
+/// private ranges stay out of reach (the jail and docker; their full egress suite is
+/// `jail_network.rs`).
 async fn networked_plans_are_refused_or_kept_off_the_host(s: &Subject) -> Outcome {
     let mut plan = s.plan(
         "python",

@@ -93,3 +93,9 @@ print(f"\nwarden (docker backend) / docker run = {d / p:.2f} (target <= 1.2)")
 PY
 echo
 "$CARGO_TARGET_DIR/release/examples/sandbox_exec_bench" "$warden" "$docker_rounds"
+
+# Extra start-up of a networked sandbox on the docker backend (issue 9, docker part).
+if [ "${WARDEN_BENCH_NET:-1}" = 1 ]; then
+  echo
+  bash scripts/bench-docker-net.sh "$docker_rounds"
+fi

@@ -12,10 +12,13 @@
 //! operation of one sandbox never overlap (one lock), so when a file operation runs no program
 //! process is alive (the wrapper killed them all) and its symlink checks cannot be raced; a
 //! destroy does not wait for the lock: removing the container ends a running execution; Warden never pulls an image; a profile that asks for an OCI runtime the engine
-//! lacks is refused, never run under the default one.
+//! lacks is refused, never run under the default one. A networked container gets its link,
+//! firewall and resolver from a keeper ([`crate::network`]) after its start and before its
+//! program gets code; the keeper is stopped after the container is removed.
 
 use crate::archive;
 use crate::error::DockerError;
+use crate::network::{self, Keeper};
 use crate::plan::{
     ContainerPlan, LABEL_PID, LABEL_PID_NAMESPACE, LABEL_SANDBOX, PlanInput, Role,
     own_pid_namespace,
@@ -52,6 +55,8 @@ pub struct DockerSettings {
     pub call_timeout: Duration,
     /// `uid:gid` the programs run as; never root.
     pub user: String,
+    /// How networked containers get their controlled egress.
+    pub network: network::NetSettings,
 }
 
 impl Default for DockerSettings {
@@ -60,6 +65,7 @@ impl Default for DockerSettings {
             host: "unix:///var/run/docker.sock".into(),
             call_timeout: Duration::from_secs(30),
             user: "65534:65534".into(),
+            network: network::NetSettings::default(),
         }
     }
 }
@@ -185,6 +191,10 @@ impl DockerBackend {
             u(
                 "timeout_in_a_sandbox_kills_everything",
                 RUNSC_EXEC_AFTER_ARTIFACTS,
+            ),
+            u(
+                "egress",
+                "networked profiles are refused under runsc: gVisor's netstack takes the container's interfaces when it starts, before Warden's controlled link is attached",
             ),
         ]
     }
@@ -401,6 +411,57 @@ impl Shared {
         }
     }
 
+    /// What a networked plan asks of the host, checked (`None` for an offline one).
+    fn net_request(
+        &self,
+        network_enabled: bool,
+        egress: &warden_types::egress::EgressPolicy,
+    ) -> Result<Option<warden_net::NetRequest>, network::NetError> {
+        if !network_enabled {
+            return Ok(None);
+        }
+        let req = network::request(&self.settings.network, egress)?;
+        network::check(&self.settings.network, &req)?;
+        Ok(Some(req))
+    }
+
+    /// Attaches Warden's link, firewall and resolver to a started container's network
+    /// namespace and gives it the resolver in its resolv.conf; returns the keeper that holds
+    /// them. The container's program must not get its code before this returned.
+    async fn attach_network(
+        &self,
+        container: &str,
+        req: warden_net::NetRequest,
+    ) -> Result<Keeper, BackendError> {
+        let docker = self.docker().await?;
+        let inspect = self
+            .call(
+                "inspect container",
+                container,
+                docker.inspect_container(container, None),
+            )
+            .await?;
+        let pid = inspect
+            .state
+            .as_ref()
+            .and_then(|s| s.pid)
+            .filter(|&p| p > 0)
+            .ok_or_else(|| DockerError::ContainerGone {
+                container: container.to_owned(),
+            })?;
+        // The keeper writes the resolver's address into the file bound on the container's
+        // /etc/resolv.conf before it answers, and removes the file at its teardown.
+        let keeper = Keeper::start(
+            &self.settings.network,
+            req,
+            pid as i32,
+            Some(network::resolv_conf_file(&self.settings.network, container)),
+            self.settings.call_timeout,
+        )
+        .await?;
+        Ok(keeper)
+    }
+
     async fn kill_container(&self, container: &str) {
         if let Ok(docker) = self.docker().await {
             let _ = self
@@ -432,10 +493,12 @@ fn feed(
     })
 }
 
-/// Removes a one-shot container if the run's future is dropped before it finishes.
+/// Removes a one-shot container if the run's future is dropped before it finishes, then
+/// stops its network keeper (a keeper dropped without a runtime still tears down on its own).
 struct RemoveOnDrop {
     shared: Arc<Shared>,
     name: Option<String>,
+    keeper: Option<Keeper>,
 }
 
 /// How long a container whose removal met an unreachable engine is retried for.
@@ -460,14 +523,33 @@ async fn remove_when_reachable(shared: Arc<Shared>, name: String) {
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
+        let keeper = self.keeper.take();
         if let Some(name) = self.name.take() {
             let shared = self.shared.clone();
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(async move {
                     let _ = shared.remove(&name).await;
+                    network::remove_resolv_conf(&shared.settings.network, &name);
                     shared.in_flight.lock().expect("not poisoned").remove(&name);
+                    if let Some(k) = keeper {
+                        k.stop(shared.settings.call_timeout).await;
+                    }
                 });
             }
+        }
+    }
+}
+
+/// Stops a keeper after its container is gone, without making the caller wait for the
+/// teardown (as the jail sends its result before it empties the slot) — except in pid 1 of a
+/// pid namespace (a container's entry point), whose exit would kill the keeper mid-teardown.
+async fn stop_keeper(shared: &Arc<Shared>, keeper: Option<Keeper>) {
+    if let Some(k) = keeper {
+        let deadline = shared.settings.call_timeout;
+        if std::process::id() == 1 {
+            k.stop(deadline).await;
+        } else {
+            tokio::spawn(k.stop(deadline));
         }
     }
 }
@@ -668,6 +750,8 @@ impl Backend for DockerBackend {
             vec![],
         ))
         .map_err(refuse)?;
+        self.shared
+            .net_request(plan.network_enabled, &plan.egress)?;
         Ok(())
     }
 
@@ -693,6 +777,12 @@ impl Backend for DockerBackend {
             wrapper::command(&argv(&plan)),
         ))
         .map_err(refuse)?;
+        let net = sh.net_request(plan.network_enabled, &plan.egress)?;
+        let mut cplan = cplan;
+        if net.is_some() {
+            let file = network::create_resolv_conf(&sh.settings.network, &name)?;
+            cplan.resolv_conf = Some(file.display().to_string());
+        }
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
         sh.in_flight
@@ -702,6 +792,7 @@ impl Backend for DockerBackend {
         let mut guard = RemoveOnDrop {
             shared: self.shared.clone(),
             name: Some(name.clone()),
+            keeper: None,
         };
         sh.create(&cplan).await?;
         let attached = sh
@@ -727,6 +818,21 @@ impl Backend for DockerBackend {
             docker.start_container(&name, None),
         )
         .await?;
+        if let Some(req) = net {
+            // The wrapper waits for its code on stdin: nothing runs before the rules exist.
+            match sh.attach_network(&name, req).await {
+                Ok(keeper) => guard.keeper = Some(keeper),
+                Err(e) => {
+                    // Removed here, not by the guard's task: a CLI exits right after the
+                    // error, before a spawned removal would run.
+                    let _ = sh.remove(&name).await;
+                    network::remove_resolv_conf(&sh.settings.network, &name);
+                    guard.name = None;
+                    sh.in_flight.lock().expect("not poisoned").remove(&name);
+                    return Err(e);
+                }
+            }
+        }
         let started = Instant::now();
         let payload = wrapper::stdin_payload(
             &nonce,
@@ -754,6 +860,9 @@ impl Backend for DockerBackend {
         let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
         let removed = sh.remove(&name).await;
         guard.name = None;
+        // (A bound file's content outlives its removal while the engine still holds the
+        // container.)
+        network::remove_resolv_conf(&sh.settings.network, &name);
         // The engine went away during the run when a call failed for it, or when it could not
         // say how the container ended and cannot remove it: what the relay saw then is not
         // the run's end (a cut attach stream looks like a killed sandbox).
@@ -765,6 +874,9 @@ impl Backend for DockerBackend {
         } else {
             sh.in_flight.lock().expect("not poisoned").remove(&name);
         }
+        // After the removal (or its hand-over): the keeper empties the rules, so a container
+        // the engine could not remove yet keeps only an interface that is dropped.
+        stop_keeper(&self.shared, guard.keeper.take()).await;
         if engine_gone {
             if let Err(e) = &outcome {
                 eprintln!("warden: docker: {e}");
@@ -800,9 +912,22 @@ impl Backend for DockerBackend {
             vec![],
         ))
         .map_err(refuse)?;
+        let net = sh.net_request(spec.network_enabled, &spec.egress)?;
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
-        sh.create(&cplan).await?;
+        let mut cplan = cplan;
+        if net.is_some() {
+            let file = network::create_resolv_conf(&sh.settings.network, &name)?;
+            cplan.resolv_conf = Some(file.display().to_string());
+        }
+        let undo = |e: BackendError| async {
+            let _ = sh.remove(&name).await;
+            network::remove_resolv_conf(&sh.settings.network, &name);
+            e
+        };
+        if let Err(e) = sh.create(&cplan).await {
+            return Err(undo(e.into()).await);
+        }
         if let Err(e) = sh
             .call(
                 "start container",
@@ -811,11 +936,18 @@ impl Backend for DockerBackend {
             )
             .await
         {
-            let _ = sh.remove(&name).await;
-            return Err(e.into());
+            return Err(undo(e.into()).await);
         }
+        let keeper = match net {
+            None => None,
+            Some(req) => match sh.attach_network(&name, req).await {
+                Ok(k) => Some(k),
+                Err(e) => return Err(undo(e).await),
+            },
+        };
         Ok(Arc::new(DockerSandbox {
             shared: self.shared.clone(),
+            keeper: Mutex::new(keeper),
             name,
             state: tokio::sync::Mutex::new(SandboxState {
                 counters: (0, 0),
@@ -877,6 +1009,7 @@ impl Backend for DockerBackend {
             }
             let Some(cid) = c.id.as_deref() else { continue };
             sh.remove(cid).await?;
+            network::remove_resolv_conf(&sh.settings.network, &name);
             removed += 1;
         }
         Ok(removed)
@@ -910,6 +1043,9 @@ struct SandboxState {
 pub struct DockerSandbox {
     shared: Arc<Shared>,
     name: String,
+    /// A networked sandbox's link, firewall and resolver; stopped after the container is
+    /// removed (dropping the sandbox stops it too).
+    keeper: Mutex<Option<Keeper>>,
     state: tokio::sync::Mutex<SandboxState>,
 }
 
@@ -1266,6 +1402,11 @@ head -c {max_bytes} "./$last"
     /// execution (which then ends with what it had), as a destroy must.
     async fn destroy(&self) -> Result<(), BackendError> {
         self.shared.remove(&self.name).await?;
+        network::remove_resolv_conf(&self.shared.settings.network, &self.name);
+        let keeper = self.keeper.lock().expect("not poisoned").take();
+        if let Some(k) = keeper {
+            k.stop(self.shared.settings.call_timeout).await;
+        }
         self.state.lock().await.destroyed = true;
         Ok(())
     }

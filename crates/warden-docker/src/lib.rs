@@ -5,21 +5,26 @@
 //! (typed, before any call); [`wrapper`] is the shell script that receives the code over the
 //! attached stdin, runs the program, kills what it left and reports counters and the output
 //! folder; [`relay`] reads the attached stream with the output cap and the timeout;
-//! [`archive`] turns the output folder's tar into artifacts; [`backend`] makes the engine
-//! calls, each under a deadline.
+//! [`archive`] turns the output folder's tar into artifacts; [`network`] attaches Warden's
+//! controlled egress to a networked container; [`backend`] makes the engine calls, each under
+//! a deadline.
 //!
-//! Invariants: no host path is mounted and nothing of a run is written to the host's disk (the
-//! code and the workspace live in tmpfs mounts inside the container); the root is read-only,
-//! the network is `none`, capabilities are dropped, no-new-privileges is set and the user is
+//! Invariants: no host path is mounted (but a networked container's resolv.conf, read-only, a
+//! file Warden writes with its resolver's address) and nothing of a run is written to the
+//! host's disk (the code and the workspace live in tmpfs mounts inside the container); the root
+//! is read-only, the network mode is `none` and the network disabled (a networked sandbox gets
+//! Warden's own link and firewall in that namespace, never Docker's bridge), capabilities are dropped, no-new-privileges is set and the user is
 //! not root; every container Warden creates carries the `dev.warden.sandbox` label and is
 //! removed on every path; images are never pulled.
 
 pub mod archive;
 pub mod backend;
 pub mod error;
+pub mod network;
 pub mod plan;
 pub mod relay;
 pub mod wrapper;
 
 pub use backend::{DockerBackend, DockerSandbox, DockerSettings, EngineProbe};
 pub use error::DockerError;
+pub use network::NetSettings;

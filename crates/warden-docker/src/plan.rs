@@ -3,7 +3,9 @@
 //!
 //! Invariants (each one a field below, checked by a snapshot test of the create body): the root
 //! filesystem is read-only; the only writable places are size-capped tmpfs mounts
-//! (`/workspace`, `/tmp`, `/code`); no host path is mounted; the network mode is `none`; every
+//! (`/workspace`, `/tmp`, `/code`); no host path is mounted but a networked container's
+//! resolv.conf (read-only, a file Warden writes with its resolver's address, see
+//! [`crate::network`]); the network mode is `none` and the network disabled; every
 //! capability is dropped and `no-new-privileges` is set, under the engine's default seccomp
 //! profile; the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
 //! capped; the container carries Warden's labels so that leftovers can be found after a crash.
@@ -83,6 +85,12 @@ pub struct ContainerPlan {
     /// The OCI runtime (`runsc` for gVisor); `None`: the engine's default.
     pub oci_runtime: Option<String>,
     pub role: Role,
+    /// Networked (Warden's controlled egress is attached after the start).
+    pub network: bool,
+    /// A networked container's resolv.conf: a file Warden writes (the resolver's address,
+    /// once its keeper is ready), bound read-only on `/etc/resolv.conf` — the one host path a
+    /// container sees, and it holds nothing but that line.
+    pub resolv_conf: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,9 +98,9 @@ pub enum PlanError {
     #[error("the docker backend needs an image: set the profile's or the runtime's `image`")]
     NoImage,
     #[error(
-        "network_enabled = true: the docker backend has no controlled egress yet, so the profile is refused rather than given the engine's bridge network"
+        "network_enabled = true with container_runtime = \"runsc\": gVisor's netstack takes the container's interfaces when it starts, before Warden's controlled link exists, so the profile is refused rather than run without its rules"
     )]
-    Network,
+    NetworkUnderRunsc,
     #[error(
         "the sandbox user {0:?} is root; the docker backend runs programs as an unprivileged uid:gid"
     )]
@@ -137,8 +145,8 @@ pub fn program_env() -> Vec<String> {
 
 impl ContainerPlan {
     pub fn build(input: PlanInput<'_>) -> Result<ContainerPlan, PlanError> {
-        if input.network_enabled {
-            return Err(PlanError::Network);
+        if input.network_enabled && input.oci_runtime == Some("runsc") {
+            return Err(PlanError::NetworkUnderRunsc);
         }
         let image = input
             .image
@@ -194,6 +202,8 @@ impl ContainerPlan {
             workspace_mb: l.workspace_mb,
             oci_runtime: input.oci_runtime.map(str::to_owned),
             role: input.role,
+            network: input.network_enabled,
+            resolv_conf: None,
         })
     }
 
@@ -236,8 +246,14 @@ impl ContainerPlan {
                 (CODE_DIR.into(), tmpfs(CODE_TMPFS_MB, "0700")),
             ])),
             shm_size: Some((SHM_MB * 1024 * 1024) as i64),
-            // No bind mounts, no volumes: nothing of the host's disk is visible.
-            binds: Some(vec![]),
+            // No volumes and no bind mounts but a networked container's resolv.conf (a file
+            // Warden writes): nothing of the host's disk is visible.
+            binds: Some(
+                self.resolv_conf
+                    .iter()
+                    .map(|f| format!("{f}:/etc/resolv.conf:ro"))
+                    .collect(),
+            ),
             init: Some(false),
             runtime: self.oci_runtime.clone(),
             ..Default::default()
@@ -252,6 +268,8 @@ impl ContainerPlan {
             working_dir: Some(WORKSPACE_DIR.into()),
             labels: Some(self.labels.clone().into_iter().collect()),
             hostname: Some("sandbox".into()),
+            // Also when networked: Warden attaches its own link; an engine network, even
+            // `none` not disabled, costs the engine a network sandbox (+150 ms a container).
             network_disabled: Some(true),
             tty: Some(false),
             attach_stdin: Some(one_shot),
@@ -349,12 +367,43 @@ mod tests {
     }
 
     #[test]
+    fn a_networked_container_keeps_network_mode_none() {
+        let l = limits();
+        let labels = BTreeMap::new();
+        let mut i = input(&l, &labels);
+        i.network_enabled = true;
+        let mut plan = ContainerPlan::build(i).unwrap();
+        plan.resolv_conf = Some("/run/warden/net/docker/warden-sb-1.resolv.conf".into());
+        let body = plan.to_create_body();
+        assert_eq!(body.network_disabled, Some(true));
+        let host = body.host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("none"));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.dns, None);
+        assert_eq!(
+            host.binds,
+            Some(vec![
+                "/run/warden/net/docker/warden-sb-1.resolv.conf:/etc/resolv.conf:ro".to_string()
+            ])
+        );
+        let offline = ContainerPlan::build(input(&l, &labels))
+            .unwrap()
+            .to_create_body();
+        assert_eq!(offline.network_disabled, Some(true));
+        assert_eq!(offline.host_config.unwrap().binds, Some(vec![]));
+    }
+
+    #[test]
     fn refusals() {
         let l = limits();
         let labels = BTreeMap::new();
         let mut i = input(&l, &labels);
         i.network_enabled = true;
-        assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::Network);
+        i.oci_runtime = Some("runsc");
+        assert_eq!(
+            ContainerPlan::build(i).unwrap_err(),
+            PlanError::NetworkUnderRunsc
+        );
         let mut i = input(&l, &labels);
         i.image = None;
         assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::NoImage);

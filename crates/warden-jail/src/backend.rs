@@ -341,6 +341,14 @@ impl JailSandbox {
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         plan.session = true;
         plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        // A networked sandbox's interpreter has the sandbox's egress, by the same rules.
+        plan.network = self
+            .network
+            .clone()
+            .map(|request| crate::plan::JailNetwork {
+                request,
+                interface: None,
+            });
         plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
         Ok(plan)
     }
@@ -490,13 +498,6 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
-        // A context's session is launched without the network set-up a run of a networked
-        // sandbox gets: refuse it rather than give a networked sandbox an offline interpreter.
-        if self.network.is_some() {
-            return Err(BackendError::Refused(
-                "contexts are not available in a networked sandbox yet (its executions are); create the context in an offline sandbox".into(),
-            ));
-        }
         let _turn = self.one_at_a_time.lock().await;
         if self
             .contexts

@@ -104,7 +104,7 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
 
 /// Gives a networked plan its link (the sandbox end into the namespaces of `pid`) and its
 /// resolver, and tells the sandbox's init how to configure its side.
-fn attach_network(
+pub(crate) fn attach_network(
     plan: &mut JailPlan,
     pid: libc::pid_t,
 ) -> Result<Option<warden_net::Attached>, JailError> {
@@ -127,7 +127,7 @@ fn attach_network(
     Ok(Some(attached))
 }
 
-fn network_error(e: warden_net::HostError) -> JailError {
+pub(crate) fn network_error(e: warden_net::HostError) -> JailError {
     match e {
         warden_net::HostError::Unavailable(_) | warden_net::HostError::Plan(_) => {
             JailError::Refused(e.to_string())

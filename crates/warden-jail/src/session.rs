@@ -9,6 +9,9 @@
 //! stdin, replies on its descriptor 3 ([`crate::plan::SESSION_REPLY_FD`]); the program's stdout
 //! and stderr are relayed as for any run.
 //!
+//! A session of a networked sandbox gets its link, firewall and resolver exactly as a one-shot
+//! run does (the same plan field and helper steps), held for the session's life.
+//!
 //! Invariants: one cell at a time (an `Exec` while a cell runs is a protocol error); each cell
 //! has its own deadline: at it the driver is interrupted (SIGINT, through init), and if the
 //! cell has not ended `grace` later the whole sandbox is killed and the session ends with a
@@ -91,8 +94,20 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
     let started = supervisor::start(hierarchy.as_ref().map_err(Clone::clone));
     let mut reader = FrameReader::default();
     let plan = read_plan(&input, &mut reader);
+    // A networked sandbox's link, firewall and resolver, as for a one-shot run: attached
+    // before the plan goes to init, the interpreter starts only after the firewall committed,
+    // removed after the sandbox (below).
+    let mut network = None;
     let outcome = match (started, plan) {
-        (Ok(started), Ok(plan)) => run(started, &plan, input, reader, out),
+        (Ok(started), Ok(mut plan)) => {
+            match crate::helper::attach_network(&mut plan, started.pid()) {
+                Ok(attached) => {
+                    network = attached;
+                    run(started, &plan, input, reader, out, &mut network)
+                }
+                Err(e) => Err(SessionError::Jail(e)),
+            }
+        }
         (Err(e), _) => Err(SessionError::Jail(e)),
         (_, Err(e)) => Err(e),
     };
@@ -100,6 +115,7 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
         Ok(teardown) => {
             let _ = out.flush();
             drop(teardown);
+            drop(network);
             0
         }
         Err(e) => {
@@ -258,6 +274,7 @@ fn run<W: Write>(
     input: OwnedFd,
     input_reader: FrameReader,
     out: &mut W,
+    network: &mut Option<warden_net::Attached>,
 ) -> Result<Teardown, SessionError> {
     let Launched {
         pid,
@@ -271,7 +288,10 @@ fn run<W: Write>(
         ws_parent,
         ctl_r,
         start,
-    } = supervisor::launch(started, plan, &mut || Ok(()))?;
+    } = supervisor::launch(started, plan, &mut || match network.as_mut() {
+        Some(n) => n.wait_firewall().map_err(crate::helper::network_error),
+        None => Ok(()),
+    })?;
     // Init hands the workspace over during its setup, or closes the socket by dying.
     let scratch = sys::recv_fd(ws_parent.as_fd()).ok().flatten();
     drop(ws_parent);

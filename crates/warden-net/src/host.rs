@@ -221,10 +221,11 @@ pub fn slot_state(run_dir: &Path, index: u32) -> SlotState {
     }
 }
 
-/// Sets up the network of the sandbox whose namespaces belong to `pid`.
+/// Sets up the network of the sandbox whose network namespace is `netns`: the pid of one of
+/// its processes (in this process's pid namespace), or its namespace file.
 pub fn attach(
     req: &NetRequest,
-    pid: libc::pid_t,
+    netns: impl std::fmt::Display,
     run_dir: &Path,
     mut sys: Box<dyn NetSys>,
 ) -> Result<Attached, HostError> {
@@ -268,7 +269,7 @@ pub fn attach(
     }
     attached
         .sys
-        .run(Cmd::Ip(attached.plan.ip_setup(pid)))
+        .run(Cmd::Ip(attached.plan.ip_setup(netns)))
         .map_err(|source| HostError::Setup {
             what: "link",
             source,

@@ -11,6 +11,10 @@
 //! batches, start the resolver) → the sandbox's init runs [`inside::configure`] → the program
 //! starts after [`host::Attached::wait_firewall`] → dropping the `Attached` removes it all.
 //!
+//! Backends that do not start their sandboxes through Warden's own single-threaded helper
+//! (docker) run the same steps in a [`keeper`] process per sandbox, which holds them until
+//! the sandbox is destroyed.
+//!
 //! Invariants: the host's other tables are never changed (the one exception, Docker's
 //! DOCKER-USER chain, is documented on [`host`]); every object is named after its slot so a
 //! crash's leftovers are found by name; a missing per-sandbox chain means "drop".
@@ -19,6 +23,7 @@ pub mod blocked;
 pub mod dns;
 pub mod host;
 pub mod inside;
+pub mod keeper;
 pub mod plan;
 pub mod pool;
 pub mod sys;

@@ -112,12 +112,13 @@ impl NetPlan {
     }
 
     /// The iproute2 batch (`ip -batch -`) that creates the veth pair with its sandbox end in
-    /// the namespace of `pid`, without IPv6 on the host end, addressed and up.
-    pub fn ip_setup(&self, pid: i32) -> String {
+    /// the network namespace `netns` (a pid, or a namespace file such as
+    /// `/proc/<pid>/ns/net`), without IPv6 on the host end, addressed and up.
+    pub fn ip_setup(&self, netns: impl std::fmt::Display) -> String {
         let host_if = self.host_if();
         let net = self.slot.network();
         format!(
-            "link add {host_if} type veth peer name {SANDBOX_IF} netns {pid}\n\
+            "link add {host_if} type veth peer name {SANDBOX_IF} netns {netns}\n\
              link set {host_if} addrgenmode none\n\
              addr add {}/{} dev {host_if}\n\
              link set {host_if} up\n",

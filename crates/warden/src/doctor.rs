@@ -25,7 +25,7 @@ fn docker(settings: &Settings) -> Result<warden_docker::EngineProbe, String> {
         .collect();
     images.sort();
     images.dedup();
-    let backend = crate::run::docker_backend(&settings.sandbox.docker);
+    let backend = crate::run::docker_backend(settings);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -61,7 +61,7 @@ fn docker_verdict(
     let probe = docker
         .as_ref()
         .map_err(|e| format!("the docker engine is not usable: {e}"))?;
-    let backend = crate::run::docker_backend(&settings.sandbox.docker);
+    let backend = crate::run::docker_backend(settings);
     warden_engine::Backend::check(&backend, plan).map_err(|e| e.to_string())?;
     let image = plan.image.as_deref().unwrap_or_default();
     if !probe.images.iter().any(|(i, ok)| i == image && *ok) {
@@ -163,7 +163,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         .collect();
     let jail_unsupported =
         warden_engine::Backend::unsupported(&crate::run::jail_backend(&settings)?);
-    let docker_backend = crate::run::docker_backend(&settings.sandbox.docker);
+    let docker_backend = crate::run::docker_backend(&settings);
     let docker_unsupported = warden_engine::Backend::unsupported(&docker_backend);
     let runsc_unsupported = match &docker {
         Ok(_) => tokio::runtime::Builder::new_current_thread()

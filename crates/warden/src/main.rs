@@ -1,7 +1,8 @@
 //! The `warden` binary: a thin front-end over the engine. It parses arguments, loads settings,
 //! makes one engine call and prints the answer. When started with `WARDEN_JAIL_HELPER=1` it is
-//! the jail's single-threaded helper instead (checked before anything else runs, so no thread
-//! exists yet).
+//! the jail's single-threaded helper instead, and with `WARDEN_NET_KEEPER=1` the keeper of a
+//! networked container's network (both checked before anything else runs, so no thread exists
+//! yet).
 
 mod cli;
 mod doctor;
@@ -14,6 +15,9 @@ mod serve;
 fn main() {
     if std::env::var_os(warden_jail::helper::HELPER_ENV).is_some() {
         std::process::exit(warden_jail::helper::main());
+    }
+    if std::env::var_os(warden_net::keeper::KEEPER_ENV).is_some() {
+        std::process::exit(warden_net::keeper::main());
     }
     std::process::exit(cli::main());
 }

@@ -98,10 +98,7 @@ pub fn engine_with(
         .values()
         .any(|p| settings.backend_of(p) == BackendKind::Docker);
     Ok(if uses_docker {
-        engine.with_backend(
-            BackendKind::Docker,
-            Arc::new(docker_backend(&settings.sandbox.docker)),
-        )
+        engine.with_backend(BackendKind::Docker, Arc::new(docker_backend(&settings)))
     } else {
         engine.with_unavailable_backend(
             BackendKind::Docker,
@@ -110,13 +107,23 @@ pub fn engine_with(
     })
 }
 
-/// The docker backend from `[sandbox.docker]`; it connects on first use, so a process whose
-/// profiles never use docker never talks to the engine.
-pub fn docker_backend(options: &warden_config::DockerOptions) -> DockerBackend {
+/// The docker backend from `[sandbox.docker]`, with networked containers wired by
+/// `[sandbox.jail.network]` (one address pool for both backends) and this binary as their
+/// network keeper; it connects on first use, so a process whose profiles never use docker
+/// never talks to the engine.
+pub fn docker_backend(settings: &Settings) -> DockerBackend {
+    let options = &settings.sandbox.docker;
+    let network = &settings.sandbox.jail.network;
     DockerBackend::new(DockerSettings {
         host: options.host.clone(),
         call_timeout: Duration::from_secs_f64(options.call_timeout_seconds),
         user: options.user.clone(),
+        network: warden_docker::NetSettings {
+            pool: network.pool,
+            upstream_dns: network.upstream_dns,
+            keeper_exe: std::env::current_exe().ok(),
+            run_dir: warden_net::RUN_DIR.into(),
+        },
     })
 }
 

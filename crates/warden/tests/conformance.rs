@@ -129,9 +129,9 @@ impl Subject {
 async fn subject(which: Which, case: &'static str) -> Subject {
     let backend: Arc<dyn Backend> = match which {
         Which::Jail => Arc::new(warden_jail::JailBackend::new(common::jail_settings())),
-        Which::Docker | Which::Gvisor => Arc::new(warden_docker::DockerBackend::new(
-            warden_docker::DockerSettings::default(),
-        )),
+        Which::Docker | Which::Gvisor => {
+            Arc::new(warden_docker::DockerBackend::new(common::docker_settings()))
+        }
         Which::Kubernetes => Arc::new(
             warden_kube::backend::from_test_env()
                 .await
@@ -155,6 +155,10 @@ async fn subject(which: Which, case: &'static str) -> Subject {
 /// `remove_orphans` removes every sandbox of a backend that the caller does not list, so the
 /// case that calls it runs alone (write), the others beside each other (read).
 static ORPHANS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Networked cases run one at a time (they check that their own link and rules are gone
+/// afterwards, which another networked sandbox could take over meanwhile).
+static NETWORKED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs one case against one backend, by the rules in the module docs.
 fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
@@ -305,6 +309,8 @@ cases! {
     persistent_sandboxes: destroy_cleans_up,
     persistent_sandboxes: destroy_ends_a_running_execution,
     orphans: orphans_are_removed,
+    egress: a_networked_sandbox_reaches_only_what_its_rules_allow,
+    egress: a_networked_sandbox_keeps_its_network_across_executions,
 }
 
 // ---- output ----------------------------------------------------------------------------
@@ -490,9 +496,10 @@ print(sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") el
     Ok(())
 }
 
-/// A networked plan either is refused (a backend without controlled egress) or runs behind
-/// Warden's own firewall, where the cloud metadata address and the private ranges stay out of
-/// reach (the jail; its full egress suite is `jail_network.rs`).
+/// A networked plan either is refused (a backend without controlled egress, docker under
+/// runsc) or runs behind Warden's own firewall, where the cloud metadata address and the
+/// private ranges stay out of reach (the jail and docker; their full egress suite is
+/// `jail_network.rs`).
 async fn networked_plans_are_refused_or_kept_off_the_host(s: &Subject) -> Outcome {
     let mut plan = s.plan(
         "python",
@@ -507,6 +514,7 @@ for host in ["169.254.169.254", "10.0.0.1", "192.168.0.1"]:
 "#,
     );
     plan.network_enabled = true;
+    let _one = NETWORKED.lock().await;
     // The engine calls `check` before every run; a backend refuses there.
     match s.backend.check(&plan) {
         Err(BackendError::Refused(_)) => return Ok(()),
@@ -981,4 +989,148 @@ fn doctor_reports_the_declared_promises() {
     }
     declared.sort();
     assert_eq!(said, declared);
+}
+
+// ---- egress ----------------------------------------------------------------------------
+// (The full egress suite, against a test "internet" built from namespaces, is
+// `jail_network.rs`, for the jail and the docker backend.)
+
+/// Prints the sandbox's interfaces, its address, its resolver, and what a few probes got:
+/// a refused name must be answered at once by Warden's resolver (not time out), the host end
+/// of the link, the metadata address and private ranges must stay out of reach.
+const EGRESS_PROBES: &str = r#"
+import socket, time, json
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1.5).close(); return "connected"
+    except OSError as e:
+        return "refused"
+gw = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.connect((gw, 53))
+t = time.monotonic()
+try:
+    socket.gethostbyname("not-allowed.test"); name = "resolved"
+except OSError as e:
+    name = "refused"
+name_s = time.monotonic() - t
+import concurrent.futures as cf
+probes = {"gw_ssh": (gw, 22), "gw_dns_tcp": (gw, 53), "meta": ("169.254.169.254", 80),
+          "lan": ("10.0.0.1", 80), "lan192": ("192.168.0.1", 80), "docker0": ("172.17.0.1", 80)}
+with cf.ThreadPoolExecutor(len(probes)) as ex:
+    got = {k: ex.submit(tcp, *a) for k, a in probes.items()}
+    got = {k: f.result() for k, f in got.items()}
+print(json.dumps(dict(got, ifaces=sorted(n for _, n in socket.if_nameindex()),
+    addr=u.getsockname()[0], gw=gw, name=name, name_s=name_s)))
+"#;
+
+fn egress_policy() -> warden_types::egress::EgressPolicy {
+    warden_types::egress::EgressPolicy {
+        allow_domains: vec!["allowed.test".parse().unwrap()],
+        ..Default::default()
+    }
+}
+
+/// Checks one run of [`EGRESS_PROBES`]; returns (sandbox address, host end).
+fn check_egress_probes(r: &ExecResult) -> (String, String) {
+    assert!(r.is_success(), "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| {
+        panic!("{e}: {r:?}");
+    });
+    assert_eq!(v["ifaces"], serde_json::json!(["eth0", "lo"]), "{v}");
+    let addr = v["addr"].as_str().unwrap().to_owned();
+    let gw = v["gw"].as_str().unwrap().to_owned();
+    let pool: warden_types::egress::Cidr = "10.213.0.0/16".parse().unwrap();
+    for a in [&addr, &gw] {
+        assert!(
+            pool.contains(a.parse().unwrap()),
+            "{a} is not in the pool: {v}"
+        );
+    }
+    assert_eq!(v["name"], "refused", "{v}");
+    // The resolver's own timeout is 2 s (resolv.conf's `timeout:2`): an answer comes sooner.
+    assert!(
+        v["name_s"].as_f64().unwrap() < 1.9,
+        "a refused name is answered, not timed out: {v}"
+    );
+    for key in ["gw_ssh", "gw_dns_tcp", "meta", "lan", "lan192", "docker0"] {
+        assert_eq!(v[key], "refused", "{key}: {v}");
+    }
+    (addr, gw)
+}
+
+/// Waits until the host has no link with `gw` and no rule for `addr` (the sandbox's link and
+/// firewall are gone).
+async fn assert_network_removed(addr: &str, gw: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let links = std::process::Command::new("ip")
+            .args(["-o", "-4", "addr", "show"])
+            .output()
+            .unwrap();
+        let links = String::from_utf8_lossy(&links.stdout).into_owned();
+        let table = std::process::Command::new("nft")
+            .args(["list", "table", "inet", "warden"])
+            .output()
+            .unwrap();
+        let table = String::from_utf8_lossy(&table.stdout).into_owned();
+        let link_left = links.contains(&format!("inet {gw}/30 "));
+        let rule_left = table.contains(&format!("ip saddr != {addr} drop"));
+        if !link_left && !rule_left {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left after the sandbox: link {link_left}, rules {rule_left}\n{links}\n{table}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn a_networked_sandbox_reaches_only_what_its_rules_allow(s: &Subject) -> Outcome {
+    let _one = NETWORKED.lock().await;
+    let mut plan = s.plan("python", EGRESS_PROBES);
+    plan.network_enabled = true;
+    plan.egress = egress_policy();
+    plan.limits.timeout = Duration::from_secs(30);
+    s.backend.check(&plan).map_err(|e| e.to_string())?;
+    let r = s
+        .backend
+        .exec(plan, None)
+        .await
+        .map_err(|e| format!("{e}"))?;
+    let (addr, gw) = check_egress_probes(&r);
+    assert_network_removed(&addr, &gw).await;
+    Ok(())
+}
+
+async fn a_networked_sandbox_keeps_its_network_across_executions(s: &Subject) -> Outcome {
+    let _one = NETWORKED.lock().await;
+    let mut spec = s.spec("networked");
+    spec.network_enabled = true;
+    spec.egress = egress_policy();
+    let sb = match s.backend.create_sandbox(spec.clone()).await {
+        Ok(sb) => sb,
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut first = None;
+    for _ in 0..2 {
+        let mut plan = s.plan("python", EGRESS_PROBES);
+        plan.limits.timeout = Duration::from_secs(30);
+        let r = sb.exec(plan, None).await.unwrap();
+        let (addr, gw) = check_egress_probes(&r);
+        if s.which != Which::Jail {
+            // A container keeps one link for its lifetime (the jail gives each run its own).
+            if let Some(f) = &first {
+                assert_eq!(f, &(addr.clone(), gw.clone()));
+            }
+        }
+        first = Some((addr, gw));
+    }
+    sb.destroy().await.unwrap();
+    let (addr, gw) = first.unwrap();
+    assert_network_removed(&addr, &gw).await;
+    if s.which != Which::Jail {
+        assert_eq!(docker_containers_of(&spec.id), "", "container left behind");
+    }
+    Ok(())
 }

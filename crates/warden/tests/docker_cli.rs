@@ -106,13 +106,28 @@ fn a_missing_image_is_refused_with_a_clear_error_and_never_pulled() {
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
+/// A networked profile runs behind Warden's own link and firewall (the full egress tests are
+/// the `docker_*` tests of jail_network.rs); what the rules cannot enforce is refused.
 #[test]
-fn a_networked_profile_is_refused() {
+fn a_networked_profile_gets_controlled_egress() {
     require_root!();
-    let (v, status, _) = run("networked", "print(1)", &[]);
+    let (v, status, pid) = run(
+        "networked",
+        "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))\n\
+         try:\n    socket.create_connection(('169.254.169.254', 80), timeout=1.5); print('METADATA REACHED')\n\
+         except OSError:\n    print('metadata refused')\n",
+        &[],
+    );
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["stdout"], "['eth0', 'lo']\nmetadata refused\n", "{v}");
+    assert!(containers_with_label(&format!("dev.warden.pid={pid}")).is_empty());
+    let (v, status, _) = run("networked_v6", "print(1)", &[]);
     assert_eq!(status, 125);
     assert_eq!(v["error"]["code"], "refused", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("network"));
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("IPv6"),
+        "{v}"
+    );
 }
 
 #[test]

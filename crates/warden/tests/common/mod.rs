@@ -146,6 +146,18 @@ pub fn jail_settings() -> warden_jail::JailSettings {
     }
 }
 
+/// The docker backend's settings for tests: the engine's defaults, and the real binary as
+/// the network keeper of networked containers.
+pub fn docker_settings() -> warden_docker::DockerSettings {
+    warden_docker::DockerSettings {
+        network: warden_docker::NetSettings {
+            keeper_exe: Some(warden()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// A running `warden serve` on a free loopback port; killed and reaped when dropped.
 pub struct Server {
     pub child: std::process::Child,

@@ -995,7 +995,7 @@ fn validate_pool(
     if p.pool_size > 0 && p.network_enabled {
         return Err((
             key("pool_size"),
-            "networked sandboxes have no contexts yet: a pool needs network_enabled = false".into(),
+            "pools are for offline profiles (a waiting networked sandbox would hold an address slot and a resolver): a pool needs network_enabled = false".into(),
         ));
     }
     if !p.preload_modules.is_empty() && !python {

@@ -111,7 +111,7 @@ fn pool_keys_are_checked_and_named() {
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\npool_size = 1\nnetwork_enabled = true\n"),
-        @"test.toml: sandbox.profiles.standard.pool_size: networked sandboxes have no contexts yet: a pool needs network_enabled = false"
+        @"test.toml: sandbox.profiles.standard.pool_size: pools are for offline profiles (a waiting networked sandbox would hold an address slot and a resolver): a pool needs network_enabled = false"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\npreload_modules = [\"os; import socket\"]\nenabled_policies = []\n"),

@@ -1084,6 +1084,7 @@ fn a_context_in_a_networked_sandbox_gets_its_egress() {
                 language: warden_types::Language::new("python").unwrap(),
                 command: vec!["/usr/bin/python3".into()],
                 limits: limits.clone(),
+                preload: Vec::new(),
             })
             .await
             .unwrap();

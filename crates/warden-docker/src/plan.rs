@@ -136,6 +136,9 @@ pub fn program_env() -> Vec<String> {
         "PYTHONUNBUFFERED=1",
         "PYTHONDONTWRITEBYTECODE=1",
         "MPLBACKEND=Agg",
+        // Caches and matplotlib's folder in /tmp, not in the user's workspace.
+        "XDG_CACHE_HOME=/tmp/.cache",
+        "MPLCONFIGDIR=/tmp/.config/matplotlib",
         "WARDEN_OUTPUT_DIR=/workspace/output",
     ]
     .iter()

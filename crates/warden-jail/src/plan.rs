@@ -381,6 +381,13 @@ impl JailPlan {
             ("PYTHONUNBUFFERED".to_owned(), "1".to_owned()),
             ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
             ("MPLBACKEND".to_owned(), "Agg".to_owned()),
+            // Caches (fontconfig) and matplotlib's folder go to /tmp, not into the user's
+            // workspace, where the files API and artifacts would show them.
+            ("XDG_CACHE_HOME".to_owned(), "/tmp/.cache".to_owned()),
+            (
+                "MPLCONFIGDIR".to_owned(),
+                "/tmp/.config/matplotlib".to_owned(),
+            ),
             (
                 "WARDEN_OUTPUT_DIR".to_owned(),
                 format!("{WORKSPACE_DIR}/{OUTPUT_DIR_NAME}"),

@@ -491,6 +491,15 @@ fn the_data_science_libraries_are_imported_before_the_first_cell() {
     wait_ready(a, "ds", 1);
     let id = c.create("{}");
     assert!(c.was_pooled(&id));
+    // The preload left nothing in the user's workspace but its output folder (matplotlib's and
+    // fontconfig's caches go to /tmp).
+    let (status, files) = c.call("GET", &format!("/v1/sandboxes/{id}/files"), "");
+    assert_eq!(status, 200, "{files}");
+    assert_eq!(
+        files["files"],
+        serde_json::json!([{"is_dir": true, "path": "output", "size": 0}]),
+        "{files}"
+    );
     let r = c.cell(
         &id,
         "import sys\n([m in sys.modules for m in ('numpy', 'pandas', 'matplotlib', 'matplotlib.pyplot')], \

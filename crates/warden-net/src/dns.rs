@@ -523,6 +523,8 @@ mod tests {
             "::ffff:169.254.169.254",
             "64:ff9b::a00:1",
             "fd57:6172:6465:6e::2",
+            "2002:a9fe:a9fe::1",
+            "2001:0:a9fe:a9fe::1",
         ];
         let q = query(3, "pypi.org", TYPE_AAAA);
         let (reply, up, pin) = run(&p, &q, &all);

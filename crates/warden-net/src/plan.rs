@@ -23,6 +23,10 @@ use warden_types::egress::{Cidr, EgressPolicy};
 
 /// Warden's nftables table (family inet). Nothing else is ever changed.
 pub const TABLE: &str = "warden";
+/// The IPv6 blocked ranges the sandboxes' chains use. Not `blocked6`: an older (IPv4-only)
+/// Warden re-fills that set with its own, shorter list whenever it sets up a slot from
+/// scratch, and the two run side by side on one host while an upgrade rolls out.
+pub const BLOCKED6: &str = "blocked6v2";
 /// The interface name inside the sandbox.
 pub const SANDBOX_IF: &str = "eth0";
 /// Addresses pinned by the resolver, per sandbox, at most.
@@ -310,7 +314,7 @@ impl NetPlan {
         rule(&mut s, &c, &format!("ip daddr @{c}_allow accept"));
         rule(&mut s, &c, &format!("ip6 daddr @{c}_allow6 accept"));
         rule(&mut s, &c, "ip daddr @blocked4 drop");
-        rule(&mut s, &c, "ip6 daddr @blocked6 drop");
+        rule(&mut s, &c, &format!("ip6 daddr @{BLOCKED6} drop"));
         if e.is_allow_list() {
             rule(&mut s, &c, &format!("ip daddr @{c}_dns accept"));
             rule(&mut s, &c, &format!("ip6 daddr @{c}_dns6 accept"));
@@ -389,7 +393,10 @@ pub fn base_ruleset() -> String {
     }
     for (set, family, v4) in [
         ("blocked4", "ipv4_addr", true),
+        // Still asserted for an older Warden's base rule that names it (more entries than it
+        // had only make that rule stricter).
         ("blocked6", "ipv6_addr", false),
+        (BLOCKED6, "ipv6_addr", false),
     ] {
         let _ = writeln!(
             s,

@@ -26,6 +26,11 @@ struct In6Rtmsg {
     ifindex: libc::c_int,
 }
 
+// The kernel's layout (x86_64 and aarch64: three 16-byte addresses, 4 + 2 + 2 + 4, an 8-byte
+// aligned `unsigned long`, 4 + 4).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<In6Rtmsg>() == 80);
+
 fn in6(ip: Ipv6Addr) -> libc::in6_addr {
     libc::in6_addr {
         s6_addr: ip.octets(),
@@ -72,7 +77,8 @@ fn ioctl<T>(sock: &Socket, op: libc::c_ulong, arg: &mut T) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets the address, brings the link up and adds the default route.
+/// Sets the IPv4 and IPv6 addresses, brings the link up with ARP off and adds both default
+/// routes.
 pub fn configure(iface: &Interface) -> io::Result<()> {
     let socket = |family: libc::c_int| {
         // SAFETY: plain socket creation.

@@ -351,6 +351,10 @@ pub struct JailNetwork {
     /// IPv4 range cut into one /30 per networked sandbox (host end, sandbox end). Must not
     /// overlap a network the host routes to. Default: 10.213.0.0/16 (16384 sandboxes).
     pub pool: Cidr,
+    /// IPv6 range cut into one /126 per networked sandbox (the same slot index as its /30):
+    /// at least as many /126s as `pool` has /30s. Must not overlap a network the host routes
+    /// to. Default: fd57:6172:6465:6e::/64 (unique-local, blocked for every sandbox).
+    pub pool6: Cidr,
     /// The resolver Warden's per-sandbox DNS server asks. Default: the first `nameserver` of
     /// the host's /etc/resolv.conf.
     pub upstream_dns: Option<std::net::SocketAddr>,
@@ -360,6 +364,7 @@ impl Default for JailNetwork {
     fn default() -> Self {
         Self {
             pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            pool6: "fd57:6172:6465:6e::/64".parse().expect("a valid CIDR"),
             upstream_dns: None,
         }
     }
@@ -817,6 +822,16 @@ impl Settings {
             return Err((
                 "sandbox.jail.network.pool".into(),
                 "must be an IPv4 range from /8 to /30".into(),
+            ));
+        }
+        let pool6 = s.jail.network.pool6;
+        if pool6.is_ipv4() || pool6.prefix() > 126 || 126 - pool6.prefix() < 30 - pool.prefix() {
+            return Err((
+                "sandbox.jail.network.pool6".into(),
+                format!(
+                    "must be an IPv6 range with a /126 for each of the pool's /30s (/{} or larger)",
+                    126 - (30 - pool.prefix())
+                ),
             ));
         }
         let d = &s.docker;

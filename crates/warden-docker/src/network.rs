@@ -37,6 +37,8 @@ use warden_types::egress::{Cidr, EgressPolicy};
 pub struct NetSettings {
     /// The IPv4 range cut into one /30 per networked sandbox, shared with the jail.
     pub pool: Cidr,
+    /// The IPv6 range cut into one /126 per networked sandbox, shared with the jail.
+    pub pool6: Cidr,
     /// The resolver Warden's per-sandbox DNS server asks; `None`: the host's /etc/resolv.conf.
     pub upstream_dns: Option<SocketAddr>,
     /// The `warden` binary (started with `WARDEN_NET_KEEPER=1`); `None`: networked profiles
@@ -50,6 +52,7 @@ impl Default for NetSettings {
     fn default() -> Self {
         NetSettings {
             pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            pool6: warden_net::DEFAULT_POOL6.parse().expect("a valid CIDR"),
             upstream_dns: None,
             keeper_exe: None,
             run_dir: PathBuf::from(warden_net::RUN_DIR),
@@ -97,6 +100,7 @@ pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetReque
     Ok(NetRequest {
         egress: egress.clone(),
         pool: settings.pool,
+        pool6: settings.pool6,
         upstream_dns,
     })
 }

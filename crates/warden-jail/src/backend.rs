@@ -52,6 +52,8 @@ pub struct JailSettings {
 pub struct NetSettings {
     /// The IPv4 range cut into one /30 per networked sandbox.
     pub pool: warden_types::egress::Cidr,
+    /// The IPv6 range cut into one /126 per networked sandbox (same index as its /30).
+    pub pool6: warden_types::egress::Cidr,
     /// The resolver the per-sandbox DNS server asks; `None`: the host's /etc/resolv.conf.
     pub upstream_dns: Option<std::net::SocketAddr>,
 }
@@ -60,6 +62,7 @@ impl Default for NetSettings {
     fn default() -> Self {
         NetSettings {
             pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            pool6: warden_net::DEFAULT_POOL6.parse().expect("a valid CIDR"),
             upstream_dns: None,
         }
     }
@@ -88,6 +91,7 @@ fn net_request(
     Ok(Some(warden_net::NetRequest {
         egress: egress.clone(),
         pool: settings.pool,
+        pool6: settings.pool6,
         upstream_dns,
     }))
 }

@@ -3,14 +3,14 @@
 //! firewall set before the sandbox sees them.
 //!
 //! Invariants: a name the policy does not allow never leaves the host (no upstream query, so
-//! DNS is no side channel out of an allow-list); every answer is rebuilt from parsed A records
-//! (never relayed byte for byte), keeping only addresses the firewall would let through — an
-//! allowed name that resolves to a blocked or denied address (DNS rebinding to
-//! 169.254.169.254 or 127.0.0.1) gets no such record; an address is pinned before the answer
-//! naming it is sent; IPv6 (AAAA) questions get an empty answer (no IPv6 egress); anything
-//! malformed is dropped or answered FORMERR, never trusted.
+//! DNS is no side channel out of an allow-list); every answer is rebuilt from parsed A or AAAA
+//! records of the question's type (never relayed byte for byte), keeping only addresses the
+//! firewall would let through — an allowed name that resolves to a blocked or denied address
+//! (DNS rebinding to 169.254.169.254, 127.0.0.1, fd00::1 or ::ffff:10.0.0.1) gets no such
+//! record; an address (IPv4 or IPv6) is pinned before the answer naming it is sent; other
+//! types get NOTIMP; anything malformed is dropped or answered FORMERR, never trusted.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 use warden_types::egress::EgressPolicy;
 
@@ -136,8 +136,9 @@ impl Query {
         m
     }
 
-    /// An answer to the sandbox with `rcode` and these A records (name: the question's).
-    pub fn answer(&self, rcode: u8, records: &[(Ipv4Addr, u32)]) -> Vec<u8> {
+    /// An answer to the sandbox with `rcode` and these A or AAAA records (name: the
+    /// question's; the type follows each address).
+    pub fn answer(&self, rcode: u8, records: &[(IpAddr, u32)]) -> Vec<u8> {
         let mut m = Vec::with_capacity(12 + self.question.len() + records.len() * 16);
         m.extend_from_slice(&self.id.to_be_bytes());
         let mut flags: u16 = 0x8000 | 0x0080 | rcode as u16;
@@ -150,23 +151,29 @@ impl Query {
         m.extend_from_slice(&[0, 0, 0, 0]);
         m.extend_from_slice(&self.question);
         for (ip, ttl) in records {
+            let (rtype, data) = match ip {
+                IpAddr::V4(a) => (TYPE_A, a.octets().to_vec()),
+                IpAddr::V6(a) => (TYPE_AAAA, a.octets().to_vec()),
+            };
             m.extend_from_slice(&[0xC0, 0x0C]);
-            m.extend_from_slice(&TYPE_A.to_be_bytes());
+            m.extend_from_slice(&rtype.to_be_bytes());
             m.extend_from_slice(&CLASS_IN.to_be_bytes());
             m.extend_from_slice(&ttl.min(&MAX_TTL).to_be_bytes());
-            m.extend_from_slice(&4u16.to_be_bytes());
-            m.extend_from_slice(&ip.octets());
+            m.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            m.extend_from_slice(&data);
         }
         m
     }
 }
 
-/// The upstream's answer to our query: its rcode and A records (address, ttl).
+/// The upstream's answer to our query: its rcode and the records of the question's type, A
+/// or AAAA (address, ttl); records of any other type (CNAME, an A in an AAAA answer) are
+/// skipped.
 pub fn parse_upstream(
     b: &[u8],
     id: u16,
     query: &Query,
-) -> Result<(u8, Vec<(Ipv4Addr, u32)>), WireError> {
+) -> Result<(u8, Vec<(IpAddr, u32)>), WireError> {
     if b.len() < 12 || u16_at(b, 0)? != id {
         return Err(WireError::Mismatch);
     }
@@ -191,8 +198,19 @@ pub fn parse_upstream(
             .ok_or(WireError::Short)?;
         let len = u16_at(b, at + 8)? as usize;
         let data = b.get(at + 10..at + 10 + len).ok_or(WireError::Short)?;
-        if rtype == TYPE_A && class == CLASS_IN && len == 4 {
-            records.push((Ipv4Addr::new(data[0], data[1], data[2], data[3]), ttl));
+        if rtype == query.qtype && class == CLASS_IN {
+            match (rtype, len) {
+                (TYPE_A, 4) => {
+                    let a = Ipv4Addr::new(data[0], data[1], data[2], data[3]);
+                    records.push((IpAddr::V4(a), ttl));
+                }
+                (TYPE_AAAA, 16) => {
+                    let mut o = [0u8; 16];
+                    o.copy_from_slice(data);
+                    records.push((IpAddr::V6(Ipv6Addr::from(o)), ttl));
+                }
+                _ => {}
+            }
         }
         at += 10 + len;
     }
@@ -200,8 +218,7 @@ pub fn parse_upstream(
 }
 
 /// Whether the firewall lets the sandbox reach `ip`: what may be pinned and handed out.
-pub fn reachable(policy: &EgressPolicy, ip: Ipv4Addr) -> bool {
-    let ip = IpAddr::V4(ip);
+pub fn reachable(policy: &EgressPolicy, ip: IpAddr) -> bool {
     if policy.deny_cidrs.iter().any(|c| c.contains(ip)) {
         return false;
     }
@@ -214,7 +231,7 @@ pub fn reachable(policy: &EgressPolicy, ip: Ipv4Addr) -> bool {
 /// Where answers are pinned (the firewall set, or a fake).
 pub trait Pinner {
     /// Makes these addresses reachable before the sandbox learns them.
-    fn pin(&mut self, ips: &[Ipv4Addr]) -> Result<(), String>;
+    fn pin(&mut self, ips: &[IpAddr]) -> Result<(), String>;
 }
 
 /// How the resolver reaches upstream (a UDP socket, or a fake).
@@ -244,8 +261,7 @@ pub fn handle(
         return Some(query.answer(RCODE_REFUSED, &[]));
     }
     match query.qtype {
-        TYPE_A => {}
-        TYPE_AAAA => return Some(query.answer(0, &[])),
+        TYPE_A | TYPE_AAAA => {}
         _ => return Some(query.answer(RCODE_NOTIMP, &[])),
     }
     let reply = match upstream.ask(&query.upstream_message(next_id)) {
@@ -366,7 +382,7 @@ mod tests {
     /// compressed name, as real resolvers do) and counts what it was asked.
     #[derive(Default)]
     struct FakeUpstream {
-        answers: Vec<Ipv4Addr>,
+        answers: Vec<IpAddr>,
         asked: Vec<String>,
     }
 
@@ -375,23 +391,32 @@ mod tests {
             let q = Query::parse(message).map_err(|e| e.to_string())?;
             self.asked.push(q.name.clone());
             let mut m = q.answer(0, &[]);
-            // One CNAME record first, then the A records.
+            // One CNAME record first, then the A and AAAA records (both, whatever the
+            // question: the resolver must keep only the question's type).
             let count = 1 + self.answers.len() as u16;
             m[6..8].copy_from_slice(&count.to_be_bytes());
             m.extend_from_slice(&[0xC0, 0x0C, 0, 5, 0, 1, 0, 0, 0, 60, 0, 2, 0xC0, 0x0C]);
             for ip in &self.answers {
-                m.extend_from_slice(&[0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0x0E, 0x10, 0, 4]);
-                m.extend_from_slice(&ip.octets());
+                match ip {
+                    IpAddr::V4(a) => {
+                        m.extend_from_slice(&[0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0x0E, 0x10, 0, 4]);
+                        m.extend_from_slice(&a.octets());
+                    }
+                    IpAddr::V6(a) => {
+                        m.extend_from_slice(&[0xC0, 0x0C, 0, 28, 0, 1, 0, 0, 0x0E, 0x10, 0, 16]);
+                        m.extend_from_slice(&a.octets());
+                    }
+                }
             }
             Ok(m)
         }
     }
 
     #[derive(Default)]
-    struct FakePinner(Vec<Ipv4Addr>);
+    struct FakePinner(Vec<IpAddr>);
 
     impl Pinner for FakePinner {
-        fn pin(&mut self, ips: &[Ipv4Addr]) -> Result<(), String> {
+        fn pin(&mut self, ips: &[IpAddr]) -> Result<(), String> {
             self.0.extend_from_slice(ips);
             Ok(())
         }
@@ -422,7 +447,7 @@ mod tests {
         reply[3] & 0xF
     }
 
-    fn addresses(reply: &[u8], q: &[u8]) -> Vec<Ipv4Addr> {
+    fn addresses(reply: &[u8], q: &[u8]) -> Vec<IpAddr> {
         let query = Query::parse(q).unwrap();
         let mut fixed = reply.to_vec();
         fixed[0..2].copy_from_slice(&5u16.to_be_bytes());
@@ -476,9 +501,9 @@ mod tests {
         );
         assert_eq!(
             addresses(&reply, &q),
-            ["203.0.113.9".parse::<Ipv4Addr>().unwrap()]
+            ["203.0.113.9".parse::<IpAddr>().unwrap()]
         );
-        assert_eq!(pin.0, ["203.0.113.9".parse::<Ipv4Addr>().unwrap()]);
+        assert_eq!(pin.0, ["203.0.113.9".parse::<IpAddr>().unwrap()]);
         // Unless the profile allows that range explicitly.
         let mut p = p;
         p.allow_cidrs.push("10.0.0.0/24".parse().unwrap());
@@ -487,11 +512,48 @@ mod tests {
     }
 
     #[test]
-    fn aaaa_gets_an_empty_answer_and_other_types_notimp() {
+    fn aaaa_answers_are_filtered_and_pinned_like_a_answers_and_other_types_notimp() {
         let p = policy(&["pypi.org"]);
-        let (reply, up, _) = run(&p, &query(3, "pypi.org", TYPE_AAAA), &[]);
-        assert_eq!((rcode(&reply), reply[7]), (0, 0));
-        assert!(up.asked.is_empty());
+        let all = [
+            "203.0.113.9",
+            "2001:db8:113::10",
+            "fd00::1",
+            "fe80::1",
+            "::1",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a00:1",
+            "fd57:6172:6465:6e::2",
+            "2002:a9fe:a9fe::1",
+            "2001:0:a9fe:a9fe::1",
+        ];
+        let q = query(3, "pypi.org", TYPE_AAAA);
+        let (reply, up, pin) = run(&p, &q, &all);
+        assert_eq!(rcode(&reply), 0);
+        assert_eq!(up.asked, ["pypi.org"]);
+        let global: IpAddr = "2001:db8:113::10".parse().unwrap();
+        assert_eq!(addresses(&reply, &q), [global]);
+        assert_eq!(pin.0, [global]);
+        // An A question gets the A record only, never the AAAA ones (and the reverse above).
+        let q = query(4, "pypi.org", TYPE_A);
+        let (reply, _, pin) = run(&p, &q, &all);
+        let v4: IpAddr = "203.0.113.9".parse().unwrap();
+        assert_eq!((addresses(&reply, &q), pin.0), (vec![v4], vec![v4]));
+        // Refused names are refused for AAAA too, without asking upstream.
+        let (reply, up, pin) = run(&p, &query(5, "evil.example", TYPE_AAAA), &all);
+        assert_eq!(rcode(&reply), RCODE_REFUSED);
+        assert!(up.asked.is_empty() && pin.0.is_empty());
+        // An explicitly allowed private IPv6 range is answered.
+        let mut p = p;
+        p.allow_cidrs.push("fd00::/64".parse().unwrap());
+        let q = query(6, "pypi.org", TYPE_AAAA);
+        let (reply, _, _) = run(&p, &q, &all);
+        assert_eq!(
+            addresses(&reply, &q),
+            [
+                "2001:db8:113::10".parse::<IpAddr>().unwrap(),
+                "fd00::1".parse().unwrap()
+            ]
+        );
         let (reply, _, _) = run(&p, &query(3, "pypi.org", 16), &[]);
         assert_eq!(rcode(&reply), RCODE_NOTIMP);
     }

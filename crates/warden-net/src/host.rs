@@ -17,7 +17,7 @@ use crate::plan::{Interface, NetPlan, NetRequest, PlanError, TABLE};
 use crate::pool::{Lease, Pool, PoolError};
 use crate::sys::{Cmd, NetSys, Pending, SysError};
 use std::io::{Read, Seek, Write};
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -44,8 +44,8 @@ pub enum HostError {
 }
 
 /// Checks, before anything is started, that this host can give a sandbox a controlled
-/// network: root (to create interfaces and rules), the tools, IPv4 forwarding, a pool that
-/// overlaps no route of the host's, and a request the jail can enforce.
+/// network: root (to create interfaces and rules), the tools, IPv4 and IPv6 forwarding, pools
+/// that overlap no route of the host's, and a request the jail can enforce.
 pub fn check(req: &NetRequest) -> Result<(), HostError> {
     let unavailable = |why: String| HostError::Unavailable(why);
     // SAFETY: geteuid has no preconditions.
@@ -61,6 +61,22 @@ pub fn check(req: &NetRequest) -> Result<(), HostError> {
             "IPv4 forwarding is off (net.ipv4.ip_forward = 0); scripts/setup-net.sh turns it on"
                 .into(),
         ));
+    }
+    let forward6 =
+        std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/forwarding").unwrap_or_default();
+    if forward6.trim() != "1" {
+        return Err(unavailable(
+            "IPv6 forwarding is off (net.ipv6.conf.all.forwarding = 0); scripts/setup-net.sh turns it on"
+                .into(),
+        ));
+    }
+    Pool::dual(req.pool, req.pool6).map_err(|e| unavailable(e.to_string()))?;
+    let routes6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
+    if let Some((iface, net)) = overlapping_route6(&routes6, req) {
+        return Err(unavailable(format!(
+            "the IPv6 address pool {} overlaps the host's route to {net} via {iface}; choose another [sandbox.jail.network].pool6",
+            req.pool6
+        )));
     }
     let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
     if let Some((iface, net)) = overlapping_route(&routes, req) {
@@ -96,6 +112,32 @@ fn overlapping_route(routes: &str, req: &NetRequest) -> Option<(String, String)>
         };
         if net.overlaps(&req.pool) {
             return Some((f[0].to_owned(), net.to_string()));
+        }
+    }
+    None
+}
+
+/// The first IPv6 route of the host (not Warden's own interfaces, not a default route, not
+/// local or multicast) that overlaps the IPv6 pool, from /proc/net/ipv6_route.
+fn overlapping_route6(routes: &str, req: &NetRequest) -> Option<(String, String)> {
+    for line in routes.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 || f[9].starts_with(crate::pool::IF_PREFIX) || f[9] == "lo" {
+            continue;
+        }
+        let (Ok(dest), Ok(prefix)) = (u128::from_str_radix(f[0], 16), u8::from_str_radix(f[1], 16))
+        else {
+            continue;
+        };
+        let dest = std::net::Ipv6Addr::from(dest);
+        if prefix == 0 || dest.is_multicast() || (dest.segments()[0] & 0xffc0) == 0xfe80 {
+            continue;
+        }
+        let Ok(net) = warden_types::egress::Cidr::new(dest.into(), prefix) else {
+            continue;
+        };
+        if net.overlaps(&req.pool6) {
+            return Some((f[9].to_owned(), net.to_string()));
         }
     }
     None
@@ -229,7 +271,7 @@ pub fn attach(
     run_dir: &Path,
     mut sys: Box<dyn NetSys>,
 ) -> Result<Attached, HostError> {
-    let pool = Pool::new(req.pool)?;
+    let pool = Pool::dual(req.pool, req.pool6)?;
     let lease = pool.lease(run_dir)?;
     let plan = NetPlan::build(req, lease.slot, generation())?;
     let mut lock_file = std::fs::OpenOptions::new()
@@ -380,6 +422,7 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
     let mut upstream = upstream;
     let mut pinner = NftPinner {
         set: plan.pin_set(),
+        set6: plan.pin_set6(),
         pinned: Default::default(),
     };
     dns::serve(
@@ -490,12 +533,13 @@ fn keep_only_fds(keep: &[i32]) {
 #[derive(Debug)]
 struct NftPinner {
     set: String,
-    pinned: std::collections::HashSet<Ipv4Addr>,
+    set6: String,
+    pinned: std::collections::HashSet<IpAddr>,
 }
 
 impl dns::Pinner for NftPinner {
-    fn pin(&mut self, ips: &[Ipv4Addr]) -> Result<(), String> {
-        let new: Vec<Ipv4Addr> = ips
+    fn pin(&mut self, ips: &[IpAddr]) -> Result<(), String> {
+        let new: Vec<IpAddr> = ips
             .iter()
             .filter(|ip| !self.pinned.contains(ip))
             .copied()
@@ -503,12 +547,20 @@ impl dns::Pinner for NftPinner {
         if new.is_empty() {
             return Ok(());
         }
-        let list: Vec<String> = new.iter().map(|ip| ip.to_string()).collect();
-        let script = format!(
-            "add element inet {TABLE} {} {{ {} }}\n",
-            self.set,
-            list.join(", ")
-        );
+        let mut script = String::new();
+        for (set, v4) in [(&self.set, true), (&self.set6, false)] {
+            let list: Vec<String> = new
+                .iter()
+                .filter(|ip| ip.is_ipv4() == v4)
+                .map(|ip| ip.to_string())
+                .collect();
+            if !list.is_empty() {
+                script.push_str(&format!(
+                    "add element inet {TABLE} {set} {{ {} }}\n",
+                    list.join(", ")
+                ));
+            }
+        }
         crate::sys::RealSys
             .run(Cmd::Nft(script))
             .map_err(|e| e.to_string())?;
@@ -592,6 +644,7 @@ mod tests {
         let req = |pool: &str| NetRequest {
             egress: Default::default(),
             pool: pool.parse().unwrap(),
+            pool6: crate::pool::DEFAULT_POOL6.parse().unwrap(),
             upstream_dns: "192.0.2.1:53".parse().unwrap(),
         };
         assert_eq!(overlapping_route(routes, &req("10.213.0.0/16")), None);
@@ -599,6 +652,30 @@ mod tests {
             overlapping_route(routes, &req("192.0.0.0/8")),
             Some(("eth0".into(), "192.0.2.0/24".into()))
         );
+    }
+
+    #[test]
+    fn ipv6_routes_overlapping_the_pool_are_found() {
+        // /proc/net/ipv6_route: dest, prefix, src, src prefix, next hop, metric, refcnt,
+        // use, flags, device.
+        let routes = "fd576172000000000000000000000000 20 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001   eth1\n\
+                      fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001   eth0\n\
+                      00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n\
+                      fd57617264656e000000000000000000 7e 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001    wdsb0\n";
+        let mut req = NetRequest {
+            egress: Default::default(),
+            pool: "10.213.0.0/16".parse().unwrap(),
+            pool6: crate::pool::DEFAULT_POOL6.parse().unwrap(),
+            upstream_dns: "192.0.2.1:53".parse().unwrap(),
+        };
+        assert_eq!(
+            overlapping_route6(routes, &req),
+            Some(("eth1".into(), "fd57:6172::/32".into()))
+        );
+        req.pool6 = "fd99::/64".parse().unwrap();
+        assert_eq!(overlapping_route6(routes, &req), None);
+        req.pool6 = "fe80::/64".parse().unwrap();
+        assert_eq!(overlapping_route6(routes, &req), None);
     }
 
     #[test]

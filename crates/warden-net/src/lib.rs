@@ -1,6 +1,6 @@
 //! Controlled egress for networked sandboxes (`network_enabled = true`): each sandbox gets its
-//! own network namespace (made by the jail), a veth pair to the host with a /30 from an
-//! address pool, NAT to the outside, and nftables rules in Warden's own table `inet warden`
+//! own network namespace (made by the jail), a veth pair to the host with a /30 and an IPv6
+//! /126 from two address pools, NAT (and NAT66) to the outside, and nftables rules in Warden's own table `inet warden`
 //! that drop anything to the host itself, loopback, private, shared and link-local ranges
 //! (`data/blocked.toml`) unless the profile allows them, refuse inbound connections, and
 //! follow the profile's allow- and deny-lists; allowed names are resolved by a per-sandbox
@@ -30,3 +30,4 @@ pub mod sys;
 
 pub use host::{Attached, HostError, RUN_DIR, attach, check, sweep};
 pub use plan::{Interface, NetPlan, NetRequest};
+pub use pool::DEFAULT_POOL6;

@@ -8,18 +8,25 @@
 //! base chains and creates the slot's skeleton (empty chains and sets) and rules in one
 //! nftables transaction; a slot whose skeleton is known to be clean gets only additions (the
 //! fast path, no grace period), and a sandbox's teardown only empties the skeleton; an
-//! interface matching `wdsb*` without rules in its chain is dropped (fail closed); IPv6 allow
-//! entries are refused (a sandbox has no IPv6 route, and its IPv6 packets are dropped).
+//! interface matching `wdsb*` without rules in its chain is dropped (fail closed); IPv4 and
+//! IPv6 take the same path through the sandbox's chain (its own source address, TCP/UDP only,
+//! deny, allow, blocked ranges, pinned answers), each with its own sets; the base chains of
+//! the IPv4-only ruleset are kept as they were (a concurrently running older Warden re-asserts
+//! them), and NAT66 lives in a chain of its own (`postrouting6`).
 
 use crate::blocked::blocked;
 use crate::pool::{IF_PREFIX, Slot};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use warden_types::egress::{Cidr, EgressPolicy};
 
 /// Warden's nftables table (family inet). Nothing else is ever changed.
 pub const TABLE: &str = "warden";
+/// The IPv6 blocked ranges the sandboxes' chains use. Not `blocked6`: an older (IPv4-only)
+/// Warden re-fills that set with its own, shorter list whenever it sets up a slot from
+/// scratch, and the two run side by side on one host while an upgrade rolls out.
+pub const BLOCKED6: &str = "blocked6v2";
 /// The interface name inside the sandbox.
 pub const SANDBOX_IF: &str = "eth0";
 /// Addresses pinned by the resolver, per sandbox, at most.
@@ -36,16 +43,19 @@ pub struct NetRequest {
     pub egress: EgressPolicy,
     /// The IPv4 range slots are cut from.
     pub pool: Cidr,
+    /// The IPv6 range whose /126s go with the IPv4 slots.
+    #[serde(default = "default_pool6")]
+    pub pool6: Cidr,
     /// The resolver Warden's DNS server asks.
     pub upstream_dns: SocketAddr,
 }
 
+fn default_pool6() -> Cidr {
+    crate::pool::DEFAULT_POOL6.parse().expect("a valid CIDR")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error(
-        "egress.{field} lists the IPv6 network {cidr}: IPv6 egress is not supported by the jail backend (a networked sandbox has IPv4 only)"
-    )]
-    Ipv6Allow { field: &'static str, cidr: Cidr },
     #[error("the upstream resolver {addr} is inside the address pool {pool}")]
     UpstreamInPool { addr: SocketAddr, pool: Cidr },
 }
@@ -53,9 +63,12 @@ pub enum PlanError {
 /// The sandbox side of the link, as its init configures it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Interface {
-    pub address: std::net::Ipv4Addr,
+    pub address: Ipv4Addr,
     pub prefix: u8,
-    pub gateway: std::net::Ipv4Addr,
+    pub gateway: Ipv4Addr,
+    pub address6: Ipv6Addr,
+    pub prefix6: u8,
+    pub gateway6: Ipv6Addr,
 }
 
 /// One sandbox's network, decided.
@@ -94,12 +107,20 @@ impl NetPlan {
         format!("sb{}_dns", self.slot.index)
     }
 
+    /// The set the resolver pins IPv6 answers into.
+    pub fn pin_set6(&self) -> String {
+        format!("sb{}_dns6", self.slot.index)
+    }
+
     /// What the sandbox's init configures on its side.
     pub fn interface(&self) -> Interface {
         Interface {
             address: self.slot.sandbox,
             prefix: 30,
             gateway: self.slot.host,
+            address6: self.slot.sandbox6,
+            prefix6: crate::pool::SLOT_PREFIX6,
+            gateway6: self.slot.host6,
         }
     }
 
@@ -113,17 +134,25 @@ impl NetPlan {
 
     /// The iproute2 batch (`ip -batch -`) that creates the veth pair with its sandbox end in
     /// the network namespace `netns` (a pid, or a namespace file such as
-    /// `/proc/<pid>/ns/net`), without IPv6 on the host end, addressed and up.
+    /// `/proc/<pid>/ns/net`), without a link-local IPv6 address on the host end, addressed
+    /// (IPv4 and IPv6, no duplicate address detection) and up. Both ends have the slot's MAC
+    /// address and ARP off (the sandbox's init turns it off on its side): every frame goes to
+    /// that address, so no ARP or neighbour discovery is needed — the host's output chain
+    /// drops everything towards a sandbox that is not a reply, neighbour advertisements too.
     pub fn ip_setup(&self, netns: impl std::fmt::Display) -> String {
         let host_if = self.host_if();
         let net = self.slot.network();
+        let mac = self.slot.mac();
         format!(
-            "link add {host_if} type veth peer name {SANDBOX_IF} netns {netns}\n\
-             link set {host_if} addrgenmode none\n\
+            "link add {host_if} address {mac} type veth peer name {SANDBOX_IF} address {mac} netns {netns}\n\
+             link set {host_if} addrgenmode none arp off\n\
              addr add {}/{} dev {host_if}\n\
+             addr add {}/{} dev {host_if} nodad\n\
              link set {host_if} up\n",
             self.slot.host,
-            net.prefix()
+            net.prefix(),
+            self.slot.host6,
+            crate::pool::SLOT_PREFIX6,
         )
     }
 
@@ -132,12 +161,19 @@ impl NetPlan {
         let c = self.chain();
         let chains = vec![c.clone(), format!("{c}_in"), format!("{c}_down")];
         let interval = "type ipv4_addr; flags interval;".to_owned();
+        let interval6 = "type ipv6_addr; flags interval;".to_owned();
         let sets = vec![
             (format!("{c}_allow"), interval.clone()),
             (format!("{c}_deny"), interval),
             (
                 format!("{c}_dns"),
                 format!("type ipv4_addr; size {MAX_PINNED};"),
+            ),
+            (format!("{c}_allow6"), interval6.clone()),
+            (format!("{c}_deny6"), interval6),
+            (
+                format!("{c}_dns6"),
+                format!("type ipv6_addr; size {MAX_PINNED};"),
             ),
         ];
         (chains, sets)
@@ -215,13 +251,18 @@ impl NetPlan {
         let mut s = String::new();
         let c = self.chain();
         let e = &self.egress;
-        let v4 = |list: &[Cidr]| {
+        let of = |list: &[Cidr], v4: bool| {
             list.iter()
-                .filter(|c| c.is_ipv4())
+                .filter(|c| c.is_ipv4() == v4)
                 .map(|c| c.to_string())
                 .collect::<Vec<_>>()
         };
-        for (set, list) in [("allow", v4(&e.allow_cidrs)), ("deny", v4(&e.deny_cidrs))] {
+        for (set, list) in [
+            ("allow", of(&e.allow_cidrs, true)),
+            ("deny", of(&e.deny_cidrs, true)),
+            ("allow6", of(&e.allow_cidrs, false)),
+            ("deny6", of(&e.deny_cidrs, false)),
+        ] {
             if !list.is_empty() {
                 let _ = writeln!(
                     s,
@@ -234,11 +275,16 @@ impl NetPlan {
             let _ = writeln!(s, "add rule inet {TABLE} {chain} {body}");
         };
         // Egress: from the sandbox, forwarded. First match wins.
-        rule(&mut s, &c, "meta nfproto != ipv4 drop");
+        rule(&mut s, &c, "meta nfproto != { ipv4, ipv6 } drop");
         rule(
             &mut s,
             &c,
-            &format!("ip saddr != {} drop", self.slot.sandbox),
+            &format!("meta nfproto ipv4 ip saddr != {} drop", self.slot.sandbox),
+        );
+        rule(
+            &mut s,
+            &c,
+            &format!("meta nfproto ipv6 ip6 saddr != {} drop", self.slot.sandbox6),
         );
         rule(&mut s, &c, "meta l4proto != tcp meta l4proto != udp drop");
         rule(
@@ -264,10 +310,14 @@ impl NetPlan {
             );
         }
         rule(&mut s, &c, &format!("ip daddr @{c}_deny drop"));
+        rule(&mut s, &c, &format!("ip6 daddr @{c}_deny6 drop"));
         rule(&mut s, &c, &format!("ip daddr @{c}_allow accept"));
+        rule(&mut s, &c, &format!("ip6 daddr @{c}_allow6 accept"));
         rule(&mut s, &c, "ip daddr @blocked4 drop");
+        rule(&mut s, &c, &format!("ip6 daddr @{BLOCKED6} drop"));
         if e.is_allow_list() {
             rule(&mut s, &c, &format!("ip daddr @{c}_dns accept"));
+            rule(&mut s, &c, &format!("ip6 daddr @{c}_dns6 accept"));
             rule(&mut s, &c, "drop");
         } else {
             rule(&mut s, &c, "accept");
@@ -315,17 +365,13 @@ impl NetPlan {
 }
 
 fn check_request(req: &NetRequest) -> Result<(), PlanError> {
-    if let Some(cidr) = req.egress.allow_cidrs.iter().find(|c| !c.is_ipv4()) {
-        return Err(PlanError::Ipv6Allow {
-            field: "allow_cidrs",
-            cidr: *cidr,
-        });
-    }
-    if req.pool.contains(req.upstream_dns.ip()) {
-        return Err(PlanError::UpstreamInPool {
-            addr: req.upstream_dns,
-            pool: req.pool,
-        });
+    for pool in [req.pool, req.pool6] {
+        if pool.contains(req.upstream_dns.ip()) {
+            return Err(PlanError::UpstreamInPool {
+                addr: req.upstream_dns,
+                pool,
+            });
+        }
     }
     Ok(())
 }
@@ -347,7 +393,10 @@ pub fn base_ruleset() -> String {
     }
     for (set, family, v4) in [
         ("blocked4", "ipv4_addr", true),
+        // Still asserted for an older Warden's base rule that names it (more entries than it
+        // had only make that rule stricter).
         ("blocked6", "ipv6_addr", false),
+        (BLOCKED6, "ipv6_addr", false),
     ] {
         let _ = writeln!(
             s,
@@ -365,12 +414,11 @@ pub fn base_ruleset() -> String {
             list.join(", ")
         );
     }
-    let chains: [(&str, &str, &[String]); 4] = [
+    let chains: [(&str, &str, &[String]); 5] = [
         (
             "forward",
             "type filter hook forward priority filter - 10; policy accept;",
             &[
-                format!("iifname \"{p}*\" ip6 daddr @blocked6 drop"),
                 // Towards a sandbox first, whoever sends it (another sandbox too, even one
                 // whose allow-list covers the pool): replies only.
                 format!("oifname \"{p}*\" ct state established,related oifname vmap @download"),
@@ -406,6 +454,15 @@ pub fn base_ruleset() -> String {
                 "iifname \"{p}*\" oifname != \"{p}*\" meta nfproto ipv4 masquerade"
             )],
         ),
+        // NAT66, in a chain of its own: the chain above keeps the rule an older Warden
+        // re-asserts when it sets up a slot, and that must not remove this one.
+        (
+            "postrouting6",
+            "type nat hook postrouting priority srcnat - 10; policy accept;",
+            &[format!(
+                "iifname \"{p}*\" oifname != \"{p}*\" meta nfproto ipv6 masquerade"
+            )],
+        ),
     ];
     for (name, spec, rules) in chains {
         let _ = writeln!(s, "add chain inet {TABLE} {name} {{ {spec} }}");
@@ -426,6 +483,7 @@ mod tests {
         NetRequest {
             egress,
             pool: "10.213.0.0/16".parse().unwrap(),
+            pool6: default_pool6(),
             upstream_dns: "192.0.2.53:53".parse().unwrap(),
         }
     }
@@ -460,6 +518,7 @@ mod tests {
             allow_cidrs: vec![
                 "203.0.113.0/24".parse().unwrap(),
                 "10.9.0.0/16".parse().unwrap(),
+                "fd12:3456::/32".parse().unwrap(),
             ],
             deny_cidrs: vec![
                 "203.0.113.66".parse().unwrap(),
@@ -479,14 +538,29 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_allow_entries_and_an_upstream_in_the_pool_are_refused() {
+    fn ipv6_allow_entries_are_taken_and_an_upstream_in_a_pool_is_refused() {
         let mut r = request(EgressPolicy {
             allow_cidrs: vec!["2001:db8::/32".parse().unwrap()],
             ..Default::default()
         });
-        assert!(matches!(check(&r), Err(PlanError::Ipv6Allow { .. })));
+        assert_eq!(check(&r), Ok(()));
         r.egress = EgressPolicy::default();
         r.upstream_dns = "10.213.0.1:53".parse().unwrap();
         assert!(matches!(check(&r), Err(PlanError::UpstreamInPool { .. })));
+        r.upstream_dns = "[fd57:6172:6465:6e::9]:53".parse().unwrap();
+        assert!(matches!(check(&r), Err(PlanError::UpstreamInPool { .. })));
+    }
+
+    #[test]
+    fn the_ipv4_nat_chain_is_unchanged_and_nat66_has_its_own() {
+        // An older Warden (IPv4 only) re-asserts its base chains whenever it sets up a slot
+        // from scratch: NAT66 must not live in a chain it rewrites.
+        let base = super::base_ruleset();
+        assert!(base.contains(
+            "add rule inet warden postrouting iifname \"wdsb*\" oifname != \"wdsb*\" meta nfproto ipv4 masquerade\n"
+        ));
+        assert!(base.contains(
+            "add rule inet warden postrouting6 iifname \"wdsb*\" oifname != \"wdsb*\" meta nfproto ipv6 masquerade\n"
+        ));
     }
 }

@@ -1,5 +1,6 @@
 //! The address pool: one /30 per networked sandbox (network, host end, sandbox end,
-//! broadcast), leased across processes with a lock file per slot.
+//! broadcast) and, at the same index, one /126 of an IPv6 unique-local range (host end
+//! `::1`, sandbox end `::2` of the /126), leased across processes with a lock file per slot.
 //!
 //! Invariants: a slot is used by at most one live sandbox on this host — its lease is an
 //! exclusive `flock` on `<run_dir>/slot-<index>.lock`, which the kernel releases when the
@@ -8,18 +9,27 @@
 //! crash's leftovers are found again by the next start.
 
 use std::fs::File;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use warden_types::egress::Cidr;
 
 /// The prefix of every host-side interface, nft chain suffix and lock of Warden's sandboxes.
 pub const IF_PREFIX: &str = "wdsb";
+/// The default IPv6 pool: a unique-local /64 (`fd57:6172:6465:6e::/64`, "Warden" in hex),
+/// blocked as ULA for every sandbox like the rest of fc00::/7.
+pub const DEFAULT_POOL6: &str = "fd57:6172:6465:6e::/64";
+/// The prefix of one slot's IPv6 link.
+pub const SLOT_PREFIX6: u8 = 126;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {
     #[error("address pool {pool} must be an IPv4 range from /8 to /30")]
     BadPool { pool: Cidr },
+    #[error(
+        "IPv6 address pool {pool6} must be an IPv6 range of at least as many /126 slots as the IPv4 pool {pool} has /30s"
+    )]
+    BadPool6 { pool: Cidr, pool6: Cidr },
     #[error("create {path:?}: {source}")]
     RunDir {
         path: PathBuf,
@@ -38,6 +48,7 @@ pub enum PoolError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pool {
     cidr: Cidr,
+    cidr6: Cidr,
 }
 
 /// One sandbox's share of the pool.
@@ -48,6 +59,10 @@ pub struct Slot {
     pub host: Ipv4Addr,
     /// The sandbox end.
     pub sandbox: Ipv4Addr,
+    /// The host end of the IPv6 link (the sandbox's IPv6 gateway).
+    pub host6: Ipv6Addr,
+    /// The sandbox's IPv6 address.
+    pub sandbox6: Ipv6Addr,
 }
 
 impl Slot {
@@ -61,14 +76,43 @@ impl Slot {
         let base = u32::from(self.host) - 1;
         Cidr::new(IpAddr::V4(Ipv4Addr::from(base)), 30).expect("aligned /30")
     }
+
+    /// The /126 both IPv6 ends live in.
+    pub fn network6(&self) -> Cidr {
+        let base = u128::from(self.host6) - 1;
+        Cidr::new(IpAddr::V6(Ipv6Addr::from(base)), SLOT_PREFIX6).expect("aligned /126")
+    }
+
+    /// The MAC address of both ends of the link (`02:` locally administered, then the
+    /// slot's index): both ends have ARP and neighbour discovery off and send every frame to
+    /// this address, so neither needs an answer from the other.
+    pub fn mac(&self) -> String {
+        let i = self.index.to_be_bytes();
+        format!("02:77:{:02x}:{:02x}:{:02x}:{:02x}", i[0], i[1], i[2], i[3])
+    }
 }
 
 impl Pool {
+    /// An IPv4 pool with the default IPv6 pool.
     pub fn new(cidr: Cidr) -> Result<Pool, PoolError> {
+        Pool::dual(cidr, DEFAULT_POOL6.parse().expect("a valid CIDR"))
+    }
+
+    /// An IPv4 pool and the IPv6 pool whose /126s go with its /30s, index for index.
+    pub fn dual(cidr: Cidr, cidr6: Cidr) -> Result<Pool, PoolError> {
         if !cidr.is_ipv4() || !(8..=30).contains(&cidr.prefix()) {
             return Err(PoolError::BadPool { pool: cidr });
         }
-        Ok(Pool { cidr })
+        if cidr6.is_ipv4()
+            || cidr6.prefix() > SLOT_PREFIX6
+            || SLOT_PREFIX6 - cidr6.prefix() < 30 - cidr.prefix()
+        {
+            return Err(PoolError::BadPool6 {
+                pool: cidr,
+                pool6: cidr6,
+            });
+        }
+        Ok(Pool { cidr, cidr6 })
     }
 
     pub fn cidr(&self) -> Cidr {
@@ -88,11 +132,17 @@ impl Pool {
             Some(IpAddr::V4(a)) => a,
             _ => unreachable!("an IPv4 pool within its size"),
         };
+        let v6 = |n: u128| match self.cidr6.nth(n) {
+            Some(IpAddr::V6(a)) => a,
+            _ => unreachable!("an IPv6 pool at least as large as the IPv4 pool"),
+        };
         let base = index as u128 * 4;
         Some(Slot {
             index,
             host: v4(base + 1),
             sandbox: v4(base + 2),
+            host6: v6(base + 1),
+            sandbox6: v6(base + 2),
         })
     }
 
@@ -191,6 +241,22 @@ mod tests {
         assert_eq!(p.slot(16383).unwrap().sandbox.to_string(), "10.213.255.254");
         assert!(Pool::new("10.0.0.0/31".parse().unwrap()).is_err());
         assert!(Pool::new("fd00::/64".parse().unwrap()).is_err());
+        assert_eq!(
+            (s.host6.to_string(), s.sandbox6.to_string()),
+            (
+                "fd57:6172:6465:6e::1d".into(),
+                "fd57:6172:6465:6e::1e".into()
+            )
+        );
+        assert_eq!(s.network6().to_string(), "fd57:6172:6465:6e::1c/126");
+        assert_eq!(s.mac(), "02:77:00:00:00:07");
+        let last = p.slot(16383).unwrap();
+        assert_eq!(last.sandbox6.to_string(), "fd57:6172:6465:6e::fffe");
+        // The IPv6 pool must hold a /126 for every /30.
+        let v4: Cidr = "10.213.0.0/16".parse().unwrap();
+        assert!(Pool::dual(v4, "fd00::/113".parse().unwrap()).is_err());
+        assert!(Pool::dual(v4, "fd00::/112".parse().unwrap()).is_ok());
+        assert!(Pool::dual(v4, "10.0.0.0/8".parse().unwrap()).is_err());
     }
 
     #[test]

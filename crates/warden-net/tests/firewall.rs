@@ -1,6 +1,6 @@
 //! The firewall on its own, against an attacker stronger than any sandbox: root with every
 //! capability inside its network namespace (raw sockets, ICMP, forged source addresses,
-//! its own addresses and routes). The jail's seccomp and capability drop already refuse raw
+//! its own addresses and routes, IPv4 and IPv6). The jail's seccomp and capability drop already refuse raw
 //! and ICMP sockets (crates/warden/tests/jail_network.rs); this shows that the nftables rules
 //! hold even without them. The "internet" is a namespace this test makes (203.0.113.10) whose
 //! server records every HTTP request, UDP datagram and ICMP packet that reaches it.
@@ -45,7 +45,9 @@ impl Internet {
             "ip netns add wt-inet && ip link add wt-inet-h type veth peer name eth0 netns wt-inet && \
             ip addr add 203.0.113.1/24 dev wt-inet-h && ip link set wt-inet-h up && \
             ip -n wt-inet link set lo up && ip -n wt-inet link set eth0 up && \
-            ip -n wt-inet addr add 203.0.113.10/24 dev eth0 && ip -n wt-inet route add default via 203.0.113.1",
+            ip -n wt-inet addr add 203.0.113.10/24 dev eth0 && ip -n wt-inet route add default via 203.0.113.1 && \
+            ip addr add 2001:db8:113::1/64 dev wt-inet-h nodad && \
+            ip -n wt-inet addr add 2001:db8:113::10/64 dev eth0 nodad",
         );
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("inet.log");
@@ -54,7 +56,8 @@ impl Internet {
         let server = Command::new("ip")
             .args(["netns", "exec", "wt-inet", "/usr/bin/python3"])
             .arg(fixture)
-            .args(["--addr", "203.0.113.10", "--icmp-log", "--log"])
+            .args(["--addr", "203.0.113.10", "--addr", "2001:db8:113::10"])
+            .args(["--icmp-log", "--log"])
             .arg(&log)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -133,12 +136,29 @@ def raw_proto():
 def other_source():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5)
     s.bind(("10.213.99.99", 0)); s.sendto(b"forged", ("203.0.113.10", 7)); return s.recv(100)
+def tcp6():
+    s = socket.create_connection(("2001:db8:113::10", 80), timeout=2)
+    s.sendall(b"GET /allowed6 HTTP/1.0\r\n\r\n"); d = b""
+    while (c := s.recv(4096)): d += c
+    return "ok" if b"hello" in d else "bad"
+def ping6():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6); s.settimeout(1.5)
+    s.sendto(struct.pack("!BBHHH", 128, 0, 0, 1, 1) + b"warden", ("2001:db8:113::10", 0))
+    while True:
+        d = s.recv(100)
+        if d[0] == 129: return "reply"
+def other_source6():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.settimeout(1.5)
+    s.bind(("fd57:6172:6465:6e::99", 0)); s.sendto(b"forged6", ("2001:db8:113::10", 7)); return s.recv(100)
+def host_ssh6():
+    socket.create_connection((GATEWAY6, 22), timeout=1.5); return "connected"
 def host_ssh():
     socket.create_connection((GATEWAY, 22), timeout=1.5); return "connected"
 def host_dns_tcp():
     socket.create_connection((GATEWAY, 53), timeout=1.5); return "connected"
 for name, f in [("tcp", tcp), ("ping", ping), ("spoofed_udp", spoofed_udp), ("raw_proto", raw_proto),
-                ("other_source", other_source), ("host_ssh", host_ssh), ("host_dns_tcp", host_dns_tcp)]:
+                ("other_source", other_source), ("host_ssh", host_ssh), ("host_dns_tcp", host_dns_tcp),
+                ("tcp6", tcp6), ("ping6", ping6), ("other_source6", other_source6), ("host_ssh6", host_ssh6)]:
     attempt(name, f)
 time.sleep(0.5)
 "#;
@@ -158,6 +178,7 @@ fn root_inside_the_namespace_gets_no_further_than_the_rules() {
     let req = NetRequest {
         egress: Default::default(),
         pool: "10.213.0.0/16".parse().unwrap(),
+        pool6: warden_net::DEFAULT_POOL6.parse().unwrap(),
         upstream_dns: "203.0.113.10:53".parse().unwrap(),
     };
     let run_dir = Path::new(warden_net::RUN_DIR);
@@ -191,13 +212,17 @@ fn root_inside_the_namespace_gets_no_further_than_the_rules() {
     assert_eq!(field("NoNewPrivs:"), "1");
     let iface = attached.interface();
     sh(&format!(
-        "nsenter -t {pid} -n sh -c 'ip link set lo up && ip addr add {}/{} dev eth0 && \
-         ip addr add 10.213.99.99/32 dev eth0 && ip link set eth0 up && ip route add default via {}'",
-        iface.address, iface.prefix, iface.gateway
+        "nsenter -t {pid} -n sh -c 'ip link set lo up && ip link set eth0 arp off && \
+         ip addr add {}/{} dev eth0 && ip addr add 10.213.99.99/32 dev eth0 && \
+         ip addr add {}/{} dev eth0 nodad && ip addr add fd57:6172:6465:6e::99/128 dev eth0 nodad preferred_lft 0 && \
+         ip link set eth0 up && ip route add default via {} && ip -6 route add default via {}'",
+        iface.address, iface.prefix, iface.address6, iface.prefix6, iface.gateway, iface.gateway6
     ));
     let out = python_in(
         pid,
-        &ATTACKS.replace("GATEWAY", &format!("{:?}", iface.gateway.to_string())),
+        &ATTACKS
+            .replace("GATEWAY6", &format!("{:?}", iface.gateway6.to_string()))
+            .replace("GATEWAY", &format!("{:?}", iface.gateway.to_string())),
     );
     let line = |name: &str| {
         out.lines()
@@ -210,8 +235,16 @@ fn root_inside_the_namespace_gets_no_further_than_the_rules() {
     assert_eq!(line("other_source"), "err:TimeoutError", "{out}");
     assert_eq!(line("host_ssh"), "err:TimeoutError", "{out}");
     assert_eq!(line("host_dns_tcp"), "err:TimeoutError", "{out}");
+    assert_eq!(line("tcp6"), "ok", "{out}");
+    assert_eq!(line("ping6"), "err:TimeoutError", "{out}");
+    assert_eq!(line("other_source6"), "err:TimeoutError", "{out}");
+    assert_eq!(line("host_ssh6"), "err:TimeoutError", "{out}");
     let log = internet.log();
     assert!(log.contains("http 203.0.113.10 /allowed"), "{log}");
+    assert!(
+        log.contains("http 2001:db8:113::10 /allowed6 2001:db8:113::1\n"),
+        "{log}"
+    );
     for absent in ["icmp", "udp ", "raw253"] {
         assert!(!log.contains(absent), "{absent} got through: {log}");
     }

@@ -135,6 +135,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                         wait_for_teardown: false,
                         network: warden_jail::NetSettings {
                             pool: settings.sandbox.jail.network.pool,
+                            pool6: settings.sandbox.jail.network.pool6,
                             upstream_dns: settings.sandbox.jail.network.upstream_dns,
                         },
                     });

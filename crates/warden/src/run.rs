@@ -78,6 +78,7 @@ fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBacke
         wait_for_teardown: mode == HelperMode::ForkWhenSingleThreaded && std::process::id() == 1,
         network: warden_jail::NetSettings {
             pool: jail.network.pool,
+            pool6: jail.network.pool6,
             upstream_dns: jail.network.upstream_dns,
         },
     }))
@@ -120,6 +121,7 @@ pub fn docker_backend(settings: &Settings) -> DockerBackend {
         user: options.user.clone(),
         network: warden_docker::NetSettings {
             pool: network.pool,
+            pool6: network.pool6,
             upstream_dns: network.upstream_dns,
             keeper_exe: std::env::current_exe().ok(),
             run_dir: warden_net::RUN_DIR.into(),

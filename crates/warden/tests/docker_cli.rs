@@ -107,7 +107,7 @@ fn a_missing_image_is_refused_with_a_clear_error_and_never_pulled() {
 }
 
 /// A networked profile runs behind Warden's own link and firewall (the full egress tests are
-/// the `docker_*` tests of jail_network.rs); what the rules cannot enforce is refused.
+/// the `docker_*` tests of jail_network.rs), IPv6 allow entries included.
 #[test]
 fn a_networked_profile_gets_controlled_egress() {
     require_root!();
@@ -121,13 +121,23 @@ fn a_networked_profile_gets_controlled_egress() {
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["stdout"], "['eth0', 'lo']\nmetadata refused\n", "{v}");
     assert!(containers_with_label(&format!("dev.warden.pid={pid}")).is_empty());
-    let (v, status, _) = run("networked_v6", "print(1)", &[]);
-    assert_eq!(status, 125);
-    assert_eq!(v["error"]["code"], "refused", "{v}");
-    assert!(
-        v["error"]["message"].as_str().unwrap().contains("IPv6"),
+    // An IPv6 allow entry is enforced (it used to be refused): the container has an IPv6
+    // address from the pool (fd57:6172:6465:6e::/64) on eth0, and the metadata address stays
+    // closed to that allow-list.
+    let (v, status, pid) = run(
+        "networked_v6",
+        "import socket\n\
+         print(sorted(l.split()[0][:16] for l in open('/proc/net/if_inet6') if l.split()[5] == 'eth0' and l.split()[3] == '00'))\n\
+         try:\n    socket.create_connection(('169.254.169.254', 80), timeout=1.5); print('METADATA REACHED')\n\
+         except OSError:\n    print('metadata refused')\n",
+        &[],
+    );
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(
+        v["stdout"], "['fd5761726465006e']\nmetadata refused\n",
         "{v}"
     );
+    assert!(containers_with_label(&format!("dev.warden.pid={pid}")).is_empty());
 }
 
 #[test]

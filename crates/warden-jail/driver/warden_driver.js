@@ -12,8 +12,8 @@
 // its declarations stay local to the cell (assign to `globalThis.x` to keep one).
 //
 // Protocol (the supervisor is the other end; see crates/warden-jail/src/session.rs):
-// - requests on stdin (moved to a private descriptor at start; the user's code sees an empty
-//   stdin), replies on descriptor 3 (moved too);
+// - requests on stdin, replies on descriptor 3, both moved out of the user's way at start (see
+//   privateDescriptors; the user's code sees an empty stdin and no descriptor 3);
 // - each message is a little-endian u32 length followed by that many bytes of UTF-8 JSON;
 // - the driver first sends {"type": "ready", ...}; then for each {"code": "..."} request it
 //   sends one {"type": "done", "execution_count", "text", "results", "error"};
@@ -63,27 +63,24 @@ function writeAll(fd, data) {
   }
 }
 
-// Moves the protocol's descriptors out of the user's way: requests and replies get new,
-// close-on-exec descriptors (a child process inherits neither); stdin becomes /dev/null and
-// descriptor 3 is closed. Opening /proc/self/fd/N opens the same pipe again; where that is
-// not possible the original descriptors are kept.
-function privateDescriptors() {
-  let request = 0;
-  let reply = 3;
-  try {
-    request = fs.openSync('/proc/self/fd/0', 'r');
-    reply = fs.openSync('/proc/self/fd/3', 'w');
-    fs.closeSync(3);
-    fs.closeSync(0);
-    // The lowest free descriptor is 0 now: /dev/null takes its place.
-    const nul = fs.openSync('/dev/null', 'r');
-    if (nul !== 0) fs.closeSync(nul);
-  } catch (e) {
-    if (request !== 0 && reply === 3) {
-      fs.closeSync(request);
-      request = 0;
-    }
+// Moves the protocol's descriptors out of the user's way. Node cannot dup a descriptor, so
+// the jail starts the driver through `sh -c 'exec "$@" 4<&0 5>&3 3>&- </dev/null'` with
+// `--channel 4,5`: requests on 4, replies on 5, stdin /dev/null and descriptor 3 closed.
+// Without `--channel` (the driver started directly with the pipes at 0 and 3), opening
+// /proc/self/fd/N opens the same pipe again on a new close-on-exec descriptor, where the pipe's
+// owner allows it; otherwise the driver refuses to start rather than share stdin with the user.
+function privateDescriptors(channel) {
+  if (channel) {
+    const [request, reply] = channel.split(',').map(Number);
+    return { request, reply };
   }
+  const request = fs.openSync('/proc/self/fd/0', 'r');
+  const reply = fs.openSync('/proc/self/fd/3', 'w');
+  fs.closeSync(3);
+  fs.closeSync(0);
+  // The lowest free descriptor is 0 now: /dev/null takes its place.
+  const nul = fs.openSync('/dev/null', 'r');
+  if (nul !== 0) fs.closeSync(nul);
   return { request, reply };
 }
 
@@ -287,13 +284,16 @@ function requests(fd) {
 
 async function main() {
   const argv = process.argv.slice(2);
-  if (argv.length > 0) {
+  let channelArg = null;
+  if (argv.length === 2 && argv[0] === '--channel' && /^\d+,\d+$/.test(argv[1])) {
+    channelArg = argv[1];
+  } else if (argv.length > 0) {
     process.stderr.write(`warden driver: unexpected arguments ${stringify(argv)}\n`);
     process.exit(2);
   }
   // User code sees `node` and no driver path in process.argv.
   process.argv.splice(1);
-  const channel = privateDescriptors();
+  const channel = privateDescriptors(channelArg);
   const driver = new Driver(channel);
   const next = requests(channel.request);
   send(channel.reply, { type: 'ready', language: 'javascript', version: process.versions.node });

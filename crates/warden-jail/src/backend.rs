@@ -325,8 +325,26 @@ impl JailSandbox {
             )));
         }
         let b = &self.backend;
-        let mut argv = spec.command.clone();
+        let mut argv = Vec::new();
+        if spec.language.as_str() == "javascript" {
+            // Node cannot dup a descriptor (and the pipes' owner is not the sandbox's user, so
+            // it cannot reopen them): the shell moves the protocol's pipes to 4 and 5 and
+            // gives the interpreter an empty stdin and no descriptor 3 (see the driver).
+            argv.extend(
+                [
+                    "/bin/sh",
+                    "-c",
+                    r#"exec "$@" 4<&0 5>&3 3>&- </dev/null"#,
+                    "warden-driver",
+                ]
+                .map(String::from),
+            );
+        }
+        argv.extend(spec.command.iter().cloned());
         argv.push(format!("{CODE_DIR}/{driver_file}"));
+        if spec.language.as_str() == "javascript" {
+            argv.extend(["--channel", "4,5"].map(String::from));
+        }
         if !spec.preload.is_empty() {
             // Read and removed from sys.argv by the driver before any user code runs.
             argv.push("--preload".into());

@@ -41,12 +41,26 @@ impl Driver {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join(warden_jail::context::JAVASCRIPT_DRIVER_FILE);
+        let script = dir
+            .path()
+            .join(warden_jail::context::JAVASCRIPT_DRIVER_FILE);
         std::fs::write(&script, warden_jail::context::JAVASCRIPT_DRIVER).unwrap();
         let (req_r, req_w) = pipe();
         let (rep_r, rep_w) = pipe();
         let (req_fd, rep_fd) = (req_r.as_raw_fd(), rep_w.as_raw_fd());
-        let mut command = Command::new(NODE);
+        let mut command = if args.first() == Some(&"--channel") {
+            // As the jail starts it (see JailSandbox::context_plan).
+            let mut c = Command::new("/bin/sh");
+            c.args([
+                "-c",
+                r#"exec "$@" 4<&0 5>&3 3>&- </dev/null"#,
+                "warden-driver",
+                NODE,
+            ]);
+            c
+        } else {
+            Command::new(NODE)
+        };
         command
             .arg(&script)
             .args(args)
@@ -128,7 +142,6 @@ impl Driver {
     }
 }
 
-
 #[test]
 fn declarations_persist_and_the_completion_value_is_the_result() {
     let Some(mut d) = Driver::start(&[]) else {
@@ -176,7 +189,9 @@ fn console_output_is_written_before_the_reply() {
     };
     let mut stdout = d.child.stdout.take().unwrap();
     for i in 0..3 {
-        let r = d.run(&format!("console.log('cell {i}', 'x'.repeat(100000).length)"));
+        let r = d.run(&format!(
+            "console.log('cell {i}', 'x'.repeat(100000).length)"
+        ));
         assert!(r["error"].is_null(), "{r}");
         // The line is in the pipe already: a read does not wait for later output.
         let want = format!("cell {i} 100000\n");
@@ -206,8 +221,14 @@ fn exceptions_are_reported_from_the_users_cell_only() {
         tb.starts_with("RangeError: bad value\n    at inner (<cell 2>:1:26)\n    at outer (<cell 2>:2:20)\n    at <cell 2>:3:1"),
         "{tb}"
     );
-    assert!(tb.trim_end().ends_with("<cell 2>:3:1"), "nothing below the cell: {tb}");
-    assert!(!tb.contains("warden_driver") && !tb.contains("node:"), "{tb}");
+    assert!(
+        tb.trim_end().ends_with("<cell 2>:3:1"),
+        "nothing below the cell: {tb}"
+    );
+    assert!(
+        !tb.contains("warden_driver") && !tb.contains("node:"),
+        "{tb}"
+    );
     // A syntax error never ran: where it is, no frames.
     let r = d.run("x = (1,");
     assert_eq!(r["error"]["name"], "SyntaxError");
@@ -215,21 +236,26 @@ fn exceptions_are_reported_from_the_users_cell_only() {
     assert!(tb.starts_with("<cell 3>:1"), "{tb}");
     assert!(!tb.contains("    at "), "{tb}");
     // Anything can be thrown; a rejected promise is the cell's error.
-    assert_eq!(
-        d.run("throw {code: 7}")["error"]["value"],
-        "{ code: 7 }"
-    );
+    assert_eq!(d.run("throw {code: 7}")["error"]["value"], "{ code: 7 }");
     let r = d.run("Promise.reject(new TypeError('later'))");
     assert_eq!(r["error"]["name"], "TypeError", "{r}");
     // An error thrown by a timer after its cell ended does not end the context.
     d.run("setTimeout(() => { throw new Error('from a timer') }, 1); 0");
     std::thread::sleep(Duration::from_millis(200));
     let r = d.run("ok");
-    assert_eq!((r["text"].as_str(), r["execution_count"].as_u64()), (Some("1"), Some(7)), "{r}");
+    assert_eq!(
+        (r["text"].as_str(), r["execution_count"].as_u64()),
+        (Some("1"), Some(7)),
+        "{r}"
+    );
     // Huge values are cut, so a reply stays bounded.
     let r = d.run("throw new Error('v'.repeat(1000000))");
     let value = r["error"]["value"].as_str().unwrap();
-    assert!(value.len() < 70_000 && value.ends_with("cut at 65536 characters]"), "{}", value.len());
+    assert!(
+        value.len() < 70_000 && value.ends_with("cut at 65536 characters]"),
+        "{}",
+        value.len()
+    );
     let (_, err) = d.finish();
     assert!(err.contains("from a timer"), "{err}");
 }
@@ -242,7 +268,10 @@ fn the_protocol_descriptors_are_out_of_the_users_reach() {
     assert_eq!(d.run("require('fs').readFileSync(0).length")["text"], "0");
     let r = d.run("require('fs').writeSync(3, 'forged')");
     assert_eq!(r["error"]["name"], "Error", "{r}");
-    assert!(r["error"]["value"].as_str().unwrap().contains("EBADF"), "{r}");
+    assert!(
+        r["error"]["value"].as_str().unwrap().contains("EBADF"),
+        "{r}"
+    );
     assert_eq!(d.run("process.argv.length")["text"], "1");
     assert_eq!(d.run("2 + 2")["text"], "4");
     d.finish();
@@ -256,7 +285,11 @@ fn sigint_interrupts_a_cell_and_is_ignored_between_cells() {
     d.run("var state = 'kept'");
     d.interrupt();
     std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(d.run("state")["text"], "'kept'", "an idle interrupt changes nothing");
+    assert_eq!(
+        d.run("state")["text"],
+        "'kept'",
+        "an idle interrupt changes nothing"
+    );
     d.send("console.log('started'); while (true) {}");
     std::thread::sleep(Duration::from_millis(300));
     d.interrupt();
@@ -280,4 +313,28 @@ fn arguments_are_refused() {
         return;
     };
     assert_eq!(d.child.wait().unwrap().code(), Some(2));
+}
+
+#[test]
+fn started_as_the_jail_starts_it_the_channel_is_on_4_and_5() {
+    let Some(mut d) = Driver::launch(&[], &["--channel", "4,5"]) else {
+        return;
+    };
+    assert_eq!(d.receive()["type"], "ready");
+    assert_eq!(d.run("let kept = 'yes'; process.argv.length")["text"], "1");
+    assert_eq!(d.run("require('fs').readFileSync(0).length")["text"], "0");
+    // Descriptor 3 is closed by the shell (Node may reuse the number): a write there forges
+    // no reply.
+    d.run("try { require('fs').writeSync(3, 'forged') } catch (e) {}");
+    d.send("while (true) {}");
+    std::thread::sleep(Duration::from_millis(200));
+    d.interrupt();
+    assert_eq!(d.receive()["error"]["name"], "Interrupted");
+    let r = d.run("kept");
+    assert_eq!(
+        (r["text"].as_str(), r["execution_count"].as_u64()),
+        (Some("'yes'"), Some(5)),
+        "{r}"
+    );
+    d.finish();
 }

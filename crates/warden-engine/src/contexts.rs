@@ -634,6 +634,45 @@ mod tests {
             1,
             "only the accepted cell ran"
         );
+        // A JavaScript context (an alias names it too): its cells are JavaScript, it gets no
+        // (Python) preload, and a cell in another language is refused there.
+        let js = s
+            .create_context(
+                None,
+                &id,
+                CreateContext {
+                    language: Some("node".into()),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(js.language, "javascript");
+        {
+            let created = fake.created.lock().unwrap();
+            let spec = created.last().unwrap();
+            assert_eq!(spec.language.as_str(), "javascript");
+            assert_eq!(spec.command, ["node"]);
+            assert!(spec.preload.is_empty());
+        }
+        let mut js_cell = cell("1 + 1", &js.id);
+        js_cell.language = Some("javascript".into());
+        exec(&s, &id, js_cell).await.unwrap();
+        // A cell that names no language runs in its context's.
+        exec(&s, &id, cell("2", &js.id)).await.unwrap();
+        let mut py_cell = cell("1", &js.id);
+        py_cell.language = Some("python".into());
+        let err = exec(&s, &id, py_cell).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidRequest {
+                    field: "language",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(fake.cells.lock().unwrap().len(), 3);
         // Plain executions still run as fresh runs.
         let plain = exec(
             &s,

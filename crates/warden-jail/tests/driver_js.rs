@@ -323,6 +323,9 @@ fn started_as_the_jail_starts_it_the_channel_is_on_4_and_5() {
     assert_eq!(d.receive()["type"], "ready");
     assert_eq!(d.run("let kept = 'yes'; process.argv.length")["text"], "1");
     assert_eq!(d.run("require('fs').readFileSync(0).length")["text"], "0");
+    // A child process does not get the protocol pipes.
+    let r = d.run("require('child_process').execSync('ls /proc/self/fd').toString().split('\\n').filter(f => f === '4' || f === '5')");
+    assert_eq!(r["text"], "[]", "{r}");
     // Descriptor 3 is closed by the shell (Node may reuse the number): a write there forges
     // no reply.
     d.run("try { require('fs').writeSync(3, 'forged') } catch (e) {}");

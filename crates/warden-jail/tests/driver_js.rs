@@ -336,7 +336,7 @@ fn started_as_the_jail_starts_it_the_channel_is_on_4_and_5() {
     let r = d.run("kept");
     assert_eq!(
         (r["text"].as_str(), r["execution_count"].as_u64()),
-        (Some("'yes'"), Some(5)),
+        (Some("'yes'"), Some(6)),
         "{r}"
     );
     d.finish();

@@ -7,9 +7,11 @@
 //! own); ids are unique within a sandbox; `default` is the id of the sandbox's default Python
 //! context, created by the first execution that names it; at most [`MAX_CONTEXTS`] live per
 //! sandbox; creation is serialized per sandbox, so two requests for the default context make
-//! one; only Python has a driver so far, other languages are refused with a clear error. The
-//! default context, and only it, starts with the profile's `preload_modules` imported, whether
-//! made on first use or ahead of time in a pooled sandbox (so both are the same context).
+//! one; Python and JavaScript have a driver, other languages are refused with a clear error
+//! (the `default` context is Python; a JavaScript context is created explicitly). The default
+//! context, and only it, starts with the profile's `preload_modules` imported (Python modules,
+//! so never into another language's context), whether made on first use or ahead of time in a
+//! pooled sandbox (so both are the same context).
 
 use crate::backend::{CellPlan, ContextSpec, EventSender};
 use crate::sandboxes::{Entry, PreparedExec, Use};
@@ -31,7 +33,8 @@ pub const MAX_CONTEXTS: usize = 8;
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// The languages that have a context driver.
-const CONTEXT_LANGUAGES: &[&str] = &["python"];
+/// The first is the language of a sandbox's `default` context.
+const CONTEXT_LANGUAGES: &[&str] = &["python", "javascript"];
 
 /// What a caller asks for when creating a context.
 #[derive(Debug, Clone, Default)]
@@ -156,7 +159,7 @@ impl Sandboxes {
         command: Vec<String>,
         limits: warden_types::Limits,
     ) -> ContextSpec {
-        let preload = if id == DEFAULT_CONTEXT {
+        let preload = if id == DEFAULT_CONTEXT && language.as_str() == "python" {
             self.engine()
                 .settings()
                 .profile(profile)
@@ -631,6 +634,45 @@ mod tests {
             1,
             "only the accepted cell ran"
         );
+        // A JavaScript context (an alias names it too): its cells are JavaScript, it gets no
+        // (Python) preload, and a cell in another language is refused there.
+        let js = s
+            .create_context(
+                None,
+                &id,
+                CreateContext {
+                    language: Some("node".into()),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(js.language, "javascript");
+        {
+            let created = fake.created.lock().unwrap();
+            let spec = created.last().unwrap();
+            assert_eq!(spec.language.as_str(), "javascript");
+            assert_eq!(spec.command, ["node"]);
+            assert!(spec.preload.is_empty());
+        }
+        let mut js_cell = cell("1 + 1", &js.id);
+        js_cell.language = Some("javascript".into());
+        exec(&s, &id, js_cell).await.unwrap();
+        // A cell that names no language runs in its context's.
+        exec(&s, &id, cell("2", &js.id)).await.unwrap();
+        let mut py_cell = cell("1", &js.id);
+        py_cell.language = Some("python".into());
+        let err = exec(&s, &id, py_cell).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::InvalidRequest {
+                    field: "language",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(fake.cells.lock().unwrap().len(), 3);
         // Plain executions still run as fresh runs.
         let plain = exec(
             &s,

@@ -9,7 +9,7 @@
 //! error, never a hang.
 
 use crate::cgroup::Hierarchy;
-use crate::context::{CellEnd, JailContext, PYTHON_DRIVER, PYTHON_DRIVER_FILE};
+use crate::context::{CellEnd, JailContext};
 use crate::helper::HELPER_ENV;
 use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
 use crate::protocol::{self, HelperError, Tag};
@@ -316,15 +316,39 @@ impl JailSandbox {
 
     /// The session plan of a context: the sandbox's run plan with the driver as its code.
     fn context_plan(&self, spec: &ContextSpec) -> Result<JailPlan, BackendError> {
-        if spec.language.as_str() != "python" {
+        let Some((driver, driver_file)) = crate::context::driver_for(spec.language.as_str()) else {
             return Err(BackendError::Refused(format!(
-                "contexts of language {} are not supported by the jail backend (python only)",
+                "contexts of language {} are not supported by the jail backend (python, javascript only)",
+                spec.language
+            )));
+        };
+        if !spec.preload.is_empty() && spec.language.as_str() != "python" {
+            return Err(BackendError::Refused(format!(
+                "preloaded modules are for Python contexts, not {}",
                 spec.language
             )));
         }
         let b = &self.backend;
-        let mut argv = spec.command.clone();
-        argv.push(format!("{CODE_DIR}/{PYTHON_DRIVER_FILE}"));
+        let mut argv = Vec::new();
+        if spec.language.as_str() == "javascript" {
+            // Node cannot dup a descriptor (and the pipes' owner is not the sandbox's user, so
+            // it cannot reopen them): the shell moves the protocol's pipes to 4 and 5 and
+            // gives the interpreter an empty stdin and no descriptor 3 (see the driver).
+            argv.extend(
+                [
+                    "/bin/sh",
+                    "-c",
+                    r#"exec "$@" 4<&0 5>&3 3>&- </dev/null"#,
+                    "warden-driver",
+                ]
+                .map(String::from),
+            );
+        }
+        argv.extend(spec.command.iter().cloned());
+        argv.push(format!("{CODE_DIR}/{driver_file}"));
+        if spec.language.as_str() == "javascript" {
+            argv.extend(["--channel", "4,5"].map(String::from));
+        }
         if !spec.preload.is_empty() {
             // Read and removed from sys.argv by the driver before any user code runs.
             argv.push("--preload".into());
@@ -333,8 +357,8 @@ impl JailSandbox {
         let budget = spec.limits.max_artifact_bytes.max(1024 * 1024);
         let mut plan = JailPlan::build(PlanInput {
             argv,
-            code: PYTHON_DRIVER.into(),
-            code_file_name: PYTHON_DRIVER_FILE.into(),
+            code: driver.into(),
+            code_file_name: driver_file.into(),
             stdin: Vec::new(),
             limits: spec.limits.clone(),
             host_paths: &b.host_paths,

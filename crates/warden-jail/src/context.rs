@@ -23,6 +23,22 @@ pub const PYTHON_DRIVER: &str = include_str!("../driver/warden_driver.py");
 /// The driver's file name inside the sandbox's `/code`.
 pub const PYTHON_DRIVER_FILE: &str = "warden_driver.py";
 
+/// The JavaScript driver: the program of a JavaScript context (Node), injected the same way
+/// as `/code/warden_driver.js`; it speaks the same protocol as the Python driver.
+pub const JAVASCRIPT_DRIVER: &str = include_str!("../driver/warden_driver.js");
+
+/// The JavaScript driver's file name inside the sandbox's `/code`.
+pub const JAVASCRIPT_DRIVER_FILE: &str = "warden_driver.js";
+
+/// The driver of a language and its file name, for the languages that have one.
+pub fn driver_for(language: &str) -> Option<(&'static str, &'static str)> {
+    match language {
+        "python" => Some((PYTHON_DRIVER, PYTHON_DRIVER_FILE)),
+        "javascript" => Some((JAVASCRIPT_DRIVER, JAVASCRIPT_DRIVER_FILE)),
+        _ => None,
+    }
+}
+
 /// Beyond a cell's timeout and grace, how long the engine waits for the helper's answer before
 /// it calls the helper stuck.
 const SAFETY_MARGIN: Duration = Duration::from_secs(10);

@@ -348,3 +348,140 @@ fn an_interpreter_that_dies_between_cells_is_replaced_and_the_next_cell_says_so(
         no_stale_cgroups();
     });
 }
+
+fn js_spec(id: &str, memory_mb: u64) -> ContextSpec {
+    ContextSpec {
+        id: id.into(),
+        language: Language::new("javascript").unwrap(),
+        command: vec!["/usr/bin/node".into()],
+        limits: limits(memory_mb),
+        preload: Vec::new(),
+    }
+}
+
+#[test]
+fn a_javascript_context_keeps_state_and_reports_values_and_errors() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-js", 256).await;
+        sb.create_context(js_spec("js", 256)).await.unwrap();
+        let r = run(&sb, "js", "x = 1\nconsole.log('set')").await;
+        assert_eq!(r.stdout, "set\n", "{r:?}");
+        assert_eq!(r.cell.execution_count, Some(1));
+        assert_eq!(r.cell.context_restarted, Some(false));
+        let r = run(&sb, "js", "x + 1").await;
+        assert_eq!(r.cell.text.as_deref(), Some("2"), "{r:?}");
+        assert_eq!(r.cell.execution_count, Some(2));
+        assert!(r.cell.results[0].is_main_result);
+        let r = run(&sb, "js", "function f(d) { return d.missing.x }\nf({})").await;
+        let e = r.cell.error.as_ref().expect("an error");
+        assert_eq!(e.name, "TypeError", "{r:?}");
+        assert!(e.traceback.contains("<cell 3>"), "{}", e.traceback);
+        assert!(!e.traceback.contains("warden_driver"), "{}", e.traceback);
+        assert_eq!(r.exit_code, Some(1));
+        // The interpreter runs in the sandbox, and the protocol descriptors are private there.
+        let r = run(
+            &sb,
+            "js",
+            "const fs = require('fs'), os = require('os');\n[process.getuid(), os.hostname(), process.cwd(), /Seccomp:\\t2/.test(fs.readFileSync('/proc/self/status', 'utf8')), fs.readFileSync(0).length]",
+        )
+        .await;
+        assert_eq!(
+            r.cell.text.as_deref(),
+            Some("[ 1000, 'sandbox', '/workspace', true, 0 ]"),
+            "{r:?}"
+        );
+        // Descriptor 3 is not the reply pipe (Node may have reused the number): a write there
+        // forges nothing, and the context goes on.
+        run(&sb, "js", "try { fs.writeSync(3, 'forged') } catch (e) {}").await;
+        let r = run(&sb, "js", "1 + 1").await;
+        assert_eq!(r.cell.text.as_deref(), Some("2"), "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(false));
+        // A Python context beside it: no state shared.
+        sb.create_context(spec("py", 256)).await.unwrap();
+        let r = run(&sb, "py", "'x' in globals()").await;
+        assert_eq!(r.cell.text.as_deref(), Some("False"), "{r:?}");
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}
+
+#[test]
+fn a_timeout_interrupts_a_javascript_cell_and_the_context_survives() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-js-interrupt", 256).await;
+        sb.create_context(js_spec("c", 256)).await.unwrap();
+        run(&sb, "c", "var kept = 'yes'").await;
+        let mut plan = cell("console.log('looping')\nwhile (true) {}");
+        plan.timeout = Duration::from_millis(500);
+        let started = Instant::now();
+        let r = sb.exec_in_context("c", plan, None).await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(r.reason, Reason::Timeout, "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(false));
+        assert_eq!(r.cell.error.as_ref().unwrap().name, "Interrupted");
+        assert_eq!(r.stdout, "looping\n");
+        let r = run(&sb, "c", "kept").await;
+        assert_eq!(r.cell.text.as_deref(), Some("'yes'"), "{r:?}");
+        assert_eq!(r.cell.execution_count, Some(3));
+        // A loop the interrupt cannot reach (in a timer callback, outside the cell's script)
+        // is killed after the grace, and the context restarted.
+        let mut plan = cell("await new Promise(r => setTimeout(() => { while (true) {} }, 10))");
+        plan.timeout = Duration::from_millis(300);
+        plan.interrupt_grace = Duration::from_millis(500);
+        let r = sb.exec_in_context("c", plan, None).await.unwrap();
+        assert_eq!(r.reason, Reason::Timeout, "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(true), "{r:?}");
+        let r = run(&sb, "c", "typeof kept").await;
+        assert_eq!(r.cell.text.as_deref(), Some("'undefined'"), "{r:?}");
+        assert_eq!(r.cell.execution_count, Some(1));
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}
+
+#[test]
+fn a_memory_kill_restarts_a_javascript_context_and_says_so() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-js-memory", 128).await;
+        sb.create_context(js_spec("c", 128)).await.unwrap();
+        run(&sb, "c", "var before = 1").await;
+        let r = run(
+            &sb,
+            "c",
+            "const hog = []\nwhile (true) hog.push(Buffer.alloc(8 << 20, 1))",
+        )
+        .await;
+        assert_eq!(r.reason, Reason::Memory, "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(true));
+        let r = run(&sb, "c", "typeof before").await;
+        assert_eq!(r.cell.text.as_deref(), Some("'undefined'"), "{r:?}");
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}
+
+#[test]
+fn preloading_into_a_javascript_context_is_refused() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-js-preload", 128).await;
+        let mut s = js_spec("c", 128);
+        s.preload = vec!["fs".into()];
+        match sb.create_context(s).await {
+            Err(BackendError::Refused(m)) => assert!(m.contains("Python contexts"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        sb.destroy().await.unwrap();
+    });
+}

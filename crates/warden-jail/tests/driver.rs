@@ -2,132 +2,22 @@
 //! driver with its protocol pipes at descriptors 0 (requests) and 3 (replies), as the
 //! sandbox's init sets them up, and these tests speak the protocol to it.
 
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use common::{Driver, Runtime};
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PYTHON: &str = "/usr/bin/python3";
 
-struct Driver {
-    child: Child,
-    requests: std::fs::File,
-    replies: std::fs::File,
-    _dir: tempfile::TempDir,
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is valid for two ints.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-impl Driver {
-    fn start(env: &[(&str, &str)]) -> Option<Driver> {
-        let mut d = Driver::launch(env, &[])?;
-        let ready = d.receive();
-        assert_eq!(ready["type"], "ready", "{ready}");
-        assert_eq!(ready["language"], "python");
-        Some(d)
-    }
-
-    /// Starts the driver with `args` after its path, without waiting for `ready`.
-    fn launch(env: &[(&str, &str)], args: &[&str]) -> Option<Driver> {
-        if !std::path::Path::new(PYTHON).exists() {
-            eprintln!("skipped: no {PYTHON}");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join(warden_jail::context::PYTHON_DRIVER_FILE);
-        std::fs::write(&script, warden_jail::context::PYTHON_DRIVER).unwrap();
-        let (req_r, req_w) = pipe();
-        let (rep_r, rep_w) = pipe();
-        let (req_fd, rep_fd) = (req_r.as_raw_fd(), rep_w.as_raw_fd());
-        let mut command = Command::new(PYTHON);
-        command
-            .arg(&script)
-            .args(args)
-            .env_clear()
-            .env("PYTHONUNBUFFERED", "1")
-            .env("MPLBACKEND", "Agg")
-            .env("MPLCONFIGDIR", dir.path())
-            .envs(env.iter().copied())
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: only dup2 (async-signal-safe) between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::dup2(req_fd, 0) < 0 || libc::dup2(rep_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().unwrap();
-        drop((req_r, rep_w));
-        Some(Driver {
-            child,
-            requests: req_w.into(),
-            replies: rep_r.into(),
-            _dir: dir,
-        })
-    }
-
-    fn receive(&mut self) -> serde_json::Value {
-        let mut len = [0u8; 4];
-        self.replies.read_exact(&mut len).unwrap();
-        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-        self.replies.read_exact(&mut body).unwrap();
-        serde_json::from_slice(&body).unwrap()
-    }
-
-    fn send(&mut self, code: &str) {
-        let body = serde_json::to_vec(&serde_json::json!({ "code": code })).unwrap();
-        self.requests
-            .write_all(&(body.len() as u32).to_le_bytes())
-            .unwrap();
-        self.requests.write_all(&body).unwrap();
-    }
-
-    fn run(&mut self, code: &str) -> serde_json::Value {
-        self.send(code);
-        let reply = self.receive();
-        assert_eq!(reply["type"], "done", "{reply}");
-        reply
-    }
-
-    fn interrupt(&self) {
-        // SAFETY: kill with integers, on our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-    }
-
-    /// Closes the requests (the driver exits) and returns its stdout and stderr.
-    fn finish(mut self) -> (String, String) {
-        drop(self.requests);
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status:?}");
-        let mut out = String::new();
-        let mut err = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (out, err)
-    }
-}
+const RUNTIME: Runtime = Runtime {
+    interpreter: PYTHON,
+    file: warden_jail::context::PYTHON_DRIVER_FILE,
+    source: warden_jail::context::PYTHON_DRIVER,
+    language: "python",
+    env: &[("PYTHONUNBUFFERED", "1")],
+};
 
 fn has_module(name: &str) -> bool {
     Command::new(PYTHON)
@@ -139,7 +29,7 @@ fn has_module(name: &str) -> bool {
 
 #[test]
 fn globals_persist_and_the_trailing_expression_is_the_result() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     let r = d.run("x = 40\nprint('hello')");
@@ -170,7 +60,7 @@ fn globals_persist_and_the_trailing_expression_is_the_result() {
 
 #[test]
 fn exceptions_are_reported_with_the_users_frames_only() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     let r = d.run(
@@ -230,7 +120,7 @@ fn exceptions_are_reported_with_the_users_frames_only() {
 
 #[test]
 fn the_protocol_descriptors_are_out_of_the_users_reach() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     // stdin is empty for the user's code; descriptor 3 is not the reply pipe any more.
@@ -248,7 +138,7 @@ fn the_protocol_descriptors_are_out_of_the_users_reach() {
 
 #[test]
 fn sigint_interrupts_a_cell_and_is_ignored_between_cells() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     d.run("state = 'kept'");
@@ -276,7 +166,7 @@ fn sigint_interrupts_a_cell_and_is_ignored_between_cells() {
 
 #[test]
 fn rich_outputs_come_from_display_and_repr_methods() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     let r = d.run(
@@ -308,7 +198,7 @@ fn rich_outputs_come_from_display_and_repr_methods() {
 
 #[test]
 fn results_over_the_budget_are_replaced_by_a_note() {
-    let Some(mut d) = Driver::start(&[("WARDEN_RESULT_BUDGET", "1000")]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[("WARDEN_RESULT_BUDGET", "1000")]) else {
         return;
     };
     let r = d.run("class Big:\n    def _repr_html_(self):\n        return 'x' * 5000\ndisplay(Big())\n'small'");
@@ -326,7 +216,7 @@ fn figures_become_png_results_and_dataframes_html() {
         eprintln!("skipped: no matplotlib or pandas for {PYTHON}");
         return;
     }
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     let r = d.run("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\nplt.figure()\nplt.bar([1], [2])\nprint('drawn')");
@@ -370,7 +260,8 @@ fn figures_become_png_results_and_dataframes_html() {
 #[test]
 fn preloaded_modules_are_loaded_before_ready_and_stay_out_of_the_globals() {
     // `colorsys` and `xml.dom.minidom` are not imported by the driver itself.
-    let Some(mut d) = Driver::launch(&[], &["--preload", "colorsys,xml.dom.minidom"]) else {
+    let Some(mut d) = Driver::launch(&RUNTIME, &[], &["--preload", "colorsys,xml.dom.minidom"])
+    else {
         return;
     };
     let ready = d.receive();
@@ -388,7 +279,8 @@ fn preloaded_modules_are_loaded_before_ready_and_stay_out_of_the_globals() {
 
 #[test]
 fn a_module_that_cannot_be_preloaded_ends_the_driver_before_ready() {
-    let Some(mut d) = Driver::launch(&[], &["--preload", "json,no_such_module_here"]) else {
+    let Some(mut d) = Driver::launch(&RUNTIME, &[], &["--preload", "json,no_such_module_here"])
+    else {
         return;
     };
     let status = d.child.wait().unwrap();

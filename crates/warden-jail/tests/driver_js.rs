@@ -2,149 +2,25 @@
 //! driver with its protocol pipes at descriptors 0 (requests) and 3 (replies), as the
 //! sandbox's init sets them up, and these tests speak the protocol to it.
 
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use common::{Driver, Runtime};
+use std::io::Read;
 use std::time::Duration;
 
 const NODE: &str = "/usr/bin/node";
 
-struct Driver {
-    child: Child,
-    requests: std::fs::File,
-    replies: std::fs::File,
-    _dir: tempfile::TempDir,
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is valid for two ints.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-impl Driver {
-    fn start(env: &[(&str, &str)]) -> Option<Driver> {
-        let mut d = Driver::launch(env, &[])?;
-        let ready = d.receive();
-        assert_eq!(ready["type"], "ready", "{ready}");
-        assert_eq!(ready["language"], "javascript");
-        Some(d)
-    }
-
-    /// Starts the driver with `args` after its path, without waiting for `ready`.
-    fn launch(env: &[(&str, &str)], args: &[&str]) -> Option<Driver> {
-        if !std::path::Path::new(NODE).exists() {
-            eprintln!("skipped: no {NODE}");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let script = dir
-            .path()
-            .join(warden_jail::context::JAVASCRIPT_DRIVER_FILE);
-        std::fs::write(&script, warden_jail::context::JAVASCRIPT_DRIVER).unwrap();
-        let (req_r, req_w) = pipe();
-        let (rep_r, rep_w) = pipe();
-        let (req_fd, rep_fd) = (req_r.as_raw_fd(), rep_w.as_raw_fd());
-        let mut command = if args.first() == Some(&"--channel") {
-            // As the jail starts it (see JailSandbox::context_plan).
-            let mut c = Command::new("/bin/sh");
-            c.args([
-                "-c",
-                r#"exec "$@" 4<&0 5>&3 3>&- </dev/null"#,
-                "warden-driver",
-                NODE,
-            ]);
-            c
-        } else {
-            Command::new(NODE)
-        };
-        command
-            .arg(&script)
-            .args(args)
-            .env_clear()
-            .env("MPLBACKEND", "Agg")
-            .env("MPLCONFIGDIR", dir.path())
-            .envs(env.iter().copied())
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: only dup2 (async-signal-safe) between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::dup2(req_fd, 0) < 0 || libc::dup2(rep_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = command.spawn().unwrap();
-        drop((req_r, rep_w));
-        Some(Driver {
-            child,
-            requests: req_w.into(),
-            replies: rep_r.into(),
-            _dir: dir,
-        })
-    }
-
-    fn receive(&mut self) -> serde_json::Value {
-        let mut len = [0u8; 4];
-        self.replies.read_exact(&mut len).unwrap();
-        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-        self.replies.read_exact(&mut body).unwrap();
-        serde_json::from_slice(&body).unwrap()
-    }
-
-    fn send(&mut self, code: &str) {
-        let body = serde_json::to_vec(&serde_json::json!({ "code": code })).unwrap();
-        self.requests
-            .write_all(&(body.len() as u32).to_le_bytes())
-            .unwrap();
-        self.requests.write_all(&body).unwrap();
-    }
-
-    fn run(&mut self, code: &str) -> serde_json::Value {
-        self.send(code);
-        let reply = self.receive();
-        assert_eq!(reply["type"], "done", "{reply}");
-        reply
-    }
-
-    fn interrupt(&self) {
-        // SAFETY: kill with integers, on our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
-    }
-
-    /// Closes the requests (the driver exits) and returns its stdout and stderr.
-    fn finish(mut self) -> (String, String) {
-        drop(self.requests);
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status:?}");
-        let mut out = String::new();
-        let mut err = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (out, err)
-    }
-}
+const RUNTIME: Runtime = Runtime {
+    interpreter: NODE,
+    file: warden_jail::context::JAVASCRIPT_DRIVER_FILE,
+    source: warden_jail::context::JAVASCRIPT_DRIVER,
+    language: "javascript",
+    env: &[],
+};
 
 #[test]
 fn declarations_persist_and_the_completion_value_is_the_result() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     let r = d.run("var v = 1; let l = 10; const c = 100;\nfunction f() { return 1000 }\nclass K { get k() { return 10000 } }\nconsole.log('first'); console.error('err')");
@@ -184,7 +60,7 @@ fn declarations_persist_and_the_completion_value_is_the_result() {
 
 #[test]
 fn console_output_is_written_before_the_reply() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     let mut stdout = d.child.stdout.take().unwrap();
@@ -205,7 +81,7 @@ fn console_output_is_written_before_the_reply() {
 
 #[test]
 fn exceptions_are_reported_from_the_users_cell_only() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     d.run("let ok = 1");
@@ -262,7 +138,7 @@ fn exceptions_are_reported_from_the_users_cell_only() {
 
 #[test]
 fn the_protocol_descriptors_are_out_of_the_users_reach() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     assert_eq!(d.run("require('fs').readFileSync(0).length")["text"], "0");
@@ -279,7 +155,7 @@ fn the_protocol_descriptors_are_out_of_the_users_reach() {
 
 #[test]
 fn sigint_interrupts_a_cell_and_is_ignored_between_cells() {
-    let Some(mut d) = Driver::start(&[]) else {
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };
     d.run("var state = 'kept'");
@@ -309,7 +185,7 @@ fn sigint_interrupts_a_cell_and_is_ignored_between_cells() {
 
 #[test]
 fn arguments_are_refused() {
-    let Some(mut d) = Driver::launch(&[], &["--preload", "fs"]) else {
+    let Some(mut d) = Driver::launch(&RUNTIME, &[], &["--preload", "fs"]) else {
         return;
     };
     assert_eq!(d.child.wait().unwrap().code(), Some(2));
@@ -317,7 +193,7 @@ fn arguments_are_refused() {
 
 #[test]
 fn started_as_the_jail_starts_it_the_channel_is_on_4_and_5() {
-    let Some(mut d) = Driver::launch(&[], &["--channel", "4,5"]) else {
+    let Some(mut d) = Driver::launch(&RUNTIME, &[], &["--channel", "4,5"]) else {
         return;
     };
     assert_eq!(d.receive()["type"], "ready");

@@ -378,6 +378,8 @@ mod tests {
     #[derive(Debug)]
     struct FakeSandbox {
         spec: SandboxSpec,
+        /// Refuses contexts (the trait's default answer) instead of recording them.
+        refuses_contexts: bool,
         contexts: Mutex<Vec<ContextSpec>>,
         alive: AtomicBool,
         destroyed: AtomicBool,
@@ -414,6 +416,9 @@ mod tests {
             Ok(())
         }
         async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+            if self.refuses_contexts {
+                return Err(BackendError::Refused(crate::NO_CONTEXTS.into()));
+            }
             self.contexts.lock().unwrap().push(spec);
             Ok(())
         }
@@ -449,6 +454,27 @@ mod tests {
     #[derive(Debug, Default)]
     struct FakeBackend {
         built: Mutex<Vec<Arc<FakeSandbox>>>,
+        contexts: Contexts,
+    }
+
+    /// What the fake backend says of contexts, and what its sandboxes do with them.
+    #[derive(Debug, Default, Clone, Copy, PartialEq)]
+    enum Contexts {
+        #[default]
+        Supported,
+        /// Claims them, but its sandboxes refuse them.
+        ClaimedButRefused,
+        /// Says it has none.
+        Unsupported,
+    }
+
+    impl FakeBackend {
+        fn with_contexts(contexts: Contexts) -> FakeBackend {
+            FakeBackend {
+                contexts,
+                ..FakeBackend::default()
+            }
+        }
     }
 
     #[async_trait::async_trait]
@@ -457,7 +483,7 @@ mod tests {
             "fake"
         }
         fn supports_contexts(&self) -> bool {
-            true
+            self.contexts != Contexts::Unsupported
         }
         fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
             Ok(())
@@ -475,6 +501,7 @@ mod tests {
         ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
             let sandbox = Arc::new(FakeSandbox {
                 spec,
+                refuses_contexts: self.contexts != Contexts::Supported,
                 contexts: Mutex::default(),
                 alive: AtomicBool::new(true),
                 destroyed: AtomicBool::new(false),
@@ -627,8 +654,10 @@ mod tests {
         let settings = Arc::new(Settings::from_toml(SETTINGS, "test").unwrap());
         // Says so: no refill task at all, nothing built.
         let s = Sandboxes::new(
-            Engine::new(settings.clone())
-                .with_backend(BackendKind::Jail, Arc::new(PlainBackend(false))),
+            Engine::new(settings.clone()).with_backend(
+                BackendKind::Jail,
+                Arc::new(FakeBackend::with_contexts(Contexts::Unsupported)),
+            ),
             8,
         );
         s.start_pools();
@@ -636,7 +665,10 @@ mod tests {
         assert_eq!((status(&s).size, status(&s).ready), (1, 0));
         // Claims contexts but refuses them: one failed build, then the refill ends by itself.
         let s = Sandboxes::new(
-            Engine::new(settings).with_backend(BackendKind::Jail, Arc::new(PlainBackend(true))),
+            Engine::new(settings).with_backend(
+                BackendKind::Jail,
+                Arc::new(FakeBackend::with_contexts(Contexts::ClaimedButRefused)),
+            ),
             8,
         );
         s.start_pools();
@@ -649,74 +681,6 @@ mod tests {
                 .unwrap();
         }
         assert_eq!((status(&s).failed, status(&s).ready), (1, 0));
-    }
-
-    /// Builds sandboxes without contexts (the trait's refusing defaults); `.0`: whether it
-    /// claims to support them.
-    #[derive(Debug)]
-    struct PlainBackend(bool);
-
-    #[derive(Debug)]
-    struct PlainSandbox;
-
-    #[async_trait::async_trait]
-    impl BackendSandbox for PlainSandbox {
-        async fn exec(
-            &self,
-            _: ExecPlan,
-            _: Option<EventSender>,
-        ) -> Result<ExecResult, BackendError> {
-            Err(BackendError::Internal("not in this fake".into()))
-        }
-        async fn write_file(
-            &self,
-            _: &warden_types::WorkspacePath,
-            _: Vec<u8>,
-        ) -> Result<(), BackendError> {
-            Ok(())
-        }
-        async fn read_file(
-            &self,
-            _: &warden_types::WorkspacePath,
-            _: u64,
-        ) -> Result<Vec<u8>, BackendError> {
-            Ok(vec![])
-        }
-        async fn list_files(&self, _: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
-            Ok(vec![])
-        }
-        async fn destroy(&self) -> Result<(), BackendError> {
-            Ok(())
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl Backend for PlainBackend {
-        fn name(&self) -> &'static str {
-            "plain"
-        }
-        fn supports_contexts(&self) -> bool {
-            self.0
-        }
-        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
-            Ok(())
-        }
-        async fn exec(
-            &self,
-            _: ExecPlan,
-            _: Option<EventSender>,
-        ) -> Result<ExecResult, BackendError> {
-            Err(BackendError::Internal("not in this fake".into()))
-        }
-        async fn create_sandbox(
-            &self,
-            _: SandboxSpec,
-        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
-            Ok(Arc::new(PlainSandbox))
-        }
-        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
-            Ok(0)
-        }
     }
 
     #[tokio::test]

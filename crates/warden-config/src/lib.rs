@@ -667,9 +667,14 @@ fn builtin_runtimes() -> BTreeMap<String, Runtime> {
 }
 
 impl Settings {
-    /// The embedded defaults.
+    /// The embedded defaults. Deserialized straight from the text, without the intermediate
+    /// table and key-path tracking that [`Settings::from_toml`] needs for its error messages
+    /// (every `warden run` without `--config` pays this); a test checks both give the same.
     pub fn builtin() -> Settings {
-        Settings::from_toml(DEFAULT_SETTINGS, "built-in settings")
+        let settings: Settings =
+            toml::from_str(DEFAULT_SETTINGS).expect("the embedded settings parse");
+        settings
+            .completed()
             .expect("the embedded settings are valid")
     }
 
@@ -740,21 +745,27 @@ impl Settings {
             key: format!("{prefix}{key}"),
             message,
         };
-        let mut settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(value))
+        let settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(value))
             .map_err(|e| {
                 let path = e.path().to_string();
                 key_error(path, e.into_inner().message().to_owned())
             })?;
-        if settings.sandbox.profiles.is_empty() {
-            settings.sandbox.profiles = Settings::builtin_profiles();
+        settings
+            .completed()
+            .map_err(|(key, message)| key_error(key, message))
+    }
+
+    /// What follows parsing: the built-in profiles if the file has none, the built-in
+    /// runtimes under the file's own, then validation.
+    fn completed(mut self) -> Result<Settings, (String, String)> {
+        if self.sandbox.profiles.is_empty() {
+            self.sandbox.profiles = Settings::builtin_profiles();
         }
         let mut runtimes = builtin_runtimes();
-        runtimes.append(&mut settings.sandbox.runtimes);
-        settings.sandbox.runtimes = runtimes;
-        settings
-            .validate()
-            .map_err(|(key, message)| key_error(key, message))?;
-        Ok(settings)
+        runtimes.append(&mut self.sandbox.runtimes);
+        self.sandbox.runtimes = runtimes;
+        self.validate()?;
+        Ok(self)
     }
 
     fn builtin_profiles() -> BTreeMap<String, Profile> {

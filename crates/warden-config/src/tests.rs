@@ -65,6 +65,12 @@ fn the_same_file_without_the_prefix_is_equal() {
 }
 
 #[test]
+fn the_fast_builtin_load_equals_the_checked_one() {
+    let checked = Settings::from_toml(DEFAULT_SETTINGS, "built-in settings").unwrap();
+    assert_eq!(Settings::builtin(), checked);
+}
+
+#[test]
 fn builtin_defaults_are_the_source_documents_profiles() {
     let s = Settings::builtin();
     assert_eq!(s.sandbox.default_profile, "standard");

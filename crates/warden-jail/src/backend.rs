@@ -758,6 +758,7 @@ impl Backend for JailBackend {
             );
         }
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
+        jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
         self.reap_forked();
         let margin = timeout + Duration::from_secs(10);
         let prestarted = self.prestarted.lock().expect("not poisoned").take();

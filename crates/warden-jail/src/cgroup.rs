@@ -54,7 +54,7 @@ pub trait Cgroup: std::fmt::Debug {
 }
 
 /// Which cgroup hierarchy serves the limits on this host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Hierarchy {
     /// v1: one folder per controller, already including the helper's own cgroup path.
     V1 {
@@ -73,7 +73,7 @@ pub enum Hierarchy {
 impl Hierarchy {
     /// Finds the controllers from /proc/self/mountinfo and /proc/self/cgroup.
     pub fn detect() -> io::Result<Hierarchy> {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+        let mountinfo = read_mountinfo()?;
         let own = fs::read_to_string("/proc/self/cgroup")?;
         Ok(Self::from_proc(&mountinfo, &own, |p| {
             fs::read_to_string(p).unwrap_or_default()
@@ -232,7 +232,7 @@ impl Hierarchy {
 
     /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
     /// with the pid namespace they ran in, or by `kill -9`). A live sandbox's leaf is locked
-    /// (`flock`) by its helper and init for as long as either lives, whatever pid namespace
+    /// (`flock`) by its helper for as long as it lives (init dies with it), whatever pid namespace
     /// they are in; a leaf nobody locks and that holds no process is stale. Returns how many
     /// were removed.
     pub fn remove_stale(&self) -> usize {
@@ -345,7 +345,11 @@ pub fn favordynmods_active(mountinfo: &str) -> bool {
 /// `name=systemd`) with that option once per boot. The kernel documents the trade-off: cheaper
 /// migrations for slightly dearer fork and exit. Best effort: on failure runs just start slower.
 pub fn ensure_fast_attach() {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // Ours is mounted already (every run after the first): one stat, no mount table read.
+    if Path::new(DYNMODS_MOUNT).join("cgroup.procs").exists() {
+        return;
+    }
+    let mountinfo = read_mountinfo().unwrap_or_default();
     // SAFETY: geteuid has no preconditions.
     if favordynmods_active(&mountinfo) || unsafe { libc::geteuid() } != 0 {
         return;
@@ -359,6 +363,15 @@ pub fn ensure_fast_attach() {
             Some("none,name=warden,favordynmods"),
         );
     }
+}
+
+/// /proc/self/mountinfo, read in one go (procfs reports its size as 0, so a plain
+/// `read_to_string` would grow its buffer from 32 bytes, one read per doubling).
+pub fn read_mountinfo() -> io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(16 * 1024);
+    fs::File::open("/proc/self/mountinfo")?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// Opens a folder and `flock`s it (`how`: LOCK_SH, LOCK_EX, optionally LOCK_NB).

@@ -10,7 +10,6 @@
 //! frame was written. The helper creates the sandbox's namespaces before it reads the plan, so
 //! a caller that starts it early overlaps that work with its own.
 
-use crate::cgroup::Hierarchy;
 use crate::plan::JailPlan;
 use crate::protocol::{HelperError, Tag, write_frame};
 use crate::supervisor::{self, JailError, Stream};
@@ -62,8 +61,7 @@ fn read_plan(input: &mut impl Read) -> Result<JailPlan, HelperFailure> {
 /// plan from `input`, runs it writing output frames and the final frame to `out`, and tears
 /// the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
-    let hierarchy = Hierarchy::detect().map_err(|e| format!("cannot read the cgroup layout: {e}"));
-    let started = supervisor::start(hierarchy.as_ref().map_err(Clone::clone));
+    let started = supervisor::start();
     let plan = read_plan(input);
     let (started, mut plan) = match (started, plan) {
         (Ok(s), Ok(p)) => (s, p),
@@ -150,6 +148,11 @@ fn finish(
     let payload = payload.unwrap_or_else(|_| b"{}".to_vec());
     let written = write_frame(out, tag, &payload).is_ok();
     let _ = out.flush();
+    // The pipe write woke the caller with the hint that this process sleeps next, so the
+    // scheduler queued it on this CPU; it does not sleep (the teardown follows), so give the
+    // CPU to the caller, which has the result to deliver.
+    // SAFETY: sched_yield has no arguments and no memory effects.
+    unsafe { libc::sched_yield() };
     // The result is out; now wait for the kernel to tear the namespaces down and remove the
     // cgroup. The caller need not wait for this.
     let traced = teardown.as_ref().is_some_and(|t| t.trace);

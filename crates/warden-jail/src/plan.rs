@@ -126,6 +126,11 @@ pub struct JailPlan {
     /// Make cgroup moves cheap (see [`crate::cgroup::ensure_fast_attach`]).
     #[serde(default)]
     pub fast_cgroup_attach: bool,
+    /// The host's cgroup layout as the caller found it, so the helper need not read the mount
+    /// table again (the caller and the helper share the host's view); `None`: the helper
+    /// finds it.
+    #[serde(default)]
+    pub cgroups: Option<crate::cgroup::Hierarchy>,
     /// A sandbox with a lifetime: the helper inherited its workspace tmpfs (a detached mount)
     /// at this descriptor, and the run attaches a clone of it instead of a fresh tmpfs. Only
     /// artifacts written during this run are returned.
@@ -414,6 +419,7 @@ impl JailPlan {
             landlock: true,
             trace_timing: false,
             fast_cgroup_attach: false,
+            cgroups: None,
             shared_workspace_fd: input.shared_workspace_fd,
             known_outputs: Vec::new(),
             network: None,

@@ -21,7 +21,6 @@
 //! engine closes the helper's stdin, when the program exits, or on any error.
 
 use crate::artifacts::{self, FileStamp};
-use crate::cgroup::Hierarchy;
 use crate::plan::JailPlan;
 use crate::protocol::{self, HelperError, Tag, write_frame};
 use crate::supervisor::{self, JailError, Launched, Teardown};
@@ -90,8 +89,7 @@ enum SessionError {
 /// Runs the exec'd session helper: frames from `input` (its stdin), frames to `out`. Returns
 /// the exit status.
 pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
-    let hierarchy = Hierarchy::detect().map_err(|e| format!("cannot read the cgroup layout: {e}"));
-    let started = supervisor::start(hierarchy.as_ref().map_err(Clone::clone));
+    let started = supervisor::start();
     let mut reader = FrameReader::default();
     let plan = read_plan(&input, &mut reader);
     // A networked sandbox's link, firewall and resolver, as for a one-shot run: attached

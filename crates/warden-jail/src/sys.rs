@@ -65,6 +65,41 @@ pub unsafe fn clone_into_namespaces(flags: libc::c_int) -> io::Result<libc::pid_
     Ok(pid as libc::pid_t)
 }
 
+/// A close-on-exec eventfd whose counter starts at 0: a doorbell between two processes that
+/// share it across a fork.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes integers and returns a new descriptor or -1.
+    let fd = check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) })?;
+    // SAFETY: eventfd succeeded, so the descriptor is open and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Rings the doorbell. The kernel wakes the waiter without the "waker sleeps next" hint that
+/// pipe and socket writes give, so the scheduler puts the waiter on an idle CPU rather than
+/// queueing it behind the ringer.
+pub fn eventfd_ring(fd: BorrowedFd<'_>) -> io::Result<()> {
+    write_all(fd, &1u64.to_ne_bytes())
+}
+
+/// Waits until the doorbell has rung.
+pub fn eventfd_wait(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut count = [0u8; 8];
+    loop {
+        match read(fd, &mut count) {
+            Ok(8) => return Ok(()),
+            Ok(_) => return Err(io::Error::other("short read from an eventfd")),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How many bytes a pipe holds before a writer blocks.
+pub fn pipe_capacity(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    // SAFETY: F_GETPIPE_SZ takes no argument and has no memory effects.
+    Ok(check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) })? as usize)
+}
+
 /// A close-on-exec pipe: (read end, write end).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];

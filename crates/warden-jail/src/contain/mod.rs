@@ -2,7 +2,8 @@
 //! init process (pid 1 of its pid namespace) before it starts the program (nsjail's
 //! `contain.cc` is the model).
 //!
-//! Invariants: the order is fixed and visible in `STEPS`; each step does one thing; a failing
+//! Invariants: the order is fixed and visible in `BEFORE_PLAN` and `STEPS`; each step does one
+//! thing; a failing
 //! step ends the sandbox before the program runs, and its name goes into the error; everything
 //! the program inherits (uid, rlimits, no capabilities, no_new_privs, landlock, seccomp) is
 //! applied to init itself first, so init is no more privileged than the program it reaps.
@@ -37,18 +38,27 @@ pub struct Ctx<'a> {
 
 pub type Step = fn(&mut Ctx<'_>) -> Result<(), String>;
 
+/// A step that needs no plan.
+pub type EarlyStep = fn() -> Result<(), String>;
+
+/// The steps init runs while it waits for its plan (the caller is still building it then, so
+/// they add nothing to a start). Init holds every capability of its new user namespace (its
+/// ids are not mapped yet), which is all these need.
+pub const BEFORE_PLAN: &[(&str, EarlyStep)] = &[
+    ("make mounts private", make_mounts_private),
+    ("bring up loopback", bring_up_loopback),
+];
+
 /// The containment steps, in order. Before the first, init has received its plan, which the
 /// supervisor sends once the ids are mapped; it writes the cgroup's limits and moves init into
 /// it meanwhile, and the last step waits for that.
 pub const STEPS: &[(&str, Step)] = &[
     ("switch user", switch_user),
-    ("make mounts private", make_mounts_private),
     ("build root", build_root),
     ("hand over workspace", hand_over_workspace),
     ("pivot root", pivot_root),
     ("make root read-only", make_root_read_only),
     ("set hostname", set_hostname),
-    ("bring up loopback", bring_up_loopback),
     ("configure network", configure_network),
     ("enter cgroup namespace", enter_cgroup_namespace),
     ("apply rlimits", apply_rlimits),
@@ -78,7 +88,7 @@ fn ctx_fd(fd: &OwnedFd) -> BorrowedFd<'_> {
     fd.as_fd()
 }
 
-fn make_mounts_private(_: &mut Ctx<'_>) -> Result<(), String> {
+fn make_mounts_private() -> Result<(), String> {
     sys::mount(
         None,
         Path::new("/"),
@@ -124,7 +134,7 @@ fn set_hostname(ctx: &mut Ctx<'_>) -> Result<(), String> {
     sys::sethostname(&ctx.plan.hostname).map_err(os)
 }
 
-fn bring_up_loopback(_: &mut Ctx<'_>) -> Result<(), String> {
+fn bring_up_loopback() -> Result<(), String> {
     net::loopback_up().map_err(os)
 }
 

@@ -396,7 +396,7 @@ fn lock_dir(path: &Path, how: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
 
 /// Creates a sandbox's leaf and locks it, under a shared lock of the parent so that
 /// [`Hierarchy::remove_stale`] never sees the leaf before its lock. The returned lock lives
-/// as long as the sandbox's helper (and its init, which inherits it).
+/// as long as the sandbox's helper (its init dies with it).
 fn create_owned(leaf: &Path) -> Result<std::os::fd::OwnedFd, CgroupError> {
     let parent = leaf.parent().unwrap_or(leaf);
     mkdir(parent)?;

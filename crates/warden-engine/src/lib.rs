@@ -168,6 +168,13 @@ impl Engine {
             }
             limits.memory_mb = m;
         }
+        if req.args.iter().any(|a| a.contains('\0')) {
+            // Each argument becomes a C string of the program's argv.
+            return Err(EngineError::InvalidRequest {
+                field: "args",
+                message: "must not contain NUL bytes".into(),
+            });
+        }
         check_policies(profile, &language, &req.code, &limits)?;
         let profile_language = s.runtime(&profile.runtime.language).map(|(l, _)| l);
         let is_profile_language = profile_language.as_ref() == Some(&language);

@@ -117,6 +117,19 @@ async fn requests_above_the_quota_are_refused() {
 }
 
 #[tokio::test]
+async fn an_argument_with_a_nul_byte_is_a_bad_request_not_a_failed_start() {
+    let b = Arc::new(RecordingBackend::default());
+    let mut r = req("print(1)");
+    r.args = vec!["ok".into(), "a\0b".into()];
+    let err = engine(b.clone()).execute(r, None).await.unwrap_err();
+    assert!(
+        matches!(err, EngineError::InvalidRequest { field: "args", .. }),
+        "{err:?}"
+    );
+    assert!(b.plans.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn unknown_profiles_and_languages_are_named() {
     let b = Arc::new(RecordingBackend::default());
     let mut r = req("x");

@@ -132,9 +132,8 @@ impl Backend {
             Backend::Docker => ("docker", ""),
             Backend::Gvisor => ("docker", "container_runtime = \"runsc\"\n"),
         };
-        // The profile's timeout bounds a hang, not slowness: under gVisor, writing the 10 000
-        // artifacts of artifact_ten_thousand.py took 7.5 s on a quiet 2-core host and 15 s on
-        // a busy one. Attacks that must end by the timeout set their own (`timeout`).
+        // The profile allows up to 30 s; a run takes 10 s unless its attack sets `timeout`
+        // (see `DEFAULT_TIMEOUT`).
         let limits = format!(
             "timeout_seconds = 30\nmax_memory_mb = 96\nmax_pids = 32\ncpus = 1.0\n\
              max_output_bytes = {MAX_OUTPUT}\nmax_file_size_mb = 4\nworkspace_mb = 16\n\
@@ -150,6 +149,11 @@ impl Backend {
         )
     }
 }
+
+/// An attack's run timeout unless it sets its own. (Under gVisor, writing the 10 000 artifacts
+/// of artifact_ten_thousand.py took 7.5 s on a quiet 2-core host and 15 s on a busy one: that
+/// attack sets 30 s, the profile's maximum.)
+const DEFAULT_TIMEOUT: f64 = 10.0;
 
 /// A `warden serve` for one backend, with a secret in its environment and on its command line
 /// (the settings' folder is named after it), and a witness beside it.
@@ -464,11 +468,8 @@ impl Suite {
             "profile": profile,
             "stdin": stdin.to_string(),
         });
-        if let Some(t) = attack.timeout {
-            request["timeout_seconds"] = t.into();
-        }
-        // The profile's 30 s timeout, and time to collect and send the result.
-        let limit = Duration::from_secs(attack.seconds.unwrap_or(45));
+        request["timeout_seconds"] = attack.timeout.unwrap_or(DEFAULT_TIMEOUT).into();
+        let limit = Duration::from_secs(attack.seconds.unwrap_or(20));
         let started = Instant::now();
         let (status, body) = http(
             &self.daemon.addr,

@@ -676,9 +676,7 @@ impl Settings {
     /// than TOML parses with the key-path tracking [`Settings::from_toml`] needs for its
     /// errors. A test checks both give the same.
     pub fn builtin() -> Settings {
-        let settings: Settings =
-            serde_json::from_str(DEFAULT_SETTINGS_JSON).expect("the embedded settings parse");
-        settings
+        Settings::embedded()
             .completed()
             .expect("the embedded settings are valid")
     }
@@ -773,12 +771,13 @@ impl Settings {
         Ok(self)
     }
 
+    /// The embedded defaults as deserialized, before [`Settings::completed`].
+    fn embedded() -> Settings {
+        serde_json::from_str(DEFAULT_SETTINGS_JSON).expect("the embedded settings parse")
+    }
+
     fn builtin_profiles() -> BTreeMap<String, Profile> {
-        let builtin: Settings = toml::from_str::<toml::Table>(DEFAULT_SETTINGS)
-            .ok()
-            .and_then(|t| toml::Value::Table(t).try_into().ok())
-            .expect("the embedded settings parse");
-        builtin.sandbox.profiles
+        Settings::embedded().sandbox.profiles
     }
 
     /// Checks what serde cannot: references between sections and value ranges. Returns the

@@ -81,6 +81,18 @@ fn send_msg(fd: RawFd, tag: u8, payload: &[u8]) {
     let _ = sys::write_all(fd, &msg);
 }
 
+/// Init's end when a containment step failed: says which and why, then exits before the
+/// program could run.
+fn step_failed(status_fd: RawFd, step: &str, message: &str) -> ! {
+    send_msg(
+        status_fd,
+        MSG_STEP_FAILED,
+        format!("{step}\0{message}").as_bytes(),
+    );
+    // SAFETY: _exit ends the process without running destructors of the copied state.
+    unsafe { libc::_exit(126) }
+}
+
 /// Waits for the doorbell, then reads the plan (its length, then its JSON) from the pipe;
 /// `None` if the supervisor went away without one. Init polls the pipe for hang-up only, so
 /// the plan's bytes arriving do not wake it (see [`send_plan`]).
@@ -826,13 +838,7 @@ fn sandbox_init(
     };
     for (name, step) in contain::BEFORE_PLAN {
         if let Err(message) = step() {
-            send_msg(
-                status_fd,
-                MSG_STEP_FAILED,
-                format!("{name}\0{message}").as_bytes(),
-            );
-            // SAFETY: _exit ends the process without running destructors of the copied state.
-            unsafe { libc::_exit(126) };
+            step_failed(status_fd, name, &message);
         }
     }
     let plan = read_plan(plan_r.as_fd(), plan_bell.as_fd());
@@ -859,13 +865,7 @@ fn sandbox_init(
             );
         }
         if let Err(message) = result {
-            send_msg(
-                status_fd,
-                MSG_STEP_FAILED,
-                format!("{name}\0{message}").as_bytes(),
-            );
-            // SAFETY: _exit ends the process without running destructors of the copied state.
-            unsafe { libc::_exit(126) };
+            step_failed(status_fd, name, &message);
         }
     }
     drop(ctx);
@@ -896,15 +896,7 @@ fn sandbox_init(
     };
     let (child, exec_errno) = match spawn_program(spawn) {
         Ok(spawned) => spawned,
-        Err(e) => {
-            send_msg(
-                status_fd,
-                MSG_STEP_FAILED,
-                format!("start program\0{e}").as_bytes(),
-            );
-            // SAFETY: as above.
-            unsafe { libc::_exit(126) };
-        }
+        Err(e) => step_failed(status_fd, "start program", &e.to_string()),
     };
     if exec_errno != 0 {
         // The child has exited (127); the loop below reaps it and reports its status after

@@ -14,7 +14,7 @@ warm_rounds="${2:-30}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
 bash scripts/setup.sh >&2
 cargo build --release --quiet -p warden
-warden="$CARGO_TARGET_DIR/release/warden"
+warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 log="$(mktemp)"
 "$warden" serve --listen 127.0.0.1:0 2>"$log" &
 server=$!

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 rounds="${1:-60}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
 cargo build --release --quiet -p warden
-warden="$CARGO_TARGET_DIR/release/warden"
+warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo 'print(1)' > "$work/one.py"

@@ -18,7 +18,7 @@ docker_rounds="${2:-100}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
 bash scripts/setup.sh >&2
 cargo build --release --quiet -p warden
-warden="$CARGO_TARGET_DIR/release/warden"
+warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo 'print(1)' > "$work/one.py"
@@ -92,7 +92,7 @@ d, p = (s[k]["median"] for k in ("warden run one.py (docker backend)", "docker r
 print(f"\nwarden (docker backend) / docker run = {d / p:.2f} (target <= 1.2)")
 PY
 echo
-"$CARGO_TARGET_DIR/release/examples/sandbox_exec_bench" "$warden" "$docker_rounds"
+"$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/sandbox_exec_bench" "$warden" "$docker_rounds"
 
 # Extra start-up of a networked sandbox on the docker backend (issue 9, docker part).
 if [ "${WARDEN_BENCH_NET:-1}" = 1 ]; then

@@ -14,7 +14,7 @@
 # `use_after_free` (a destroyed sandbox is gone) stays.
 #
 # Usage: scripts/schemathesis.sh [SECONDS] [EXAMPLES]   (default 90 s, 25 examples per operation)
-#   WARDEN_BIN  the daemon (default $CARGO_TARGET_DIR/debug/warden)
+#   WARDEN_BIN  the daemon (default $CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden)
 # The daemon runs as `warden serve` with tests/rest/schemathesis-settings.toml, inside an outer
 # pid namespace, on a free loopback port. Needs root (real sandboxes), as the other tests do.
 set -euo pipefail
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-90}"
 examples="${2:-25}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
-warden="${WARDEN_BIN:-$CARGO_TARGET_DIR/debug/warden}"
+warden="${WARDEN_BIN:-$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden}"
 venv="${WARDEN_SCHEMATHESIS_VENV:-/var/cache/warden/venv-schemathesis}"
 bash scripts/setup-schemathesis.sh >&2
 

@@ -9,6 +9,6 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 # The Python SDK's suite, against the daemon binary the tests above just built.
-WARDEN_BIN="$CARGO_TARGET_DIR/debug/warden" "${WARDEN_VENV:-/var/cache/warden/venv}/bin/python" -m pytest -q -p no:cacheprovider python/tests
+WARDEN_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden" "${WARDEN_VENV:-/var/cache/warden/venv}/bin/python" -m pytest -q -p no:cacheprovider python/tests
 # The REST API against its own /openapi.json: schemathesis, bounded to 60 s (scripts/schemathesis.sh).
-WARDEN_BIN="$CARGO_TARGET_DIR/debug/warden" bash scripts/schemathesis.sh 60
+WARDEN_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden" bash scripts/schemathesis.sh 60

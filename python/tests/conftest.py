@@ -1,7 +1,7 @@
 """Fixtures: one real ``warden serve`` for the session, started from the freshly built binary.
 
-The binary is ``WARDEN_BIN``, else ``$CARGO_TARGET_DIR/debug/warden``, else
-``/var/cache/warden/target/debug/warden``, else ``warden`` on PATH. No daemon, no tests: a
+The binary is ``WARDEN_BIN``, else ``$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden``, else
+``/var/cache/warden/target/x86_64-unknown-linux-gnu/debug/warden``, else ``warden`` on PATH. No daemon, no tests: a
 missing binary fails the session rather than skipping anything. The daemon runs code in real
 sandboxes, so it needs root, as the project's Rust tests do.
 """
@@ -24,7 +24,8 @@ def warden_binary() -> str:
     if explicit:
         return explicit
     target = os.environ.get("CARGO_TARGET_DIR", "/var/cache/warden/target")
-    for candidate in (Path(target) / "debug" / "warden", Path("/var/cache/warden/target/debug/warden")):
+    debug = Path("x86_64-unknown-linux-gnu") / "debug" / "warden"
+    for candidate in (Path(target) / debug, Path("/var/cache/warden/target") / debug):
         if candidate.is_file():
             return str(candidate)
     found = shutil.which("warden")

@@ -335,7 +335,6 @@ fn run<W: Write>(
     let teardown = Teardown {
         _init: kill_guard,
         _cgroup: cgroup,
-        trace: plan.trace_timing,
     };
     served.map(|()| teardown)
 }

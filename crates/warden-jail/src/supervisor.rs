@@ -140,8 +140,6 @@ fn read_plan(plan_r: BorrowedFd<'_>, bell: BorrowedFd<'_>) -> Option<JailPlan> {
 pub struct Teardown {
     pub(crate) _init: KillOnDrop,
     pub(crate) _cgroup: CgroupGuard,
-    /// Whether the plan asked for timing traces.
-    pub trace: bool,
 }
 
 impl std::fmt::Debug for Teardown {
@@ -537,7 +535,6 @@ pub fn run_with(
         Teardown {
             _init: kill_guard,
             _cgroup: cgroup,
-            trace: plan.trace_timing,
         },
     ))
 }
@@ -824,6 +821,10 @@ fn sandbox_init(
     status: OwnedFd,
 ) -> ! {
     let status_fd = status.as_raw_fd();
+    // Descriptors this process inherited without close-on-exec (from whoever started
+    // `warden`) must not reach the program: it gets exactly its streams, which its child
+    // moves into place with dup2 (a fresh descriptor, open across the exec).
+    sys::cloexec_from(3);
     // Die with the supervisor: a sandbox must not outlive the process that enforces its
     // limits. A supervisor that died before this line leaves the plan pipe empty.
     // SAFETY: prctl with integer arguments.
@@ -928,12 +929,31 @@ fn sandbox_init(
                 || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
             {}
             send_msg(status_fd, MSG_EXIT_STATUS, &st.to_le_bytes());
-            // SAFETY: as above.
-            unsafe { libc::_exit(0) };
+            wait_for_teardown();
         }
         if reaped < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             // SAFETY: as above.
             unsafe { libc::_exit(0) };
+        }
+    }
+}
+
+/// Init's last state, once the status is out: it waits to be killed rather than exiting. Its
+/// exit tears down the namespaces (every mount, the network), a millisecond of kernel work
+/// that would otherwise compete on the CPUs with the supervisor collecting the artifacts and
+/// answering its caller; the supervisor kills init once the answer is out (`KillOnDrop`), and
+/// the teardown then runs at the lowest priority. Init dies with its supervisor in any case
+/// (parent-death signal).
+fn wait_for_teardown() -> ! {
+    // SAFETY: close, setpriority and pause take integers; raising one's own nice value needs
+    // no privilege, and seccomp allows all three.
+    unsafe {
+        // The standard error init inherited may be its caller's pipe: a caller reading it to
+        // its end must not wait for the teardown.
+        libc::close(2);
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        loop {
+            libc::pause();
         }
     }
 }
@@ -974,6 +994,9 @@ struct ProgramSpawn<'a> {
     exec_errno: i32,
 }
 
+/// The highest signal number on Linux (`_NSIG - 1`, the last real-time signal).
+const SIGNAL_MAX: libc::c_int = 64;
+
 /// The program's child: moves its streams into place and execs. It runs on its own stack in
 /// init's address space (CLONE_VM), with init suspended until it execs or exits (CLONE_VFORK),
 /// so it touches nothing but `ProgramSpawn` and makes only async-signal-safe calls.
@@ -995,8 +1018,25 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
         if ok && libc::chdir(exec.cwd.as_ptr()) == 0 {
+            // An exec keeps ignored signals ignored, and Rust's runtime ignores SIGPIPE in
+            // every warden process: the program starts with every disposition at its default
+            // (as posix_spawn's POSIX_SPAWN_SETSIGDEF does), so `yes | head -1` ends quietly.
+            // This child has its own copy of the handler table (no CLONE_SIGHAND): init's
+            // stays as it is. The raw call, because glibc's wrapper refuses its own two signals
+            // (32 and 33), which a caller may have ignored too; KILL and STOP fail harmlessly.
+            // The kernel's struct sigaction, all zero: SIG_DFL, no flags, no restorer, no mask.
+            let default = [0u64; 4];
+            for signal in 1..=SIGNAL_MAX {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    default.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
+            }
             // Init blocked every signal around the clone; the program starts with none blocked
-            // (init's handlers are all default here, so none can run in shared memory).
+            // (its handlers are all default now, so none can run in shared memory).
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());

@@ -164,6 +164,14 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> io::Result<()> {
 }
 
 /// `dup2` that keeps the target open across exec (dup2 clears FD_CLOEXEC on the new fd).
+/// Points descriptor `fd` at /dev/null (best effort: left as it is if /dev/null can't be
+/// opened).
+pub fn redirect_to_null(fd: RawFd) {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = dup2(null.as_raw_fd(), fd);
+    }
+}
+
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
     if from == to {
         // SAFETY: clearing FD_CLOEXEC on an open descriptor has no memory effects.
@@ -458,6 +466,35 @@ pub fn attach_clone(tree: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
 pub fn set_cloexec(fd: RawFd) {
     // SAFETY: fcntl on an integer; an unused number just fails with EBADF.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+}
+
+/// Marks every descriptor from `first` up close-on-exec (`close_range` with
+/// `CLOSE_RANGE_CLOEXEC`, Linux 5.11); on an older kernel, each one listed in /proc/self/fd.
+pub fn cloexec_from(first: RawFd) {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range takes integers; with this flag it closes nothing.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if done {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let open: Vec<RawFd> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd >= first)
+        .collect();
+    for fd in open {
+        set_cloexec(fd);
+    }
 }
 
 pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {

@@ -298,6 +298,74 @@ fn code_is_not_written_to_the_host_disk() {
 }
 
 #[test]
+fn the_program_starts_with_default_signal_dispositions() {
+    require_root!();
+    // Warden's own processes ignore SIGPIPE (Rust's runtime does); an exec keeps that, so the
+    // program would see EPIPE where a shell pipeline expects to be ended by the signal.
+    let (v, code) = run_json(
+        "test",
+        "bash",
+        "yes | head -1; grep -E '^Sig(Ign|Blk)' /proc/self/status",
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        stdout_of(&v),
+        "y\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+    );
+    assert_eq!(v["stderr"], "", "{v}");
+}
+
+#[test]
+fn descriptors_left_open_by_the_caller_do_not_reach_the_program() {
+    require_root!();
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    // A writable host file at descriptor 7, open across exec as a careless caller leaves it:
+    // inside the sandbox it would be a way around the read-only root.
+    let path = std::env::temp_dir().join(format!("warden-inherited-{}", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    let raw = file.as_raw_fd();
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(common::warden())
+        .args(["--config", common::settings().to_str().unwrap()])
+        .args(["run", "-l", "bash", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; the new descriptor has no close-on-exec flag.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::dup2(raw, 7) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"ls /proc/self/fd; (echo escaped >&7) 2>/dev/null; true")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let written = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    // ls's own listing is descriptor 3.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0\n1\n2\n3\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(written, "");
+    assert!(out.status.success());
+}
+
+#[test]
 fn javascript_and_bash_from_stdin() {
     require_root!();
     let out = warden_cmd(

@@ -151,14 +151,8 @@ fn finish(
     // The pipe write woke the caller with the hint that this process sleeps next, so the
     // scheduler queued it on this CPU; it does not sleep (the teardown follows), so give the
     // CPU to the caller, which has the result to deliver.
-    // The teardown below is work nobody waits for: at the lowest priority it does not compete
-    // with the caller delivering the result.
-    // SAFETY: setpriority and sched_yield take integers; raising one's own nice value needs no
-    // privilege.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
-        libc::sched_yield();
-    }
+    // SAFETY: sched_yield has no arguments and no memory effects.
+    unsafe { libc::sched_yield() };
     // The result is out; now wait for the kernel to tear the namespaces down and remove the
     // cgroup. The caller need not wait for this, nor for end of file on the standard error
     // this process inherited from it (a caller that captures it reads to its end).

@@ -941,17 +941,15 @@ fn sandbox_init(
 /// Init's last state, once the status is out: it waits to be killed rather than exiting. Its
 /// exit tears down the namespaces (every mount, the network), a millisecond of kernel work
 /// that would otherwise compete on the CPUs with the supervisor collecting the artifacts and
-/// answering its caller; the supervisor kills init once the answer is out (`KillOnDrop`), and
-/// the teardown then runs at the lowest priority. Init dies with its supervisor in any case
-/// (parent-death signal).
+/// answering its caller; the supervisor kills init once the answer is out (`KillOnDrop`).
+/// Init dies with its supervisor in any case (parent-death signal). (Not at a lower priority:
+/// the teardown takes kernel locks that the next sandbox's start waits for.)
 fn wait_for_teardown() -> ! {
-    // SAFETY: close, setpriority and pause take integers; raising one's own nice value needs
-    // no privilege, and seccomp allows all three.
+    // SAFETY: close and pause take integers; seccomp allows both.
     unsafe {
         // The standard error init inherited may be its caller's pipe: a caller reading it to
         // its end must not wait for the teardown.
         libc::close(2);
-        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
         loop {
             libc::pause();
         }

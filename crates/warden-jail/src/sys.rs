@@ -163,7 +163,6 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// `dup2` that keeps the target open across exec (dup2 clears FD_CLOEXEC on the new fd).
 /// Points descriptor `fd` at /dev/null (best effort: left as it is if /dev/null can't be
 /// opened).
 pub fn redirect_to_null(fd: RawFd) {
@@ -172,6 +171,7 @@ pub fn redirect_to_null(fd: RawFd) {
     }
 }
 
+/// `dup2` that keeps the target open across exec (dup2 clears FD_CLOEXEC on the new fd).
 pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
     if from == to {
         // SAFETY: clearing FD_CLOEXEC on an open descriptor has no memory effects.

@@ -161,16 +161,9 @@ impl Prestarted {
         }
         if pid == 0 {
             drop((plan_w, frames_r));
-            // The helper must not hold the caller's stdin or stdout open.
-            if let Ok(null) = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/dev/null")
-            {
-                use std::os::fd::AsRawFd;
-                let _ = crate::sys::dup2(null.as_raw_fd(), 0);
-                let _ = crate::sys::dup2(null.as_raw_fd(), 1);
-            }
+            // The helper must not hold the caller's stdin or stdout open (its standard error
+            // goes once the result is out: `helper::finish`).
+            crate::sys::redirect_to_null(&[0, 1]);
             let mut input = std::fs::File::from(plan_r);
             let mut out =
                 std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::from(frames_w));

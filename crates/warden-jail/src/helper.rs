@@ -156,7 +156,7 @@ fn finish(
     // The result is out; now wait for the kernel to tear the namespaces down and remove the
     // cgroup. The caller need not wait for this, nor for end of file on the standard error
     // this process inherited from it (a caller that captures it reads to its end).
-    crate::sys::redirect_to_null(2);
+    crate::sys::redirect_to_null(&[2]);
     drop(teardown);
     if written { 0 } else { 1 }
 }

@@ -821,10 +821,6 @@ fn sandbox_init(
     status: OwnedFd,
 ) -> ! {
     let status_fd = status.as_raw_fd();
-    // Descriptors this process inherited without close-on-exec (from whoever started
-    // `warden`) must not reach the program: it gets exactly its streams, which its child
-    // moves into place with dup2 (a fresh descriptor, open across the exec).
-    sys::cloexec_from(3);
     // Die with the supervisor: a sandbox must not outlive the process that enforces its
     // limits. A supervisor that died before this line leaves the plan pipe empty.
     // SAFETY: prctl with integer arguments.
@@ -992,9 +988,6 @@ struct ProgramSpawn<'a> {
     exec_errno: i32,
 }
 
-/// The highest signal number on Linux (`_NSIG - 1`, the last real-time signal).
-const SIGNAL_MAX: libc::c_int = 64;
-
 /// The program's child: moves its streams into place and execs. It runs on its own stack in
 /// init's address space (CLONE_VM), with init suspended until it execs or exits (CLONE_VFORK),
 /// so it touches nothing but `ProgramSpawn` and makes only async-signal-safe calls.
@@ -1016,25 +1009,9 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
         if ok && libc::chdir(exec.cwd.as_ptr()) == 0 {
-            // An exec keeps ignored signals ignored, and Rust's runtime ignores SIGPIPE in
-            // every warden process: the program starts with every disposition at its default
-            // (as posix_spawn's POSIX_SPAWN_SETSIGDEF does), so `yes | head -1` ends quietly.
-            // This child has its own copy of the handler table (no CLONE_SIGHAND): init's
-            // stays as it is. The raw call, because glibc's wrapper refuses its own two signals
-            // (32 and 33), which a caller may have ignored too; KILL and STOP fail harmlessly.
-            // The kernel's struct sigaction, all zero: SIG_DFL, no flags, no restorer, no mask.
-            let default = [0u64; 4];
-            for signal in 1..=SIGNAL_MAX {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    signal,
-                    default.as_ptr(),
-                    std::ptr::null_mut::<u64>(),
-                    8usize,
-                );
-            }
             // Init blocked every signal around the clone; the program starts with none blocked
-            // (its handlers are all default now, so none can run in shared memory).
+            // (init's handlers are all default here — see `contain::BEFORE_PLAN` — so none
+            // can run in shared memory).
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());

@@ -163,11 +163,17 @@ pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Points descriptor `fd` at /dev/null (best effort: left as it is if /dev/null can't be
-/// opened).
-pub fn redirect_to_null(fd: RawFd) {
-    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        let _ = dup2(null.as_raw_fd(), fd);
+/// Points each of `fds` at /dev/null, read and write (best effort: left as they are if
+/// /dev/null can't be opened).
+pub fn redirect_to_null(fds: &[RawFd]) {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null");
+    if let Ok(null) = null {
+        for &fd in fds {
+            let _ = dup2(null.as_raw_fd(), fd);
+        }
     }
 }
 
@@ -469,32 +475,53 @@ pub fn set_cloexec(fd: RawFd) {
 }
 
 /// Marks every descriptor from `first` up close-on-exec (`close_range` with
-/// `CLOSE_RANGE_CLOEXEC`, Linux 5.11); on an older kernel, each one listed in /proc/self/fd.
-pub fn cloexec_from(first: RawFd) {
+/// `CLOSE_RANGE_CLOEXEC`, Linux 5.11: older than the Landlock every sandbox requires).
+pub fn cloexec_from(first: RawFd) -> io::Result<()> {
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
     // SAFETY: close_range takes integers; with this flag it closes nothing.
-    let done = unsafe {
+    let rc = unsafe {
         libc::syscall(
             libc::SYS_close_range,
             first as libc::c_uint,
             libc::c_uint::MAX,
             CLOSE_RANGE_CLOEXEC,
         )
-    } == 0;
-    if done {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return;
     };
-    let open: Vec<RawFd> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd >= first)
-        .collect();
-    for fd in open {
-        set_cloexec(fd);
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
+}
+
+/// The highest signal number on Linux (`_NSIG - 1`, the last real-time signal).
+const SIGNAL_MAX: libc::c_int = 64;
+
+/// Sets every signal's disposition to its default. The raw call, because glibc's wrapper
+/// refuses its own two signals (32 and 33), which a caller may have ignored too; KILL and STOP
+/// refuse any change and are skipped.
+pub fn default_signal_dispositions() -> io::Result<()> {
+    // The kernel's struct sigaction, all zero: SIG_DFL, no flags, no restorer, no mask.
+    let default = [0u64; 4];
+    for signal in 1..=SIGNAL_MAX {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: `default` is a valid kernel sigaction; the old action is not asked for.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                default.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {

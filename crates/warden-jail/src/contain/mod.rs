@@ -45,6 +45,8 @@ pub type EarlyStep = fn() -> Result<(), String>;
 /// they add nothing to a start). Init holds every capability of its new user namespace (its
 /// ids are not mapped yet), which is all these need.
 pub const BEFORE_PLAN: &[(&str, EarlyStep)] = &[
+    ("close inherited descriptors on exec", cloexec_inherited),
+    ("reset signal dispositions", reset_signal_dispositions),
     ("make mounts private", make_mounts_private),
     ("bring up loopback", bring_up_loopback),
 ];
@@ -86,6 +88,22 @@ fn wait_for_cgroup(ctx: &mut Ctx<'_>) -> Result<(), String> {
 fn ctx_fd(fd: &OwnedFd) -> BorrowedFd<'_> {
     use std::os::fd::AsFd;
     fd.as_fd()
+}
+
+/// Descriptors init inherited without close-on-exec (from whoever started `warden`) must not
+/// reach the program: it gets exactly its streams, which its child moves into place with dup2
+/// (a fresh descriptor, open across the exec).
+fn cloexec_inherited() -> Result<(), String> {
+    sys::cloexec_from(3).map_err(os)
+}
+
+/// An exec keeps ignored signals ignored, and Rust's runtime ignores SIGPIPE in every warden
+/// process: without this the program would start with SIGPIPE ignored (`yes | head -1` would
+/// complain of a broken pipe), and with whatever else the caller ignored. Init's dispositions
+/// are the program's (its child is a clone of it); init sets none of its own until the program
+/// runs.
+fn reset_signal_dispositions() -> Result<(), String> {
+    sys::default_signal_dispositions().map_err(os)
 }
 
 fn make_mounts_private() -> Result<(), String> {

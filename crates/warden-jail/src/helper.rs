@@ -63,7 +63,7 @@ fn read_plan(input: &mut impl Read) -> Result<JailPlan, HelperFailure> {
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
     let started = supervisor::start();
     let plan = read_plan(input);
-    let (started, mut plan) = match (started, plan) {
+    let (mut started, mut plan) = match (started, plan) {
         (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
         (_, Err(HelperFailure::NoPlan)) => return 0,
@@ -77,7 +77,7 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
         );
     }
     // A networked sandbox: its link and firewall, torn down after the sandbox (below).
-    let mut network = match attach_network(&mut plan, started.pid()) {
+    let mut network = match attach_network(&mut plan, &mut started) {
         Ok(n) => n,
         Err(e) => return finish(out, Err(HelperFailure::Jail(e))),
     };
@@ -100,18 +100,18 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
     code
 }
 
-/// Gives a networked plan its link (the sandbox end into the namespaces of `pid`) and its
-/// resolver, and tells the sandbox's init how to configure its side.
+/// Gives a networked plan its link (the sandbox end into the sandbox's network namespace) and
+/// its resolver, and tells the sandbox's init how to configure its side.
 pub(crate) fn attach_network(
     plan: &mut JailPlan,
-    pid: libc::pid_t,
+    started: &mut supervisor::Started,
 ) -> Result<Option<warden_net::Attached>, JailError> {
     let Some(network) = plan.network.as_mut() else {
         return Ok(None);
     };
     let attached = warden_net::attach(
         &network.request,
-        pid,
+        started.network_namespace_path()?,
         std::path::Path::new(warden_net::RUN_DIR),
         Box::new(warden_net::sys::RealSys),
     )

@@ -16,6 +16,7 @@ pub mod contain;
 pub mod context;
 pub mod helper;
 pub mod mounts;
+mod netns;
 pub mod plan;
 pub mod probe;
 pub mod protocol;

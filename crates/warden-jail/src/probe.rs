@@ -16,7 +16,9 @@ pub struct Probe {
 fn namespaces() -> Probe {
     // SAFETY: `warden doctor` is single-threaded here; the child only calls _exit.
     let pid = match unsafe {
-        sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES | libc::CLONE_NEWCGROUP)
+        sys::clone_into_namespaces(
+            sys::SANDBOX_NAMESPACES | libc::CLONE_NEWNET | libc::CLONE_NEWCGROUP,
+        )
     } {
         Ok(0) => {
             // SAFETY: _exit in the child.

@@ -97,8 +97,8 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
     // removed after the sandbox (below).
     let mut network = None;
     let outcome = match (started, plan) {
-        (Ok(started), Ok(mut plan)) => {
-            match crate::helper::attach_network(&mut plan, started.pid()) {
+        (Ok(mut started), Ok(mut plan)) => {
+            match crate::helper::attach_network(&mut plan, &mut started) {
                 Ok(attached) => {
                     network = attached;
                     run(started, &plan, input, reader, out, &mut network)

@@ -10,6 +10,7 @@
 use crate::artifacts;
 use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::contain::{self, Ctx};
+use crate::netns::NetnsMaker;
 use crate::plan::JailPlan;
 use crate::seccomp;
 use crate::sys;
@@ -181,6 +182,10 @@ fn next_message(fd: BorrowedFd<'_>) -> Option<(u8, Vec<u8>)> {
 pub struct Started {
     pid: libc::pid_t,
     kill_guard: KillOnDrop,
+    /// A pidfd of init (readable once it exits).
+    pidfd: OwnedFd,
+    /// The sandbox's network namespace, being made beside init.
+    netns: NetnsMaker,
     /// The name of the sandbox's cgroup leaf, created by [`launch`].
     cgroup_name: String,
     out_r: OwnedFd,
@@ -201,6 +206,21 @@ impl Started {
     pub fn pid(&self) -> libc::pid_t {
         self.pid
     }
+
+    /// The sandbox's network namespace as a path a host tool can open (`ip … netns PATH`):
+    /// this process's descriptor of it. Waits until it is made.
+    pub fn network_namespace_path(&mut self) -> Result<String, JailError> {
+        let fd = self.netns.finish().map_err(netns_refused)?;
+        Ok(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            fd.as_raw_fd()
+        ))
+    }
+}
+
+fn netns_refused(e: io::Error) -> JailError {
+    JailError::Refused(format!("cannot create namespaces: network: {e}"))
 }
 
 impl std::fmt::Debug for Started {
@@ -209,10 +229,12 @@ impl std::fmt::Debug for Started {
     }
 }
 
-/// Clones the sandbox's init into fresh user, pid, mount, network, ipc, uts and cgroup
-/// namespaces. Init waits for its plan; dropping the result kills it. The cgroup comes later
-/// ([`launch`]), while init builds its root: the start-up path holds only what needs no plan
-/// and cannot overlap with anything else.
+/// Clones the sandbox's init into fresh user, pid, mount, ipc and uts namespaces and starts
+/// making its network namespace beside it ([`crate::netns`]; init enters it before it drops
+/// its capabilities, and its cgroup namespace after it is in its cgroup). Init waits for its
+/// plan; dropping the result kills it. The cgroup comes later ([`launch`]), while init builds
+/// its root: the start-up path holds only what needs no plan and cannot overlap with anything
+/// else.
 pub fn start() -> Result<Started, JailError> {
     let cgroup_name = format!(
         "run-{}-{:x}",
@@ -258,10 +280,15 @@ pub fn start() -> Result<Started, JailError> {
     }
     let pid = pid as libc::pid_t;
     drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w));
+    // Kill the sandbox if anything fails before the normal end; reap it in any case.
+    let kill_guard = KillOnDrop(pid);
+    let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
+    let netns = NetnsMaker::start(pidfd.as_fd()).map_err(netns_refused)?;
     Ok(Started {
         pid,
-        // Kill the sandbox if anything fails before the normal end; reap it in any case.
-        kill_guard: KillOnDrop(pid),
+        kill_guard,
+        pidfd,
+        netns,
         cgroup_name,
         out_r,
         err_r,
@@ -314,6 +341,8 @@ pub(crate) fn launch(
     let Started {
         pid,
         kill_guard,
+        pidfd,
+        mut netns,
         cgroup_name,
         out_r,
         err_r,
@@ -353,7 +382,15 @@ pub(crate) fn launch(
     cgroup.0.set_limits(&plan.cgroup)?;
     cgroup.0.attach(pid)?;
     trace("cgroup limits set and attached");
-    let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
+    // Init waits for it after building its root (the step "enter network namespace").
+    let made = netns.finish().map_err(netns_refused)?;
+    if let Err(e) = sys::send_fd(ws_parent.as_fd(), made) {
+        // Init is gone or going: a step it ran may have said why.
+        let _ = sys::kill(pid, libc::SIGKILL);
+        read_status(status_r.as_fd(), plan)?;
+        return Err(os("send the network namespace")(e));
+    }
+    drop(netns);
     before_go()?;
     // A failed write means init is gone; its status message says why.
     let _ = sys::write_all(go_w.as_fd(), b"g");

@@ -31,12 +31,12 @@ fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
-/// The namespaces of every sandbox: user, pid, mount, network, ipc, uts (the cgroup namespace is
-/// entered later, once the process is in its cgroup).
+/// The namespaces the sandbox's init is cloned into: user, pid, mount, ipc, uts. Its network
+/// namespace is made beside it ([`crate::netns`]) and its cgroup namespace entered later, once
+/// it is in its cgroup.
 pub const SANDBOX_NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
-    | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
 
@@ -530,6 +530,13 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
     // SAFETY: fstat succeeded and filled `st`.
     Ok(unsafe { st.assume_init() })
+}
+
+/// Moves this process into the namespace `ns` refers to (of kind `kind`, a `CLONE_NEW*` flag).
+pub fn setns(ns: BorrowedFd<'_>, kind: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns takes a descriptor and a flag.
+    check(unsafe { libc::setns(ns.as_raw_fd(), kind) })?;
+    Ok(())
 }
 
 /// Opens `/proc/<pid>` as a pidfd, which becomes readable when the process exits.

@@ -10,7 +10,6 @@
 
 pub mod caps;
 pub mod landlock;
-pub mod net;
 pub mod rlimits;
 
 use crate::mounts::{self, RealMountSys};
@@ -29,7 +28,8 @@ pub const STAGING: &str = "/tmp";
 pub struct Ctx<'a> {
     pub plan: &'a JailPlan,
     pub filters: Option<&'a Filters>,
-    /// Socket on which the workspace tmpfs is handed to the supervisor.
+    /// Socket on which the workspace tmpfs is handed to the supervisor, and the sandbox's
+    /// network namespace to init.
     pub workspace_socket: OwnedFd,
     /// Read end of the supervisor's "go" pipe: one byte once init is in its cgroup with the
     /// limits written; end of file if the supervisor died or refused.
@@ -48,7 +48,6 @@ pub const BEFORE_PLAN: &[(&str, EarlyStep)] = &[
     ("close inherited descriptors on exec", cloexec_inherited),
     ("reset signal dispositions", reset_signal_dispositions),
     ("make mounts private", make_mounts_private),
-    ("bring up loopback", bring_up_loopback),
 ];
 
 /// The containment steps, in order. Before the first, init has received its plan, which the
@@ -61,6 +60,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("pivot root", pivot_root),
     ("make root read-only", make_root_read_only),
     ("set hostname", set_hostname),
+    ("enter network namespace", enter_network_namespace),
     ("configure network", configure_network),
     ("enter cgroup namespace", enter_cgroup_namespace),
     ("apply rlimits", apply_rlimits),
@@ -152,8 +152,15 @@ fn set_hostname(ctx: &mut Ctx<'_>) -> Result<(), String> {
     sys::sethostname(&ctx.plan.hostname).map_err(os)
 }
 
-fn bring_up_loopback() -> Result<(), String> {
-    net::loopback_up().map_err(os)
+/// The supervisor made the sandbox's network namespace beside init (see `crate::netns`: its
+/// loopback is up, and it is owned by init's user namespace) and sends it once init has its
+/// root; init enters it here, while it still holds its capabilities, and the program, its
+/// child, starts in it. No namespace, no program: end of file fails the step.
+fn enter_network_namespace(ctx: &mut Ctx<'_>) -> Result<(), String> {
+    let netns = sys::recv_fd(ctx_fd(&ctx.workspace_socket))
+        .map_err(os)?
+        .ok_or("the supervisor sent no network namespace")?;
+    sys::setns(ctx_fd(&netns), libc::CLONE_NEWNET).map_err(os)
 }
 
 /// A networked sandbox: address its end of the link the host moved in, default route via the

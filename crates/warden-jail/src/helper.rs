@@ -14,6 +14,7 @@ use crate::plan::JailPlan;
 use crate::protocol::{HelperError, Tag, write_frame};
 use crate::supervisor::{self, JailError, Stream};
 use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// The environment variable that turns the binary into the helper.
 pub const HELPER_ENV: &str = "WARDEN_JAIL_HELPER";
@@ -45,7 +46,8 @@ pub fn main() -> i32 {
     serve(&mut std::io::stdin().lock(), &mut out)
 }
 
-fn read_plan(input: &mut impl Read) -> Result<JailPlan, HelperFailure> {
+/// The plan of an exec'd helper: its input, read to the end.
+fn read_to_end(input: &mut impl Read) -> Result<Vec<u8>, HelperFailure> {
     let mut raw = Vec::new();
     input
         .take(MAX_PLAN_BYTES)
@@ -54,15 +56,45 @@ fn read_plan(input: &mut impl Read) -> Result<JailPlan, HelperFailure> {
     if raw.is_empty() {
         return Err(HelperFailure::NoPlan);
     }
-    serde_json::from_slice(&raw).map_err(HelperFailure::DecodePlan)
+    Ok(raw)
 }
 
 /// Starts a sandbox at once (the namespaces cost the most and need no plan), then reads the
-/// plan from `input`, runs it writing output frames and the final frame to `out`, and tears
-/// the sandbox down. Returns the exit status for the helper.
+/// plan from `input` to its end, runs it writing output frames and the final frame to `out`,
+/// and tears the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
+    serve_with(|| read_to_end(input), out)
+}
+
+/// [`serve`] for a helper forked by its caller, which sends the plan as the supervisor sends
+/// init its own ([`supervisor::send_plan`]): length-prefixed, with a doorbell, so that the
+/// helper is not queued behind its caller when the plan arrives.
+pub(crate) fn serve_forked(plan_r: OwnedFd, bell: OwnedFd, out: &mut impl Write) -> i32 {
+    serve_with(
+        || {
+            supervisor::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
+                .ok_or(HelperFailure::NoPlan)
+        },
+        out,
+    )
+}
+
+fn serve_with(
+    receive: impl FnOnce() -> Result<Vec<u8>, HelperFailure>,
+    out: &mut impl Write,
+) -> i32 {
+    let entered_at = crate::monotonic_ms();
     let started = supervisor::start();
-    let plan = read_plan(input);
+    let started_at = crate::monotonic_ms();
+    let plan = receive().and_then(|raw| {
+        if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
+            eprintln!(
+                "warden-trace: {:.3} helper read the plan",
+                crate::monotonic_ms()
+            );
+        }
+        serde_json::from_slice::<JailPlan>(&raw).map_err(HelperFailure::DecodePlan)
+    });
     let (mut started, mut plan) = match (started, plan) {
         (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
@@ -71,6 +103,8 @@ pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
         (_, Err(e)) => return finish(out, Err(e)),
     };
     if plan.trace_timing {
+        eprintln!("warden-trace: {entered_at:.3} helper runs");
+        eprintln!("warden-trace: {started_at:.3} helper started the sandbox");
         eprintln!(
             "warden-trace: {:.3} helper has the plan",
             crate::monotonic_ms()

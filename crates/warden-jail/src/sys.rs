@@ -532,6 +532,27 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// The CPUs a process may run on (`pid` 0: this one).
+pub fn cpu_affinity(pid: libc::pid_t) -> io::Result<libc::cpu_set_t> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; the kernel fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    check(unsafe { libc::sched_getaffinity(pid, std::mem::size_of_val(&set), &mut set) })?;
+    Ok(set)
+}
+
+pub fn set_cpu_affinity(pid: libc::pid_t, set: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    check(unsafe { libc::sched_setaffinity(pid, std::mem::size_of_val(set), set) })?;
+    Ok(())
+}
+
+/// The CPU this thread is running on (a snapshot).
+pub fn current_cpu() -> io::Result<usize> {
+    // SAFETY: sched_getcpu has no arguments.
+    Ok(check(unsafe { libc::sched_getcpu() })? as usize)
+}
+
 /// Moves this process into the namespace `ns` refers to (of kind `kind`, a `CLONE_NEW*` flag).
 pub fn setns(ns: BorrowedFd<'_>, kind: libc::c_int) -> io::Result<()> {
     // SAFETY: setns takes a descriptor and a flag.

@@ -3,7 +3,11 @@
 shuffled order, so that drift in the machine's speed (a shared VM's neighbours, frequency
 changes) hits every command alike instead of whichever block hyperfine happened to run in.
 
-usage: interleave.py [--rounds N] [--warmup N] [--json FILE] NAME=COMMAND ...
+usage: interleave.py [--rounds N] [--warmup N] [--gap-ms MS] [--json FILE] NAME=COMMAND ...
+
+--gap-ms pauses between two commands, so that work one command leaves to the kernel or to
+its own background processes after it exits (a sandbox's teardown, a network namespace's
+asynchronous clean-up) does not land on the next command's timing.
 Prints a markdown table: median, p10, p90, mean (ms) and each median's ratio to the first
 command's; with --json, the raw samples too.
 """
@@ -13,6 +17,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gap-ms", type=float, default=0.0)
     ap.add_argument("--json")
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
@@ -25,6 +30,8 @@ def main():
         t = time.perf_counter()
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         dt = time.perf_counter() - t
+        if a.gap_ms:
+            time.sleep(a.gap_ms / 1000)
         if r.returncode != 0:
             sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
         return dt * 1000

@@ -63,25 +63,36 @@ fn read_to_end(input: &mut impl Read) -> Result<Vec<u8>, HelperFailure> {
 /// plan from `input` to its end, runs it writing output frames and the final frame to `out`,
 /// and tears the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
-    serve_with(|| read_to_end(input), out)
+    serve_with(|| read_to_end(input), out, None)
 }
 
-/// [`serve`] for a helper forked by its caller, which sends the plan as the supervisor sends
-/// init its own ([`supervisor::send_plan`]): length-prefixed, with a doorbell, so that the
-/// helper is not queued behind its caller when the plan arrives.
-pub(crate) fn serve_forked(plan_r: OwnedFd, bell: OwnedFd, out: &mut impl Write) -> i32 {
+/// [`serve`] for a helper forked by its caller (`caller`, a pidfd: the one-shot CLI), which
+/// sends the plan as the supervisor sends init its own ([`supervisor::send_plan`]):
+/// length-prefixed, with a doorbell, so that the helper is not queued behind its caller when
+/// the plan arrives. The teardown waits until the caller has exited (see [`finish`]).
+pub(crate) fn serve_forked(
+    plan_r: OwnedFd,
+    bell: OwnedFd,
+    caller: Option<OwnedFd>,
+    out: &mut impl Write,
+) -> i32 {
     serve_with(
         || {
             supervisor::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
                 .ok_or(HelperFailure::NoPlan)
         },
         out,
+        caller,
     )
 }
+
+/// How long a forked helper holds its teardown back for its caller to exit.
+const CALLER_EXIT_GRACE_MS: i32 = 100;
 
 fn serve_with(
     receive: impl FnOnce() -> Result<Vec<u8>, HelperFailure>,
     out: &mut impl Write,
+    caller: Option<OwnedFd>,
 ) -> i32 {
     let entered_at = crate::monotonic_ms();
     let started = supervisor::start();
@@ -99,8 +110,8 @@ fn serve_with(
         (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
         (_, Err(HelperFailure::NoPlan)) => return 0,
-        (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e))),
-        (_, Err(e)) => return finish(out, Err(e)),
+        (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e)), None),
+        (_, Err(e)) => return finish(out, Err(e), None),
     };
     if plan.trace_timing {
         eprintln!("warden-trace: {entered_at:.3} helper runs");
@@ -113,7 +124,7 @@ fn serve_with(
     // A networked sandbox: its link and firewall, torn down after the sandbox (below).
     let mut network = match attach_network(&mut plan, &mut started) {
         Ok(n) => n,
-        Err(e) => return finish(out, Err(HelperFailure::Jail(e))),
+        Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
     };
     let mut before_go = || match network.as_mut() {
         Some(n) => n.wait_firewall().map_err(network_error),
@@ -129,7 +140,7 @@ fn serve_with(
     };
     let result = supervisor::run_with(started, &plan, &mut relay, &mut before_go)
         .map_err(HelperFailure::Jail);
-    let code = finish(out, result);
+    let code = finish(out, result, caller);
     drop(network);
     code
 }
@@ -174,6 +185,7 @@ pub(crate) fn network_error(e: warden_net::HostError) -> JailError {
 fn finish(
     out: &mut impl Write,
     result: Result<(warden_types::ExecResult, supervisor::Teardown), HelperFailure>,
+    caller: Option<OwnedFd>,
 ) -> i32 {
     let (tag, payload, teardown) = match result {
         Ok((result, teardown)) => (Tag::Result, serde_json::to_vec(&result), Some(teardown)),
@@ -191,6 +203,13 @@ fn finish(
     // cgroup. The caller need not wait for this, nor for end of file on the standard error
     // this process inherited from it (a caller that captures it reads to its end).
     crate::sys::redirect_to_null(&[2]);
+    // A one-shot CLI exits right after printing the result: let it, and whoever waits for it,
+    // have the CPUs first (the teardown — the namespaces' end with its RCU grace periods, the
+    // cgroups' removal — competed with that exit: measured in `perf sched`). The sandbox has
+    // nothing left running meanwhile: its program is gone and init waits to be killed.
+    if let (Some(caller), Some(_)) = (caller, teardown.as_ref()) {
+        let _ = crate::sys::wait_readable(caller.as_fd(), CALLER_EXIT_GRACE_MS);
+    }
     drop(teardown);
     if written { 0 } else { 1 }
 }

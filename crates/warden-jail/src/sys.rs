@@ -560,6 +560,19 @@ pub fn setns(ns: BorrowedFd<'_>, kind: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// Waits until `fd` is readable (a pidfd: its process has exited), at most `timeout_ms`;
+/// whether it became readable.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is one valid pollfd.
+    let n = check(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })?;
+    Ok(n == 1)
+}
+
 /// Opens `/proc/<pid>` as a pidfd, which becomes readable when the process exits.
 pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes plain integers.

@@ -201,7 +201,7 @@ fn make_namespace(init: i32) -> Result<i32, (Op, i32)> {
             Ok(ret)
         }
     };
-    // SAFETY (all calls): plain integers, and pointers to the ifreq on this stack and to a
+    // SAFETY: every call takes plain integers, or pointers to the ifreq on this stack and to a
     // static NUL-terminated path.
     unsafe {
         check(

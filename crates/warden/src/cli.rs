@@ -55,10 +55,23 @@ pub fn load_settings(config: Option<&PathBuf>) -> anyhow::Result<Arc<Settings>> 
     Ok(Arc::new(settings))
 }
 
-pub fn main() -> i32 {
+/// Whether these arguments (the program's name first) are `warden [--config FILE] run …`.
+pub fn is_run(mut args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let _program = args.next();
+    while let Some(arg) = args.next() {
+        if arg == "--config" {
+            args.next();
+        } else if !arg.to_string_lossy().starts_with("--config=") {
+            return arg == "run";
+        }
+    }
+    false
+}
+
+pub fn main(prestarted: Option<warden_jail::Prestarted>) -> i32 {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Run(args) => crate::run::run(cli.config.as_ref(), args),
+        Command::Run(args) => crate::run::run(cli.config.as_ref(), args, prestarted),
         Command::Serve(args) => crate::serve::run(cli.config.as_ref(), args),
         Command::Mcp(args) => crate::mcp::run(cli.config.as_ref(), args),
         Command::Profiles { json } => crate::profiles::run(cli.config.as_ref(), *json),
@@ -71,5 +84,28 @@ pub fn main() -> i32 {
             eprintln!("warden: {e:#}");
             EXIT_WARDEN_ERROR
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_run;
+
+    fn args(line: &str) -> impl Iterator<Item = std::ffi::OsString> {
+        line.split(' ')
+            .map(std::ffi::OsString::from)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn run_is_recognised_behind_the_global_config_option_only() {
+        assert!(is_run(args("warden run x.py")));
+        assert!(is_run(args("warden --config s.toml run x.py")));
+        assert!(is_run(args("warden --config=s.toml run -")));
+        assert!(!is_run(args("warden profiles")));
+        assert!(!is_run(args("warden --config run profiles")));
+        assert!(!is_run(args("warden serve run")));
+        assert!(!is_run(args("warden")));
     }
 }

@@ -19,5 +19,14 @@ fn main() {
     if std::env::var_os(warden_net::keeper::KEEPER_ENV).is_some() {
         std::process::exit(warden_net::keeper::main());
     }
-    std::process::exit(cli::main());
+    // `warden run` forks the jail's helper first thing: it creates the sandbox's namespaces
+    // while this process parses its arguments, loads settings, runs the policies and builds
+    // the plan (see `warden_jail::Prestarted`). A helper that goes unused (another backend, an
+    // argument error) removes its sandbox when it gets no plan.
+    let prestarted = if cli::is_run(std::env::args_os()) {
+        warden_jail::Prestarted::fork_if_single_threaded()
+    } else {
+        None
+    };
+    std::process::exit(cli::main(prestarted));
 }

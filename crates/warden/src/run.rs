@@ -138,7 +138,12 @@ fn language_from_extension(path: &Path) -> Option<&'static str> {
     }
 }
 
-pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
+/// `warden run`, with the helper `main` forked for it (if it could).
+pub fn run(
+    config: Option<&PathBuf>,
+    args: &RunArgs,
+    prestarted: Option<warden_jail::Prestarted>,
+) -> anyhow::Result<i32> {
     let trace = |what: &str| {
         if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
             eprintln!(
@@ -148,9 +153,6 @@ pub fn run(config: Option<&PathBuf>, args: &RunArgs) -> anyhow::Result<i32> {
         }
     };
     trace("started");
-    // Fork the jail's helper first: it creates the sandbox's namespaces (the slowest part of a
-    // start) while this process loads settings, runs the policies and builds the plan.
-    let prestarted = warden_jail::Prestarted::fork_if_single_threaded();
     let settings = load_settings(config)?;
     trace("settings loaded");
     let code = if args.file.as_os_str() == "-" {

@@ -27,7 +27,10 @@ py=/usr/bin/python3
 bwrap="bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
 "$warden" run "$work/one.py" >/dev/null   # the one-time cgroup set-up happens outside the timing
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"
-python3 bench/interleave.py --rounds "$rounds" --json "$work/startup.json" \
+# --gap-ms: a pause after each command, so that what one leaves running after it exits (a
+# sandbox's teardown, a network namespace's asynchronous clean-up — warden's and bwrap's alike)
+# does not land on the next command's timing.
+python3 bench/interleave.py --rounds "$rounds" --gap-ms 25 --json "$work/startup.json" \
   "python3 -c (bare)=$py -c 'print(1)'" \
   "warden run one.py=$warden run $work/one.py" \
   "bwrap python3 -c=$bwrap $py -c 'print(1)'" \

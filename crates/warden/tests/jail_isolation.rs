@@ -63,13 +63,15 @@ fn only_loopback_and_no_way_to_the_hosts_services() {
     let port = listener.local_addr().unwrap().port();
     let code = format!(
         "import socket\nprint([n for _, n in socket.if_nameindex()])\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nu.bind(('127.0.0.1', 0))\n\
+         u.sendto(b'up', u.getsockname())\nprint('loopback', u.recv(2))\n\
          s = socket.socket()\ns.settimeout(2)\n\
          try:\n    s.connect(('127.0.0.1', {port})); print('CONNECTED')\nexcept OSError as e:\n    print('refused', e.errno)\n\
          try:\n    socket.create_connection(('169.254.169.254', 80), timeout=2); print('CONNECTED')\nexcept OSError as e:\n    print('refused', e.errno)\n"
     );
     let v = py(&code);
     let out = stdout_of(&v);
-    assert!(out.starts_with("['lo']\n"), "{out}");
+    assert!(out.starts_with("['lo']\nloopback b'up'\n"), "{out}");
     assert!(!out.contains("CONNECTED"), "{out}");
     listener.set_nonblocking(true).unwrap();
     assert!(

@@ -220,7 +220,9 @@ impl OtherCpu {
     /// `None` when this process may run on one CPU only (nothing to gain) or on error.
     fn before_fork() -> Option<OtherCpu> {
         let allowed = crate::sys::cpu_affinity(0).ok()?;
-        let here = crate::sys::current_cpu().ok()?;
+        let here = crate::sys::current_cpu()
+            .ok()
+            .filter(|&cpu| cpu < libc::CPU_SETSIZE as usize)?;
         let mut others = allowed;
         // SAFETY: CPU_CLR and CPU_COUNT only touch the set; `here` is below CPU_SETSIZE.
         unsafe {

@@ -176,11 +176,12 @@ impl Prestarted {
             let mut out =
                 std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::from(frames_w));
             // The caller, unless it is pid 1 (a container's entry point, which waits for this
-            // helper's exit) or already gone.
-            let caller = crate::sys::pidfd_open(caller_pid)
-                .ok()
+            // helper's exit: `JailSettings::wait_for_teardown`) or already gone.
+            let caller = (caller_pid != 1)
+                .then(|| crate::sys::pidfd_open(caller_pid).ok())
+                .flatten()
                 // SAFETY: getppid has no preconditions.
-                .filter(|_| caller_pid != 1 && unsafe { libc::getppid() } == caller_pid);
+                .filter(|_| unsafe { libc::getppid() } == caller_pid);
             let code = crate::helper::serve_forked(plan_r, plan_bell, caller, &mut out);
             drop(out);
             // SAFETY: leave without running the parent's destructors or atexit handlers.

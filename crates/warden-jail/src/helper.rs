@@ -97,13 +97,10 @@ fn serve_with(
     let entered_at = crate::monotonic_ms();
     let started = supervisor::start();
     let started_at = crate::monotonic_ms();
-    let plan = receive().and_then(|raw| {
-        if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
-            eprintln!(
-                "warden-trace: {:.3} helper read the plan",
-                crate::monotonic_ms()
-            );
-        }
+    let plan = receive();
+    // Whether to trace is in the plan: the times before it are kept and printed after.
+    let read_at = crate::monotonic_ms();
+    let plan = plan.and_then(|raw| {
         serde_json::from_slice::<JailPlan>(&raw).map_err(HelperFailure::DecodePlan)
     });
     let (mut started, mut plan) = match (started, plan) {
@@ -116,6 +113,7 @@ fn serve_with(
     if plan.trace_timing {
         eprintln!("warden-trace: {entered_at:.3} helper runs");
         eprintln!("warden-trace: {started_at:.3} helper started the sandbox");
+        eprintln!("warden-trace: {read_at:.3} helper read the plan");
         eprintln!(
             "warden-trace: {:.3} helper has the plan",
             crate::monotonic_ms()

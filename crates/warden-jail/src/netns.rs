@@ -61,7 +61,6 @@ struct Job {
     netns: i32,
     failed: Op,
     errno: i32,
-    stack: Vec<u8>,
 }
 
 /// A network namespace being made; [`NetnsMaker::finish`] waits for it.
@@ -70,6 +69,8 @@ pub struct NetnsMaker {
     pid: Option<libc::pid_t>,
     /// Boxed so that its address, which the maker holds, never moves.
     job: Box<Job>,
+    /// The maker's stack (a heap buffer: it does not move with the struct).
+    _stack: Vec<u8>,
     made: Option<OwnedFd>,
 }
 
@@ -89,37 +90,25 @@ impl NetnsMaker {
             netns: -1,
             failed: Op::None,
             errno: 0,
-            stack: vec![0u8; STACK_BYTES],
         });
+        let mut stack = vec![0u8; STACK_BYTES];
         let arg: *mut Job = &mut *job;
-        // SAFETY: the stack is writable and lives in `job`, which outlives the maker (it is
-        // reaped before `job` is dropped, see `Drop`); it grows down from its 16-byte aligned
-        // top. Signals are blocked around the clone, so the maker starts with all of them
-        // blocked and never runs a handler of the supervisor on the shared memory. The maker
-        // makes only raw system calls (see `make`). Not CLONE_FS: entering a user namespace
-        // needs a filesystem context of one's own.
+        // SAFETY: the stack and the job live in the returned maker, which reaps the maker
+        // before dropping them (see `Drop`); the maker makes only raw system calls (see
+        // `make`). Not CLONE_FS: entering a user namespace needs a filesystem context of
+        // one's own.
         let pid = unsafe {
-            let top = job.stack.as_mut_ptr().add(STACK_BYTES) as usize & !15;
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old);
-            let pid = libc::clone(
-                make,
-                top as *mut libc::c_void,
+            crate::sys::clone_sharing_memory(
+                &mut stack,
                 libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
+                make,
                 arg.cast(),
-            );
-            let err = io::Error::last_os_error();
-            libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            if pid < 0 {
-                return Err(err);
-            }
-            pid
-        };
+            )
+        }?;
         Ok(NetnsMaker {
             pid: Some(pid),
             job,
+            _stack: stack,
             made: None,
         })
     }
@@ -167,7 +156,7 @@ impl NetnsMaker {
 impl Drop for NetnsMaker {
     fn drop(&mut self) {
         if let Some(pid) = self.pid.take() {
-            // The stack in `job` must outlive the maker.
+            // The stack and the job must outlive the maker.
             let _ = crate::sys::kill(pid, libc::SIGKILL);
             let _ = crate::sys::waitpid(pid);
         }

@@ -296,12 +296,6 @@ pub fn start() -> Result<Started, JailError> {
     // Kill the sandbox if anything fails before the normal end; reap it in any case.
     let kill_guard = KillOnDrop(pid);
     let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
-    if std::env::var_os("WARDEN_TRACE_TIMING").is_some() {
-        eprintln!(
-            "warden-trace: {:.3} helper cloned init",
-            crate::monotonic_ms()
-        );
-    }
     let netns = NetnsMaker::start(pidfd.as_fd()).map_err(netns_refused)?;
     Ok(Started {
         pid,
@@ -1101,26 +1095,16 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
 fn spawn_program(mut spawn: ProgramSpawn<'_>) -> io::Result<(libc::pid_t, i32)> {
     const STACK_BYTES: usize = 64 * 1024;
     let mut stack = vec![0u8; STACK_BYTES];
-    // SAFETY: the stack is writable and outlives the child's use of it (init is suspended
-    // until the child execs or exits); it grows down from its 16-byte aligned top. Signals
-    // are blocked around the clone so no handler runs on the child's side of shared memory.
+    // SAFETY: the stack outlives the child's use of it (init is suspended until the child
+    // execs or exits: CLONE_VFORK); the child makes only async-signal-safe calls while init
+    // is suspended (see `program_child`), and `spawn` outlives it.
     unsafe {
-        let top = stack.as_mut_ptr().add(STACK_BYTES) as usize & !15;
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            program_child,
-            top as *mut libc::c_void,
+        let pid = sys::clone_sharing_memory(
+            &mut stack,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            program_child,
             (&mut spawn as *mut ProgramSpawn<'_>).cast(),
-        );
-        let err = io::Error::last_os_error();
-        libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(err);
-        }
+        )?;
         Ok((pid, std::ptr::read_volatile(&spawn.exec_errno)))
     }
 }

@@ -65,6 +65,36 @@ pub unsafe fn clone_into_namespaces(flags: libc::c_int) -> io::Result<libc::pid_
     Ok(pid as libc::pid_t)
 }
 
+/// `clone(2)` of a child that shares this process's memory (`flags` include `CLONE_VM`) and
+/// runs `child(arg)` on `stack`, as posix_spawn does. Signals are blocked around the clone, so
+/// the child starts with all of them blocked and never runs one of this process's handlers on
+/// the shared memory. Returns the child's pid.
+///
+/// # Safety
+/// `stack` must outlive the child's use of it (the caller reaps the child, or is suspended
+/// until it execs: `CLONE_VFORK`), and `child` may only make calls that are safe in a process
+/// sharing this one's memory and thread-local storage; `arg` must stay valid for it.
+pub unsafe fn clone_sharing_memory(
+    stack: &mut [u8],
+    flags: libc::c_int,
+    child: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> io::Result<libc::pid_t> {
+    // SAFETY: the caller upholds the stack's and the child's contract; the top is aligned down
+    // to 16 bytes, as the ABI wants, and the stack grows down from it.
+    unsafe {
+        let top = stack.as_mut_ptr().add(stack.len()) as usize & !15;
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(child, top as *mut libc::c_void, flags, arg);
+        let err = io::Error::last_os_error();
+        libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 { Err(err) } else { Ok(pid) }
+    }
+}
+
 /// A close-on-exec eventfd whose counter starts at 0: a doorbell between two processes that
 /// share it across a fork.
 pub fn eventfd() -> io::Result<OwnedFd> {

@@ -53,9 +53,18 @@ pub struct Settings {
 }
 
 /// `[server]`: the daemon's own options.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSettings {
+    /// Executions (and starts of a context's interpreter) running at once, for every front-end
+    /// together. Default: 8. `warden serve --max-concurrent` overrides it.
+    pub max_concurrent: usize,
+    /// Executions waiting for a slot; past this, 429 with Retry-After. Default: 64.
+    /// `--max-queued` overrides it.
+    pub max_queued: usize,
+    /// Sandboxes with a lifetime alive at once (warm pools not counted). Default: 64.
+    /// `--max-sandboxes` overrides it.
+    pub max_sandboxes: usize,
     /// Bearer API keys. With none, `warden serve` listens only on loopback; with some, every
     /// request but health, metrics and the API description must carry one, and a key sees
     /// only its own sandboxes.
@@ -67,6 +76,19 @@ pub struct ServerSettings {
     /// OpenTelemetry traces over OTLP/HTTP (JSON): one span per execution with its stages.
     /// Off unless an endpoint is set.
     pub otlp: OtlpSettings,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            max_concurrent: 8,
+            max_queued: 64,
+            max_sandboxes: 64,
+            api_keys: Vec::new(),
+            api_keys_file: None,
+            otlp: OtlpSettings::default(),
+        }
+    }
 }
 
 /// `[server.otlp]`.
@@ -783,6 +805,14 @@ impl Settings {
     /// Checks what serde cannot: references between sections and value ranges. Returns the
     /// offending key's path and why.
     pub fn validate(&self) -> Result<(), (String, String)> {
+        for (key, value) in [
+            ("server.max_concurrent", self.server.max_concurrent),
+            ("server.max_sandboxes", self.server.max_sandboxes),
+        ] {
+            if value == 0 {
+                return Err((key.into(), "must be at least 1".into()));
+            }
+        }
         if let Some(endpoint) = &self.server.otlp.endpoint
             && !endpoint
                 .strip_prefix("http://")

@@ -15,7 +15,7 @@
 
 use crate::backend::{CellPlan, ContextSpec, EventSender};
 use crate::sandboxes::{Entry, PreparedExec, Use};
-use crate::{EngineError, ExecRequest, Sandboxes};
+use crate::{Caller, EngineError, ExecRequest, Sandboxes};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -216,15 +216,17 @@ impl Sandboxes {
         Ok(meta)
     }
 
-    /// Starts a new context in a sandbox; returns once its interpreter is ready.
+    /// Starts a new context in a sandbox; returns once its interpreter is ready. Starting an
+    /// interpreter costs as much as an execution: it takes a slot.
     pub async fn create_context(
         &self,
-        owner: Option<&str>,
+        caller: &Caller,
         sandbox: &str,
         req: CreateContext,
     ) -> Result<ContextInfo, EngineError> {
-        let entry = self.find(owner, sandbox)?;
+        let entry = self.find(caller.owner(), sandbox)?;
         let (language, command) = self.context_runtime(&entry, req.language)?;
+        let _slot = self.engine().admit(caller).await?;
         entry.touch(Use::Files);
         let _creating = entry.contexts.creating.lock().await;
         let id = format!("ctx-{}", &uuid::Uuid::now_v7().simple().to_string()[20..32]);
@@ -275,17 +277,19 @@ impl Sandboxes {
         Ok(id.to_owned())
     }
 
-    /// Replaces a context's interpreter with a fresh one (its state is lost).
+    /// Replaces a context's interpreter with a fresh one (its state is lost); takes a slot,
+    /// as a create does.
     pub async fn restart_context(
         &self,
-        owner: Option<&str>,
+        caller: &Caller,
         sandbox: &str,
         id: &str,
     ) -> Result<ContextInfo, EngineError> {
-        let entry = self.find(owner, sandbox)?;
+        let entry = self.find(caller.owner(), sandbox)?;
         if entry.contexts.get(id).is_none() {
             return Err(EngineError::ContextNotFound(id.to_owned()));
         }
+        let _slot = self.engine().admit(caller).await?;
         entry.touch(Use::Files);
         entry.handle.restart_context(id).await?;
         entry.contexts.update(id, |m| {
@@ -528,7 +532,7 @@ mod tests {
         let engine = Engine::new(Arc::new(Settings::builtin()))
             .with_backend(BackendKind::Jail, Arc::new(FakeBackend(sandbox.clone())));
         let sandboxes = Sandboxes::new(engine, 4);
-        let info = sandboxes.create(CreateSandbox::default()).await.unwrap();
+        let info = sandboxes.create(&Caller::default(), CreateSandbox::default()).await.unwrap();
         (sandboxes, sandbox, info.id)
     }
 
@@ -541,8 +545,7 @@ mod tests {
     }
 
     async fn exec(s: &Sandboxes, id: &str, req: SandboxExec) -> Result<ExecResult, EngineError> {
-        let prepared = s.prepare_exec(None, id, req)?;
-        s.run_exec(prepared, None).await
+        s.start_exec(&Caller::default(), id, req).await?.finish().await
     }
 
     #[tokio::test]
@@ -576,7 +579,7 @@ mod tests {
     async fn cells_are_checked_like_executions() {
         let (s, fake, id) = setup(true).await;
         let ctx = s
-            .create_context(None, &id, CreateContext::default())
+            .create_context(&Caller::default(), &id, CreateContext::default())
             .await
             .unwrap();
         assert!(ctx.id.starts_with("ctx-"), "{ctx:?}");
@@ -611,7 +614,7 @@ mod tests {
         exec(&s, &id, py).await.unwrap();
         let err = s
             .create_context(
-                None,
+                &Caller::default(),
                 &id,
                 CreateContext {
                     language: Some("bash".into()),
@@ -638,7 +641,7 @@ mod tests {
         // (Python) preload, and a cell in another language is refused there.
         let js = s
             .create_context(
-                None,
+                &Caller::default(),
                 &id,
                 CreateContext {
                     language: Some("node".into()),
@@ -691,12 +694,12 @@ mod tests {
     async fn contexts_are_bounded_listed_and_destroyed() {
         let (s, fake, id) = setup(true).await;
         for _ in 0..MAX_CONTEXTS {
-            s.create_context(None, &id, CreateContext::default())
+            s.create_context(&Caller::default(), &id, CreateContext::default())
                 .await
                 .unwrap();
         }
         let err = s
-            .create_context(None, &id, CreateContext::default())
+            .create_context(&Caller::default(), &id, CreateContext::default())
             .await
             .unwrap_err();
         assert_eq!(err, EngineError::TooManyContexts { max: MAX_CONTEXTS });
@@ -713,7 +716,7 @@ mod tests {
             EngineError::ContextNotFound(victim.clone())
         );
         assert!(s.destroy_context(None, &id, &victim).await.is_err());
-        let restarted = s.restart_context(None, &id, &list[1].id).await.unwrap();
+        let restarted = s.restart_context(&Caller::default(), &id, &list[1].id).await.unwrap();
         assert_eq!(restarted.restarts, 1);
         assert!(matches!(
             s.list_contexts(None, "sb-none"),

@@ -1,16 +1,26 @@
 //! The Warden service: every front-end (CLI, REST, MCP, SDK) turns its input into an
-//! [`ExecRequest`] and calls [`Engine::execute`], which resolves the profile and language,
-//! runs the profile's policies, asks the profile's backend to check and then run the plan.
+//! [`ExecRequest`] (or a [`SandboxExec`]) and makes one engine call, [`Engine::start`] (or
+//! [`Sandboxes::start_exec`]), which owns the execution from admission to result (see
+//! [`pipeline`]): slots and queue, the profile and language, the policies, the backend's
+//! check, the run, the report to the observer (metrics, traces) and the shaping of output
+//! (one module for backends, `warden_types::llm` for models).
 //!
 //! Invariants: front-ends never talk to a backend directly; a request can lower a profile's
 //! limits freely, and raise them only as far as `resource_quota` allows (without that policy,
 //! never above the profile's own limits); a profile whose backend is not configured is
 //! refused, never run on another backend.
 
+pub mod admission;
 pub mod backend;
 pub mod contexts;
+pub mod observe;
+pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
+
+pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
+pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};
+pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
@@ -18,14 +28,14 @@ pub use backend::{
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;
-pub use sandboxes::{CreateSandbox, PreparedExec, SandboxExec, SandboxInfo, Sandboxes};
+pub use sandboxes::{CreateSandbox, SandboxExec, SandboxInfo, Sandboxes};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use warden_config::{BackendKind, Profile, Settings};
 use warden_policy::{PolicyInput, Requested, Violation};
-use warden_types::{ExecResult, Language};
+use warden_types::Language;
 
 /// What a front-end asks for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -76,23 +86,117 @@ pub enum EngineError {
     ContextNotFound(String),
     #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
     TooManyContexts { max: usize },
+    #[error(
+        "busy: {running} executions are running and {queued} waiting, the most allowed; try again shortly"
+    )]
+    Busy {
+        running: usize,
+        queued: usize,
+        retry_after_secs: u64,
+    },
+    #[error("the API key {key:?} runs {max} executions already, its limit; try again shortly")]
+    KeyBusy {
+        key: String,
+        max: usize,
+        retry_after_secs: u64,
+    },
+    #[error("the server is stopping")]
+    ShuttingDown,
+    /// A failure of the engine itself (a task that panicked).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
-/// The service. Cheap to clone.
+impl EngineError {
+    /// A short machine-readable code, the same for every front-end (REST's `error.code`,
+    /// MCP's, the CLI's JSON).
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::Disabled => "disabled",
+            EngineError::UnknownProfile { .. } => "unknown_profile",
+            EngineError::UnknownLanguage { .. } => "unknown_language",
+            EngineError::InvalidRequest { .. } => "invalid_request",
+            EngineError::PolicyViolation(_) => "policy_violation",
+            EngineError::BackendUnavailable { .. } => "backend_unavailable",
+            EngineError::SandboxNotFound(_) => "sandbox_not_found",
+            EngineError::NameTaken(_) => "name_taken",
+            EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
+            EngineError::ContextNotFound(_) => "context_not_found",
+            EngineError::TooManyContexts { .. } => "too_many_contexts",
+            EngineError::Busy { .. } | EngineError::KeyBusy { .. } => "too_many_requests",
+            EngineError::ShuttingDown => "shutting_down",
+            EngineError::Internal(_) => "internal",
+            EngineError::Backend(b) => match b {
+                BackendError::Refused(_) => "refused",
+                BackendError::Command(_) => "runtime_unavailable",
+                BackendError::Limit(_) => "limit_exceeded",
+                BackendError::NotFound(_) => "not_found",
+                BackendError::BadPath(_) => "bad_path",
+                BackendError::Gone(_) => "sandbox_gone",
+                BackendError::Lost(_) => "sandbox_lost",
+                BackendError::Setup(_) | BackendError::Internal(_) => "internal",
+            },
+        }
+    }
+
+    /// Seconds after which a refused request may be tried again, when it says so.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            EngineError::Busy {
+                retry_after_secs, ..
+            }
+            | EngineError::KeyBusy {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+}
+
+/// The service. Cheap to clone: clones share the admission (slots and queue).
 #[derive(Debug, Clone)]
 pub struct Engine {
     settings: Arc<Settings>,
     backends: HashMap<BackendKind, Arc<dyn Backend>>,
     unavailable: HashMap<BackendKind, String>,
+    admission: Admission,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl Engine {
+    /// The engine of `settings`, its admission bounded by `[server]`'s `max_concurrent` and
+    /// `max_queued`.
     pub fn new(settings: Arc<Settings>) -> Engine {
+        let admission = Admission::new(AdmissionLimits {
+            max_concurrent: settings.server.max_concurrent,
+            max_queued: settings.server.max_queued,
+            ..AdmissionLimits::default()
+        });
         Engine {
             settings,
             backends: HashMap::new(),
             unavailable: HashMap::new(),
+            admission,
+            observer: None,
         }
+    }
+
+    /// Replaces the admission's bounds (e.g. from command-line flags). Call before cloning:
+    /// clones made earlier keep the old slots.
+    pub fn with_admission(mut self, limits: AdmissionLimits) -> Engine {
+        self.admission = Admission::new(limits);
+        self
+    }
+
+    /// Reports every execution to `observer` (metrics, traces).
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Engine {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The slots and queue every execution goes through.
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     pub fn with_backend(mut self, kind: BackendKind, backend: Arc<dyn Backend>) -> Engine {
@@ -231,34 +335,6 @@ impl Engine {
             out.push((backend.name(), backend.remove_orphans(&[]).await));
         }
         out
-    }
-
-    /// Runs one request to the end.
-    pub async fn execute(
-        &self,
-        req: ExecRequest,
-        events: Option<EventSender>,
-    ) -> Result<ExecResult, EngineError> {
-        let (profile, plan) = self.prepare(&req)?;
-        self.run_prepared(&profile, plan, events).await
-    }
-
-    /// Checks that a prepared plan's backend can run it here, without running it.
-    pub fn check_prepared(&self, profile: &str, plan: &ExecPlan) -> Result<(), EngineError> {
-        Ok(self.backend_for(profile)?.check(plan)?)
-    }
-
-    /// Runs a plan from [`Engine::prepare`] (a front-end that must answer errors before it
-    /// starts streaming prepares first, off the async threads: parsing is CPU-bound).
-    pub async fn run_prepared(
-        &self,
-        profile: &str,
-        plan: ExecPlan,
-        events: Option<EventSender>,
-    ) -> Result<ExecResult, EngineError> {
-        let backend = self.backend_for(profile)?;
-        backend.check(&plan)?;
-        Ok(backend.exec(plan, events).await?)
     }
 }
 

@@ -369,7 +369,7 @@ mod tests {
     use super::*;
     use crate::backend::{Backend, BackendError, ContextSpec, EventSender};
     use crate::sandboxes::{CreateSandbox, SandboxExec};
-    use crate::{CreateContext, Engine};
+    use crate::{Caller, CreateContext, Engine};
     use std::sync::atomic::{AtomicBool, Ordering};
     use warden_config::{BackendKind, Settings};
     use warden_types::{CellOutput, ExecResult, Reason};
@@ -566,24 +566,28 @@ mod tests {
         // make them.
         let cold = Arc::new(FakeBackend::default());
         let s = sandboxes(cold.clone());
-        let id = s.create(create(None)).await.unwrap().id;
+        let id = s.create(&Caller::default(), create(None)).await.unwrap().id;
         let cell = SandboxExec {
             code: "1".into(),
             context: Some(DEFAULT_CONTEXT.into()),
             ..SandboxExec::default()
         };
-        let prepared = s.prepare_exec(None, &id, cell.clone()).unwrap();
-        s.run_exec(prepared, None).await.unwrap();
+        s.start_exec(&Caller::default(), &id, cell.clone())
+            .await
+            .unwrap()
+            .finish()
+            .await
+            .unwrap();
         let on_demand = cold.built.lock().unwrap()[0].clone();
 
         let warm = Arc::new(FakeBackend::default());
         let s = sandboxes(warm.clone());
         s.start_pools();
         wait_ready(&s, 1).await;
-        let first = s.create(create(None)).await.unwrap();
+        let first = s.create(&Caller::default(), create(None)).await.unwrap();
         // Taken out at once: the refill builds another.
         wait_ready(&s, 1).await;
-        let second = s.create(create(None)).await.unwrap();
+        let second = s.create(&Caller::default(), create(None)).await.unwrap();
         assert_ne!(first.id, second.id);
         let built = warm.built.lock().unwrap().clone();
         assert!(built.len() >= 2, "{built:?}");
@@ -609,10 +613,14 @@ mod tests {
         let listed = s.list_contexts(None, &first.id).unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].id, DEFAULT_CONTEXT);
-        let prepared = s.prepare_exec(None, &first.id, cell).unwrap();
-        s.run_exec(prepared, None).await.unwrap();
+        s.start_exec(&Caller::default(), &first.id, cell)
+            .await
+            .unwrap()
+            .finish()
+            .await
+            .unwrap();
         assert_eq!(a.contexts.lock().unwrap().len(), 1);
-        s.create_context(None, &first.id, CreateContext::default())
+        s.create_context(&Caller::default(), &first.id, CreateContext::default())
             .await
             .unwrap();
         assert!(a.contexts.lock().unwrap()[1].preload.is_empty());
@@ -635,7 +643,7 @@ mod tests {
         let s = sandboxes(backend.clone());
         s.start_pools();
         wait_ready(&s, 1).await;
-        let other = s.create(create(Some(100))).await.unwrap();
+        let other = s.create(&Caller::default(), create(Some(100))).await.unwrap();
         assert_eq!(status(&s).taken, 0);
         assert_eq!(status(&s).ready, 1);
         assert!(s.list_contexts(None, &other.id).unwrap().is_empty());
@@ -644,7 +652,7 @@ mod tests {
         assert_eq!(built[1].spec.limits.memory_mb, 100);
         assert!(built[1].contexts.lock().unwrap().is_empty());
         // The profile's own limit, asked explicitly, is the same build: pooled.
-        s.create(create(Some(200))).await.unwrap();
+        s.create(&Caller::default(), create(Some(200))).await.unwrap();
         assert_eq!(status(&s).taken, 1);
         s.destroy_all().await;
     }
@@ -692,7 +700,7 @@ mod tests {
         let dead = backend.built.lock().unwrap()[0].clone();
         dead.alive.store(false, Ordering::SeqCst);
         // Taken or found by the refill's check first: never handed out either way.
-        let info = s.create(create(None)).await.unwrap();
+        let info = s.create(&Caller::default(), create(None)).await.unwrap();
         assert_ne!(info.id, dead.spec.id);
         assert!(dead.destroyed.load(Ordering::SeqCst));
         assert_eq!(status(&s).discarded, 1);

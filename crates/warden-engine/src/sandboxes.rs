@@ -12,7 +12,7 @@
 
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::pool::{BuildKey, Pools};
-use crate::{Engine, EngineError, ExecRequest};
+use crate::{Caller, Engine, EngineError, ExecRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,8 +30,6 @@ pub struct CreateSandbox {
     pub idle_ttl_seconds: Option<u64>,
     pub max_lifetime_seconds: Option<u64>,
     pub memory_mb: Option<u64>,
-    /// The API key's name that owns it (`None`: no keys configured).
-    pub owner: Option<String>,
 }
 
 /// One execution in a sandbox.
@@ -139,19 +137,13 @@ pub struct Sandboxes {
     pub(crate) pools: Arc<Pools>,
 }
 
-/// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_exec`]).
+/// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_in`]).
 #[derive(Debug)]
-pub struct PreparedExec {
+pub(crate) struct PreparedExec {
     pub(crate) entry: Arc<Entry>,
-    pub plan: ExecPlan,
+    pub(crate) plan: ExecPlan,
     /// The context the cell runs in, if any.
     pub(crate) context: Option<String>,
-}
-
-impl PreparedExec {
-    pub fn profile(&self) -> &str {
-        &self.entry.profile
-    }
 }
 
 /// A fresh sandbox id, `sb-` and 12 hex digits.
@@ -223,7 +215,19 @@ impl Sandboxes {
         })
     }
 
-    pub async fn create(&self, req: CreateSandbox) -> Result<SandboxInfo, EngineError> {
+    /// Creates a sandbox owned by the caller (within the caller's own limit on live
+    /// sandboxes, if it has one).
+    pub async fn create(
+        &self,
+        caller: &Caller,
+        req: CreateSandbox,
+    ) -> Result<SandboxInfo, EngineError> {
+        if let Some(max) = caller.max_sandboxes
+            && self.count_of(caller.owner()) >= max
+        {
+            return Err(EngineError::TooManySandboxes { max });
+        }
+        let owner = caller.owner.clone();
         if let Some(name) = &req.name
             && !valid_name(name)
         {
@@ -275,7 +279,7 @@ impl Sandboxes {
             if let Some(name) = &req.name
                 && live
                     .values()
-                    .any(|e| e.owner == req.owner && e.name.as_deref() == Some(name))
+                    .any(|e| e.owner == owner && e.name.as_deref() == Some(name))
             {
                 return Err(EngineError::NameTaken(name.clone()));
             }
@@ -308,7 +312,7 @@ impl Sandboxes {
         let entry = Arc::new(Entry {
             id: id.clone(),
             name: req.name,
-            owner: req.owner,
+            owner,
             profile: profile_name,
             language: plan.language.to_string(),
             labels: req.labels,
@@ -429,14 +433,12 @@ impl Sandboxes {
     }
 
     /// Resolves an execution against its sandbox and runs the profile's policies. CPU-bound
-    /// (parsing): callers on async threads run it as blocking work.
-    pub fn prepare_exec(
+    /// (parsing): the pipeline runs it off the async threads.
+    pub(crate) fn prepare_in(
         &self,
-        owner: Option<&str>,
-        id: &str,
+        entry: Arc<Entry>,
         req: SandboxExec,
     ) -> Result<PreparedExec, EngineError> {
-        let entry = self.find(owner, id)?;
         let language = match &req.context {
             Some(context) => {
                 let runs = Self::check_context_exec(&entry, context, &req.stdin, &req.args)?;
@@ -467,7 +469,7 @@ impl Sandboxes {
         })
     }
 
-    pub async fn run_exec(
+    pub(crate) async fn run_exec(
         &self,
         mut prepared: PreparedExec,
         events: Option<EventSender>,

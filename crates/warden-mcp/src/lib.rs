@@ -8,16 +8,14 @@
 //! workspace. Their input schemas are generated from the types in [`args`].
 //!
 //! Invariants: a tool is a thin front-end — decode its arguments, one call to the engine's
-//! [`Sandboxes`] (or [`warden_engine::Engine`] for one-shot runs), encode the answer; it never
-//! talks to a backend. Answers are written for a model: the `warden_types::llm` report, every
-//! text cut to `max_output_length` with a visible marker, artifacts by name, size and type,
-//! never their bytes; anything the model can fix is an `isError` tool result, not a protocol
-//! error (see [`reply`]). Executions take a slot: at most `max_concurrent` run and
-//! `max_queued` wait, past which a call is answered "busy" at once (slots may be shared with
-//! the REST API). Over HTTP the caller — an API key, as the server's authentication found it —
-//! decides which sandboxes a call sees and which per-key limits hold; over stdio, and without
-//! keys, every call is the default caller. Policies (CPU-bound parsing) run on blocking
-//! threads.
+//! [`Sandboxes`] (or [`warden_engine::Engine::start`] for one-shot runs), encode the answer;
+//! it never talks to a backend. Admission (slots, queue, "busy"), policies, metrics and traces
+//! are the engine's, the same as for every front-end. Answers are written for a model: the
+//! `warden_types::llm` report, every text cut to `max_output_length` with a visible marker,
+//! artifacts by name, size and type, never their bytes; anything the model can fix is an
+//! `isError` tool result, not a protocol error (see [`reply`]). Over HTTP the caller — an API
+//! key, as the server's authentication found it — decides which sandboxes a call sees and
+//! which per-key limits hold; over stdio, and without keys, every call is the default caller.
 
 pub mod args;
 pub mod reply;
@@ -39,20 +37,16 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use tokio_util::sync::CancellationToken;
-use warden_engine::{CreateSandbox, EngineError, ExecRequest, SandboxExec, Sandboxes};
-use warden_types::{ExecResult, WorkspacePath};
+pub use warden_engine::Caller;
+use warden_engine::{CreateSandbox, ExecRequest, SandboxExec, Sandboxes};
+use warden_types::WorkspacePath;
 
 /// What the server was configured with.
 #[derive(Debug, Clone)]
 pub struct McpOptions {
     /// Characters per section of a report (`[sandbox].max_output_length`); 0: no cut.
     pub max_output_length: usize,
-    /// Executions running at once.
-    pub max_concurrent: usize,
-    /// Executions waiting for a slot; past this, "busy".
-    pub max_queued: usize,
     /// Largest file `read_file` returns, bytes.
     pub max_read_bytes: u64,
     /// Most entries `list_files` returns.
@@ -68,8 +62,6 @@ impl Default for McpOptions {
     fn default() -> Self {
         McpOptions {
             max_output_length: 2000,
-            max_concurrent: 8,
-            max_queued: 64,
             max_read_bytes: 4 * 1024 * 1024,
             max_list_entries: 1000,
             max_request_bytes: 16 * 1024 * 1024,
@@ -78,21 +70,9 @@ impl Default for McpOptions {
     }
 }
 
-/// Who is calling, as the HTTP server's authentication saw it; the default (no API keys, or
-/// stdio) owns the sandboxes made without a key.
-#[derive(Debug, Clone, Default)]
-pub struct McpCaller {
-    /// The API key's name: the owner of what it creates, and the only sandboxes it sees.
-    pub owner: Option<String>,
-    /// The key's own limit on live sandboxes.
-    pub max_sandboxes: Option<usize>,
-    /// The key's own execution slots and their number.
-    pub slots: Option<(Arc<Semaphore>, usize)>,
-}
-
 /// Finds the caller in the extensions of the HTTP request that carried a tool call.
 #[derive(Clone)]
-struct CallerOf(Arc<dyn Fn(&http::Extensions) -> McpCaller + Send + Sync>);
+struct CallerOf(Arc<dyn Fn(&http::Extensions) -> Caller + Send + Sync>);
 
 impl std::fmt::Debug for CallerOf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,52 +80,14 @@ impl std::fmt::Debug for CallerOf {
     }
 }
 
-/// What a tool did, for the server's metrics (see [`WardenMcp::with_observer`]).
-#[derive(Debug)]
-pub enum McpEvent<'a> {
-    /// An execution ran (`Ok`) or was refused or failed (`Err`: a policy violation, an unknown
-    /// language, a backend failure). `profile` and `language` are as asked when it was refused
-    /// before they were resolved.
-    Execution {
-        profile: &'a str,
-        language: &'a str,
-        outcome: Result<&'a ExecResult, &'a EngineError>,
-    },
-    /// A sandbox was created or destroyed.
-    SandboxesChanged,
-}
-
-type ObserverFn = dyn Fn(McpEvent<'_>) + Send + Sync;
-
-#[derive(Clone)]
-struct Observer(Arc<ObserverFn>);
-
-impl std::fmt::Debug for Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Observer(..)")
-    }
-}
-
-/// The MCP server. Cheap to clone: clones share the sandboxes and the execution slots.
+/// The MCP server. Cheap to clone: clones share the sandboxes (and, through the engine, the
+/// execution slots).
 #[derive(Debug, Clone)]
 pub struct WardenMcp {
     sandboxes: Sandboxes,
     options: Arc<McpOptions>,
-    /// Execution slots.
-    slots: Arc<Semaphore>,
-    /// Admission: slots plus queue places.
-    admission: Arc<Semaphore>,
     caller_of: Option<CallerOf>,
-    observer: Option<Observer>,
     tool_router: ToolRouter<WardenMcp>,
-}
-
-/// An admitted execution: its permits, until dropped.
-#[derive(Debug)]
-struct Admitted {
-    _own: Option<OwnedSemaphorePermit>,
-    _place: OwnedSemaphorePermit,
-    _slot: OwnedSemaphorePermit,
 }
 
 /// Seconds from a tool's `timeout_seconds`, checked.
@@ -172,72 +114,30 @@ fn workspace_path(path: &str) -> Result<WorkspacePath, ToolError> {
 impl WardenMcp {
     pub fn new(sandboxes: Sandboxes, options: McpOptions) -> WardenMcp {
         WardenMcp {
-            slots: Arc::new(Semaphore::new(options.max_concurrent)),
-            admission: Arc::new(Semaphore::new(options.max_concurrent + options.max_queued)),
             sandboxes,
             options: Arc::new(options),
             caller_of: None,
-            observer: None,
             tool_router: Self::tool_router(),
         }
-    }
-
-    /// Shares execution slots and queue places with another front-end (the REST API), so the
-    /// daemon's bound holds across both: `slots` run, `admission` is slots plus queue places.
-    pub fn with_shared_slots(mut self, slots: Arc<Semaphore>, admission: Arc<Semaphore>) -> Self {
-        self.slots = slots;
-        self.admission = admission;
-        self
     }
 
     /// Over HTTP: how to find the caller (owner and per-key limits) in the extensions the
     /// server's authentication left on the request. Without it every call is the default caller.
     pub fn with_caller(
         mut self,
-        caller_of: impl Fn(&http::Extensions) -> McpCaller + Send + Sync + 'static,
+        caller_of: impl Fn(&http::Extensions) -> Caller + Send + Sync + 'static,
     ) -> Self {
         self.caller_of = Some(CallerOf(Arc::new(caller_of)));
         self
     }
 
-    /// Tells `observer` what the tools do (executions and their outcome, sandboxes created
-    /// and destroyed), for metrics.
-    pub fn with_observer(
-        mut self,
-        observer: impl Fn(McpEvent<'_>) + Send + Sync + 'static,
-    ) -> Self {
-        self.observer = Some(Observer(Arc::new(observer)));
-        self
-    }
-
-    fn observe(&self, event: McpEvent<'_>) {
-        if let Some(Observer(observer)) = &self.observer {
-            observer(event);
-        }
-    }
-
-    /// Reports an execution's outcome to the observer and passes it on.
-    fn observed(
-        &self,
-        profile: &str,
-        language: &str,
-        outcome: Result<ExecResult, EngineError>,
-    ) -> Result<ExecResult, ToolError> {
-        self.observe(McpEvent::Execution {
-            profile,
-            language,
-            outcome: outcome.as_ref(),
-        });
-        Ok(outcome?)
-    }
-
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> McpCaller {
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Caller {
         match (
             &self.caller_of,
             ctx.extensions.get::<http::request::Parts>(),
         ) {
             (Some(CallerOf(find)), Some(parts)) => find(&parts.extensions),
-            _ => McpCaller::default(),
+            _ => Caller::default(),
         }
     }
 
@@ -250,69 +150,28 @@ impl WardenMcp {
         outcome.unwrap_or_else(|e| e.into_result(self.max_len()))
     }
 
-    async fn admit(&self, caller: &McpCaller) -> Result<Admitted, ToolError> {
-        // A key's own limit first: it must not take a global place it cannot use.
-        let own = match &caller.slots {
-            Some((slots, max)) => {
-                Some(
-                    slots
-                        .clone()
-                        .try_acquire_owned()
-                        .map_err(|_| ToolError::KeyBusy {
-                            key: caller.owner.clone().unwrap_or_default(),
-                            max: *max,
-                        })?,
-                )
-            }
-            None => None,
-        };
-        let place = self
-            .admission
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| ToolError::Busy {
-                running: self.options.max_concurrent,
-                queued: self.options.max_queued,
-            })?;
-        let slot = self
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| ToolError::ShuttingDown)?;
-        Ok(Admitted {
-            _own: own,
-            _place: place,
-            _slot: slot,
-        })
-    }
-
     async fn create(
         &self,
-        caller: McpCaller,
+        caller: Caller,
         a: CreateSandboxArgs,
     ) -> Result<CallToolResult, ToolError> {
-        if let Some(max) = caller.max_sandboxes
-            && self.sandboxes.count_of(caller.owner.as_deref()) >= max
-        {
-            return Err(EngineError::TooManySandboxes { max }.into());
-        }
         let mut labels = a.labels;
         if let Some(ns) = a.namespace {
             labels.insert("namespace".into(), ns);
         }
         let info = self
             .sandboxes
-            .create(CreateSandbox {
-                profile: a.profile,
-                language: Some(a.language),
-                name: Some(a.name),
-                labels,
-                owner: caller.owner,
-                ..CreateSandbox::default()
-            })
+            .create(
+                &caller,
+                CreateSandbox {
+                    profile: a.profile,
+                    language: Some(a.language),
+                    name: Some(a.name),
+                    labels,
+                    ..CreateSandbox::default()
+                },
+            )
             .await?;
-        self.observe(McpEvent::SandboxesChanged);
         let message = format!(
             "sandbox {} created: language {}, profile {}; destroyed after {} s without use \
              (at most {} s in all)",
@@ -327,50 +186,35 @@ impl WardenMcp {
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    async fn run(&self, caller: McpCaller, a: RunCodeArgs) -> Result<CallToolResult, ToolError> {
-        let timeout = timeout_from(a.timeout_seconds)?;
-        let info = self
-            .sandboxes
-            .get(caller.owner.as_deref(), &a.sandbox_name)?;
-        let _admitted = self.admit(&caller).await?;
-        let sandboxes = self.sandboxes.clone();
-        let prepared = tokio::task::spawn_blocking(move || {
-            sandboxes.prepare_exec(
-                caller.owner.as_deref(),
-                &a.sandbox_name,
-                SandboxExec {
-                    code: a.code,
-                    timeout,
-                    ..SandboxExec::default()
-                },
-            )
-        })
-        .await
-        .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))?;
-        let outcome = match prepared {
-            Ok(prepared) => self.sandboxes.run_exec(prepared, None).await,
-            Err(e) => Err(e),
+    async fn run(&self, caller: Caller, a: RunCodeArgs) -> Result<CallToolResult, ToolError> {
+        let req = SandboxExec {
+            code: a.code,
+            timeout: timeout_from(a.timeout_seconds)?,
+            ..SandboxExec::default()
         };
-        let result = self.observed(&info.profile, &info.language, outcome)?;
+        let execution = self
+            .sandboxes
+            .start_exec(&caller, &a.sandbox_name, req)
+            .await?;
+        let result = execution.finish().await?;
         Ok(reply::ran(&result, self.max_len()))
     }
 
     async fn destroy(
         &self,
-        caller: McpCaller,
+        caller: Caller,
         a: SandboxArgs,
     ) -> Result<CallToolResult, ToolError> {
         let id = self
             .sandboxes
             .destroy(caller.owner.as_deref(), &a.sandbox_name)
             .await?;
-        self.observe(McpEvent::SandboxesChanged);
         let message = format!("sandbox {id} destroyed");
         let structured = json!({ "success": true, "message": message });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    fn list(&self, caller: McpCaller) -> CallToolResult {
+    fn list(&self, caller: Caller) -> CallToolResult {
         let sandboxes = self
             .sandboxes
             .list(caller.owner.as_deref(), &Default::default());
@@ -392,7 +236,7 @@ impl WardenMcp {
 
     async fn execute(
         &self,
-        caller: McpCaller,
+        caller: Caller,
         a: ExecuteCodeArgs,
     ) -> Result<CallToolResult, ToolError> {
         let request = ExecRequest {
@@ -402,42 +246,14 @@ impl WardenMcp {
             timeout: timeout_from(a.timeout_seconds)?,
             ..ExecRequest::default()
         };
-        // The labels of a refusal before the profile and language are resolved: as asked.
-        let settings = self.sandboxes.engine().settings();
-        let asked_profile = request
-            .profile
-            .clone()
-            .unwrap_or_else(|| settings.sandbox.default_profile.clone());
-        let asked_language = request.language.clone().unwrap_or_else(|| {
-            settings
-                .profile(&asked_profile)
-                .map(|p| p.runtime.language.clone())
-                .unwrap_or_default()
-        });
-        let _admitted = self.admit(&caller).await?;
-        let engine = self.sandboxes.engine().clone();
-        let prepared = tokio::task::spawn_blocking(move || engine.prepare(&request))
-            .await
-            .map_err(|e| ToolError::Internal(format!("policy check task: {e}")))?;
-        let (profile, language, outcome) = match prepared {
-            Ok((profile, plan)) => {
-                let language = plan.language.to_string();
-                let outcome = self
-                    .sandboxes
-                    .engine()
-                    .run_prepared(&profile, plan, None)
-                    .await;
-                (profile, language, outcome)
-            }
-            Err(e) => (asked_profile, asked_language, Err(e)),
-        };
-        let result = self.observed(&profile, &language, outcome)?;
+        let execution = self.sandboxes.engine().start(&caller, request).await?;
+        let result = execution.finish().await?;
         Ok(reply::ran(&result, self.max_len()))
     }
 
     async fn write(
         &self,
-        caller: McpCaller,
+        caller: Caller,
         a: WriteFileArgs,
     ) -> Result<CallToolResult, ToolError> {
         let path = workspace_path(&a.path)?;
@@ -459,7 +275,7 @@ impl WardenMcp {
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    async fn read(&self, caller: McpCaller, a: ReadFileArgs) -> Result<CallToolResult, ToolError> {
+    async fn read(&self, caller: Caller, a: ReadFileArgs) -> Result<CallToolResult, ToolError> {
         let path = workspace_path(&a.path)?;
         let bytes = self
             .sandboxes
@@ -505,7 +321,7 @@ impl WardenMcp {
         Ok(reply::done(&text, structured, 0))
     }
 
-    async fn files(&self, caller: McpCaller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
+    async fn files(&self, caller: Caller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
         let entries = self
             .sandboxes
             .list_files(

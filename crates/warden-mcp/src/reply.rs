@@ -9,7 +9,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
-use warden_engine::{BackendError, EngineError};
+use warden_engine::EngineError;
 use warden_types::ExecResult;
 use warden_types::llm::{format_error_for_llm, format_for_llm};
 
@@ -23,48 +23,16 @@ pub enum ToolError {
         field: &'static str,
         message: String,
     },
-    #[error(
-        "busy: {running} executions are running and {queued} waiting, the most allowed; try again shortly"
-    )]
-    Busy { running: usize, queued: usize },
-    #[error("the API key {key:?} runs {max} executions already, its limit; try again shortly")]
-    KeyBusy { key: String, max: usize },
-    #[error("the server is stopping")]
-    ShuttingDown,
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 impl ToolError {
-    /// A short machine-readable code, the REST API's where one exists.
+    /// A short machine-readable code, the engine's (the REST API's) where one exists.
     pub fn code(&self) -> &'static str {
         match self {
-            ToolError::Engine(e) => match e {
-                EngineError::Disabled => "disabled",
-                EngineError::UnknownProfile { .. } => "unknown_profile",
-                EngineError::UnknownLanguage { .. } => "unknown_language",
-                EngineError::InvalidRequest { .. } => "invalid_request",
-                EngineError::PolicyViolation(_) => "policy_violation",
-                EngineError::BackendUnavailable { .. } => "backend_unavailable",
-                EngineError::SandboxNotFound(_) => "sandbox_not_found",
-                EngineError::NameTaken(_) => "name_taken",
-                EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
-                EngineError::ContextNotFound(_) => "context_not_found",
-                EngineError::TooManyContexts { .. } => "too_many_contexts",
-                EngineError::Backend(b) => match b {
-                    BackendError::Refused(_) => "refused",
-                    BackendError::Command(_) => "runtime_unavailable",
-                    BackendError::Limit(_) => "limit_exceeded",
-                    BackendError::NotFound(_) => "not_found",
-                    BackendError::BadPath(_) => "bad_path",
-                    BackendError::Gone(_) => "sandbox_gone",
-                    BackendError::Lost(_) => "sandbox_lost",
-                    BackendError::Setup(_) | BackendError::Internal(_) => "internal",
-                },
-            },
+            ToolError::Engine(e) => e.code(),
             ToolError::InvalidArgument { .. } => "invalid_request",
-            ToolError::Busy { .. } | ToolError::KeyBusy { .. } => "too_many_requests",
-            ToolError::ShuttingDown => "shutting_down",
             ToolError::Internal(_) => "internal",
         }
     }
@@ -147,6 +115,7 @@ pub fn ran(result: &ExecResult, max_len: usize) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_engine::BackendError;
     use warden_types::Reason;
 
     fn text_of(r: &CallToolResult) -> &str {

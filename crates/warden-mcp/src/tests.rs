@@ -8,7 +8,10 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use warden_engine::{Backend, BackendError, BackendSandbox, Engine, EventSender, ExecPlan};
+use warden_engine::{
+    AdmissionLimits, Backend, BackendError, BackendSandbox, Engine, EventSender, ExecPlan,
+    ExecRecord, KeySlots, Observer,
+};
 use warden_types::{ExecResult, FileEntry, Reason};
 
 /// Understands three statements, each valid Python (so policies parse them):
@@ -149,11 +152,17 @@ impl BackendSandbox for FakeSandbox {
     }
 }
 
-fn server_with(options: McpOptions) -> WardenMcp {
+fn engine() -> Engine {
     let settings = Arc::new(warden_config::Settings::builtin());
-    let engine =
-        Engine::new(settings).with_backend(warden_config::BackendKind::Jail, Arc::new(Fake));
+    Engine::new(settings).with_backend(warden_config::BackendKind::Jail, Arc::new(Fake))
+}
+
+fn server_on(engine: Engine, options: McpOptions) -> WardenMcp {
     WardenMcp::new(Sandboxes::new(engine, 4), options)
+}
+
+fn server_with(options: McpOptions) -> WardenMcp {
+    server_on(engine(), options)
 }
 
 fn server() -> WardenMcp {
@@ -498,14 +507,20 @@ async fn a_name_is_unique_among_live_sandboxes() {
 
 #[tokio::test]
 async fn a_full_queue_answers_busy_at_once() {
-    let mcp = server_with(McpOptions {
-        max_concurrent: 1,
-        max_queued: 0,
-        ..McpOptions::default()
-    });
+    let mcp = server_on(
+        engine().with_admission(AdmissionLimits {
+            max_concurrent: 1,
+            max_queued: 0,
+            retry_after_secs: 1,
+        }),
+        McpOptions::default(),
+    );
     let s = Session::start(mcp.clone()).await;
     let held = mcp
-        .admit(&McpCaller::default())
+        .sandboxes
+        .engine()
+        .admission()
+        .admit(&Caller::default())
         .await
         .expect("the one slot");
     let r = s
@@ -555,11 +570,11 @@ async fn the_tool_list_and_its_schemas() {
     insta::assert_json_snapshot!(listing);
 }
 
-fn key(name: &str, max_sandboxes: Option<usize>, slots: Option<usize>) -> McpCaller {
-    McpCaller {
+fn key(name: &str, max_sandboxes: Option<usize>, slots: Option<usize>) -> Caller {
+    Caller {
         owner: Some(name.to_owned()),
         max_sandboxes,
-        slots: slots.map(|n| (Arc::new(tokio::sync::Semaphore::new(n)), n)),
+        slots: slots.map(KeySlots::new),
     }
 }
 
@@ -600,7 +615,7 @@ async fn a_key_sees_only_its_own_sandboxes() {
     );
     assert_eq!(same_name.is_error, Some(false), "{}", text(&same_name));
     assert_eq!(structured(&mcp.list(alice.clone()))["count"], 1);
-    assert_eq!(structured(&mcp.list(McpCaller::default()))["count"], 0);
+    assert_eq!(structured(&mcp.list(Caller::default()))["count"], 0);
 }
 
 #[tokio::test]
@@ -623,7 +638,13 @@ async fn a_keys_own_limits_hold() {
         .await,
     );
     assert_eq!(structured(&second)["error"], "too_many_sandboxes");
-    let held = mcp.admit(&alice).await.expect("alice's one slot");
+    let held = mcp
+        .sandboxes
+        .engine()
+        .admission()
+        .admit(&alice)
+        .await
+        .expect("alice's one slot");
     let busy = mcp.answer(
         mcp.execute(alice.clone(), args(json!({"code": "print(\"x\")"})))
             .await,
@@ -636,31 +657,40 @@ async fn a_keys_own_limits_hold() {
     );
     // Other callers are not held up by alice's limit.
     let other = mcp.answer(
-        mcp.execute(McpCaller::default(), args(json!({"code": "print(\"x\")"})))
+        mcp.execute(Caller::default(), args(json!({"code": "print(\"x\")"})))
             .await,
     );
     assert_eq!(other.is_error, Some(false), "{}", text(&other));
     drop(held);
 }
 
-#[tokio::test]
-async fn the_observer_hears_executions_refusals_and_sandboxes() {
-    let heard = Arc::new(Mutex::new(Vec::new()));
-    let log = heard.clone();
-    let mcp = server().with_observer(move |event| {
-        let line = match event {
-            McpEvent::Execution {
-                profile,
-                language,
-                outcome,
-            } => match outcome {
-                Ok(r) => format!("{profile}/{language}: {}", r.reason),
-                Err(e) => format!("{profile}/{language}: refused: {e}"),
-            },
-            McpEvent::SandboxesChanged => "sandboxes changed".to_owned(),
+/// Hears what the engine reports.
+#[derive(Debug, Default)]
+struct Heard(Mutex<Vec<String>>);
+
+impl Observer for Heard {
+    fn execution(&self, record: ExecRecord<'_>) {
+        let stages: Vec<&str> = record.trace.stages.iter().map(|s| s.0).collect();
+        let outcome = match record.outcome {
+            Ok(r) => r.reason.to_string(),
+            Err(e) => format!("refused: {e}"),
         };
-        log.lock().unwrap().push(line);
-    });
+        self.0.lock().unwrap().push(format!(
+            "{}/{}: {outcome} [{}]",
+            record.profile,
+            record.language,
+            stages.join(", ")
+        ));
+    }
+}
+
+#[tokio::test]
+async fn the_engine_reports_every_mcp_execution_with_its_stages() {
+    let heard = Arc::new(Heard::default());
+    let mcp = server_on(
+        engine().with_observer(heard.clone()),
+        McpOptions::default(),
+    );
     let s = Session::start(mcp).await;
     s.call("execute_code", json!({"code": "print(\"x\")"}))
         .await;
@@ -682,6 +712,6 @@ async fn the_observer_hears_executions_refusals_and_sandboxes() {
     .await;
     s.call("destroy_sandbox", json!({"sandbox_name": "o"}))
         .await;
-    let heard = heard.lock().unwrap().join("\n");
+    let heard = heard.0.lock().unwrap().join("\n");
     insta::assert_snapshot!(heard);
 }

@@ -13,7 +13,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use tokio::sync::Semaphore;
 
 /// Routes open without a key.
 const OPEN: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"];
@@ -22,10 +21,9 @@ const OPEN: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json", "/do
 pub struct KeyEntry {
     pub name: String,
     digest: [u8; 32],
-    pub max_sandboxes: Option<usize>,
-    /// This key's execution slots, if it has a limit of its own.
-    pub running: Option<Arc<Semaphore>>,
-    pub max_concurrent: Option<usize>,
+    /// The engine's caller for this key: its name as the owner, its own limits (its execution
+    /// slots are shared by every request made with the key).
+    caller: warden_engine::Caller,
 }
 
 /// The configured keys (none: no authentication, loopback only).
@@ -45,9 +43,11 @@ impl Keys {
                     Arc::new(KeyEntry {
                         name: k.name.clone(),
                         digest,
-                        max_sandboxes: k.max_sandboxes,
-                        running: k.max_concurrent.map(|n| Arc::new(Semaphore::new(n))),
-                        max_concurrent: k.max_concurrent,
+                        caller: warden_engine::Caller {
+                            owner: Some(k.name.clone()),
+                            max_sandboxes: k.max_sandboxes,
+                            slots: k.max_concurrent.map(warden_engine::KeySlots::new),
+                        },
                     })
                 })
                 .collect(),
@@ -83,6 +83,14 @@ pub struct Caller(pub Option<Arc<KeyEntry>>);
 impl Caller {
     pub fn owner(&self) -> Option<String> {
         self.0.as_ref().map(|k| k.name.clone())
+    }
+
+    /// The engine's view of this caller (the default one without keys).
+    pub fn engine(&self) -> warden_engine::Caller {
+        self.0
+            .as_ref()
+            .map(|k| k.caller.clone())
+            .unwrap_or_default()
     }
 }
 

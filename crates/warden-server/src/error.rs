@@ -37,76 +37,54 @@ impl ApiError {
 }
 
 impl From<EngineError> for ApiError {
+    /// The engine's code (one for every front-end) with the status that fits it.
     fn from(e: EngineError) -> ApiError {
         use StatusCode as S;
-        match &e {
-            EngineError::Disabled => {
-                ApiError::new(S::SERVICE_UNAVAILABLE, "disabled", e.to_string())
+        let status = match &e {
+            EngineError::Disabled
+            | EngineError::BackendUnavailable { .. }
+            | EngineError::ShuttingDown
+            | EngineError::Backend(BackendError::Refused(_) | BackendError::Command(_)) => {
+                S::SERVICE_UNAVAILABLE
             }
-            EngineError::UnknownProfile { .. } => {
-                ApiError::new(S::BAD_REQUEST, "unknown_profile", e.to_string())
+            EngineError::UnknownProfile { .. }
+            | EngineError::UnknownLanguage { .. }
+            | EngineError::InvalidRequest { .. }
+            | EngineError::Backend(BackendError::BadPath(_)) => S::BAD_REQUEST,
+            EngineError::PolicyViolation(_) | EngineError::Backend(BackendError::Limit(_)) => {
+                S::UNPROCESSABLE_ENTITY
             }
-            EngineError::UnknownLanguage { .. } => {
-                ApiError::new(S::BAD_REQUEST, "unknown_language", e.to_string())
-            }
-            EngineError::InvalidRequest { .. } => {
-                ApiError::new(S::BAD_REQUEST, "invalid_request", e.to_string())
-            }
-            EngineError::PolicyViolation(v) => {
-                let mut err =
-                    ApiError::new(S::UNPROCESSABLE_ENTITY, "policy_violation", e.to_string());
-                err.violation = serde_json::to_value(v).ok();
-                err
-            }
-            EngineError::BackendUnavailable { .. } => {
-                ApiError::new(S::SERVICE_UNAVAILABLE, "backend_unavailable", e.to_string())
-            }
-            EngineError::Backend(BackendError::Refused(_)) => {
-                ApiError::new(S::SERVICE_UNAVAILABLE, "refused", e.to_string())
-            }
-            EngineError::Backend(BackendError::Command(_)) => {
-                ApiError::new(S::SERVICE_UNAVAILABLE, "runtime_unavailable", e.to_string())
-            }
-            EngineError::Backend(BackendError::Limit(_)) => {
-                ApiError::new(S::UNPROCESSABLE_ENTITY, "limit_exceeded", e.to_string())
-            }
-            EngineError::SandboxNotFound(_) => {
-                ApiError::new(S::NOT_FOUND, "sandbox_not_found", e.to_string())
-            }
-            EngineError::NameTaken(_) => ApiError::new(S::CONFLICT, "name_taken", e.to_string()),
-            EngineError::ContextNotFound(_) => {
-                ApiError::new(S::NOT_FOUND, "context_not_found", e.to_string())
-            }
-            EngineError::TooManyContexts { .. } => {
-                ApiError::new(S::TOO_MANY_REQUESTS, "too_many_contexts", e.to_string())
-            }
-            EngineError::TooManySandboxes { .. } => {
-                ApiError::new(S::TOO_MANY_REQUESTS, "too_many_sandboxes", e.to_string())
-            }
-            EngineError::Backend(BackendError::NotFound(_)) => {
-                ApiError::new(S::NOT_FOUND, "not_found", e.to_string())
-            }
-            EngineError::Backend(BackendError::BadPath(_)) => {
-                ApiError::new(S::BAD_REQUEST, "bad_path", e.to_string())
-            }
-            EngineError::Backend(BackendError::Gone(_)) => {
-                ApiError::new(S::GONE, "sandbox_gone", e.to_string())
-            }
+            EngineError::SandboxNotFound(_)
+            | EngineError::ContextNotFound(_)
+            | EngineError::Backend(BackendError::NotFound(_)) => S::NOT_FOUND,
+            EngineError::NameTaken(_) => S::CONFLICT,
+            EngineError::TooManyContexts { .. }
+            | EngineError::TooManySandboxes { .. }
+            | EngineError::Busy { .. }
+            | EngineError::KeyBusy { .. } => S::TOO_MANY_REQUESTS,
+            EngineError::Backend(BackendError::Gone(_)) => S::GONE,
             // Not the caller's fault and not a bug of Warden's: the run may be tried again.
             // Its message says what was lost, never the host's details.
             EngineError::Backend(BackendError::Lost(_)) => {
                 eprintln!("warden serve: {e}");
-                ApiError::new(S::SERVICE_UNAVAILABLE, "sandbox_lost", e.to_string())
+                S::SERVICE_UNAVAILABLE
             }
-            EngineError::Backend(BackendError::Setup(_) | BackendError::Internal(_)) => {
+            EngineError::Internal(_)
+            | EngineError::Backend(BackendError::Setup(_) | BackendError::Internal(_)) => {
                 eprintln!("warden serve: internal error: {e}");
-                ApiError::new(
+                return ApiError::new(
                     S::INTERNAL_SERVER_ERROR,
                     "internal",
                     "internal error; see the server's log",
-                )
+                );
             }
+        };
+        let mut err = ApiError::new(status, e.code(), e.to_string());
+        err.retry_after_secs = e.retry_after_secs();
+        if let EngineError::PolicyViolation(v) = &e {
+            err.violation = serde_json::to_value(v).ok();
         }
+        err
     }
 }
 

@@ -14,6 +14,7 @@ mod error;
 pub mod fuzz;
 mod mcp;
 mod metrics;
+mod observe;
 pub mod openapi;
 mod otlp;
 mod piston;
@@ -23,7 +24,7 @@ mod versions;
 pub use auth::{Caller, Keys};
 pub use error::ApiError;
 pub use metrics::Metrics;
-use otlp::{ExecSpans, Tracer};
+use otlp::Tracer;
 use versions::Versions;
 
 use axum::extract::rejection::JsonRejection;
@@ -35,21 +36,15 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use warden_engine::{Engine, EngineError, ExecRequest, Sandboxes};
+use warden_engine::{Engine, ExecRequest, Sandboxes, Streamed};
 use warden_types::ExecEvent;
 
-/// Limits of the server itself.
+/// Limits of the HTTP server itself (the engine holds the execution slots and queue:
+/// [`warden_engine::AdmissionLimits`]).
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
-    /// Executions running at once.
-    pub max_concurrent: usize,
-    /// Requests waiting for a slot; past this, 429.
-    pub max_queued: usize,
     /// Largest request body, bytes; past this, 413.
     pub max_body_bytes: usize,
-    /// The Retry-After a 429 carries, seconds.
-    pub retry_after_secs: u64,
     /// Sandboxes with a lifetime alive at once.
     pub max_sandboxes: usize,
     /// Largest file the files API returns, bytes.
@@ -59,12 +54,19 @@ pub struct ServerLimits {
 impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
-            max_concurrent: 8,
-            max_queued: 64,
             max_body_bytes: 16 * 1024 * 1024,
-            retry_after_secs: 1,
-            max_sandboxes: 64,
+            max_sandboxes: warden_config::ServerSettings::default().max_sandboxes,
             max_download_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// The limits `[server]` sets, the others at their defaults.
+    pub fn from_settings(settings: &warden_config::ServerSettings) -> ServerLimits {
+        ServerLimits {
+            max_sandboxes: settings.max_sandboxes,
+            ..ServerLimits::default()
         }
     }
 }
@@ -73,13 +75,8 @@ impl Default for ServerLimits {
 pub struct AppState {
     engine: Engine,
     keys: Keys,
-    tracer: Tracer,
     sandboxes: Sandboxes,
     limits: ServerLimits,
-    /// Execution slots.
-    slots: Arc<Semaphore>,
-    /// Admission: slots plus queue places.
-    admission: Arc<Semaphore>,
     /// Interpreter versions, asked once.
     versions: Versions,
     metrics: Metrics,
@@ -88,15 +85,20 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The server over `engine`, which reports every execution to the server's metrics and
+    /// traces (whichever front-end asked: REST, the compatibility routes, `/mcp`).
     pub fn new(engine: Engine, limits: ServerLimits) -> AppState {
+        let metrics = Metrics::default();
+        let tracer = Tracer::new(&engine.settings().server.otlp);
+        let engine = engine.with_observer(Arc::new(observe::Recorder {
+            metrics: metrics.clone(),
+            tracer,
+        }));
         AppState {
-            slots: Arc::new(Semaphore::new(limits.max_concurrent)),
-            admission: Arc::new(Semaphore::new(limits.max_concurrent + limits.max_queued)),
             versions: Versions::new(engine.settings()),
-            metrics: Metrics::default(),
+            metrics,
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
-            tracer: Tracer::new(&engine.settings().server.otlp),
             mcp_stop: warden_mcp::CancellationToken::new(),
             engine,
             limits,
@@ -114,18 +116,13 @@ impl AppState {
 
     /// Destroys expired sandboxes every `every` until the runtime stops.
     pub fn spawn_reaper(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let state = self.clone();
+        let sandboxes = self.sandboxes.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                if !state.sandboxes.reap_expired().await.is_empty() {
-                    state
-                        .metrics
-                        .sandboxes_live
-                        .set(state.sandboxes.count() as i64);
-                }
+                sandboxes.reap_expired().await;
             }
         })
     }
@@ -197,6 +194,13 @@ async fn method_not_allowed(method: axum::http::Method) -> ApiError {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     state.metrics.observe_pools(&state.sandboxes.pool_status());
+    let admission = state.engine.admission();
+    state.metrics.running.set(admission.running() as i64);
+    state.metrics.queued.set(admission.queued() as i64);
+    state
+        .metrics
+        .sandboxes_live
+        .set(state.sandboxes.count() as i64);
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -214,7 +218,7 @@ async fn healthz() -> Json<serde_json::Value> {
 async fn readyz(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "status": "ready",
-        "free_slots": state.slots.available_permits(),
+        "free_slots": state.engine.admission().free_slots(),
     }))
 }
 
@@ -364,292 +368,48 @@ fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ApiError> {
     }
 }
 
-/// Waits for an execution slot, or refuses at once when the queue is full. Both permits are
-/// held until the execution ends, so running plus waiting never exceeds slots plus queue.
-async fn admit(state: &AppState, caller: &Caller) -> Result<Admitted, ApiError> {
-    // A key's own limit first: it must not take a global place it cannot use.
-    let own = match caller
-        .0
-        .as_ref()
-        .and_then(|k| Some((k, k.running.clone()?)))
-    {
-        Some((key, running)) => Some(running.try_acquire_owned().map_err(|_| {
-            let mut e = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_requests",
-                format!(
-                    "key {:?} runs {} executions already, its limit",
-                    key.name,
-                    key.max_concurrent.unwrap_or_default()
-                ),
-            );
-            e.retry_after_secs = Some(state.limits.retry_after_secs);
-            e
-        })?),
-        None => None,
-    };
-    let Ok(place) = state.admission.clone().try_acquire_owned() else {
-        let mut e = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_requests",
-            format!(
-                "{} executions are running and {} waiting; try again later",
-                state.limits.max_concurrent, state.limits.max_queued
-            ),
-        );
-        e.retry_after_secs = Some(state.limits.retry_after_secs);
-        return Err(e);
-    };
-    state.metrics.queued.inc();
-    let slot = state.slots.clone().acquire_owned().await;
-    state.metrics.queued.dec();
-    let slot = slot.map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the server is stopping",
-        )
-    })?;
-    state.metrics.running.inc();
-    Ok(Admitted {
-        _own: own,
-        _place: place,
-        _slot: slot,
-        running: state.metrics.running.clone(),
-    })
-}
-
-/// An admitted request: its queue place and execution slot, until dropped.
-pub(crate) struct Admitted {
-    _own: Option<OwnedSemaphorePermit>,
-    _place: OwnedSemaphorePermit,
-    _slot: OwnedSemaphorePermit,
-    running: prometheus_client::metrics::gauge::Gauge,
-}
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        self.running.dec();
-    }
-}
-
-/// Counts one execution's outcome and, with tracing on, exports its spans.
-fn record_traced(
-    state: &AppState,
-    spans: ExecSpans,
-    profile: &str,
-    language: &str,
-    outcome: &Result<warden_types::ExecResult, ApiError>,
-) {
-    record(state, profile, language, outcome);
-    let (reason, error) = match outcome {
-        Ok(r) => (r.reason.as_str().to_owned(), None),
-        Err(e) => (e.code.to_owned(), Some(e.message.as_str())),
-    };
-    let mut attributes = vec![
-        ("warden.profile", profile.to_owned()),
-        ("warden.language", language.to_owned()),
-        ("warden.outcome", reason),
-    ];
-    if let Ok(r) = outcome {
-        attributes.push(("warden.duration_ms", r.duration_ms.to_string()));
-        if let Some(code) = r.exit_code {
-            attributes.push(("warden.exit_code", code.to_string()));
-        }
-    }
-    state.tracer.record(spans, &attributes, error);
-}
-
-/// Counts one request's outcome.
-fn record(
-    state: &AppState,
-    profile: &str,
-    language: &str,
-    outcome: &Result<warden_types::ExecResult, ApiError>,
-) {
-    let outcome_label = match outcome {
-        Ok(r) => {
-            state
-                .metrics
-                .duration
-                .observe(r.duration_ms as f64 / 1000.0);
-            r.reason.as_str().to_owned()
-        }
-        Err(e) => e.code.to_owned(),
-    };
-    state
-        .metrics
-        .executions
-        .get_or_create(&metrics::ExecLabels {
-            profile: profile.to_owned(),
-            language: language.to_owned(),
-            outcome: outcome_label,
-        })
-        .inc();
-}
-
-/// Prepares a request off the async threads (policies parse code: CPU-bound) and counts
-/// refusals.
-async fn prepare(
-    state: &AppState,
-    request: ExecRequest,
-) -> Result<(String, warden_engine::ExecPlan), ApiError> {
-    let engine = state.engine.clone();
-    let profile = request
-        .profile
-        .clone()
-        .unwrap_or_else(|| engine.settings().sandbox.default_profile.clone());
-    let language = request.language.clone().unwrap_or_else(|| {
-        engine
-            .settings()
-            .profile(&profile)
-            .map(|p| p.runtime.language.clone())
-            .unwrap_or_default()
-    });
-    let prepared = tokio::task::spawn_blocking(move || engine.prepare(&request))
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error",
-            )
-        })?;
-    prepared.map_err(|e| refusal(state, &profile, &language, e))
-}
-
-/// An execution refused before it ran: counted (with the policy, for a violation) and
-/// turned into the API's error.
-fn refusal(state: &AppState, profile: &str, language: &str, e: EngineError) -> ApiError {
-    if let EngineError::PolicyViolation(v) = &e {
-        state
-            .metrics
-            .policy_violations
-            .get_or_create(&metrics::PolicyLabels {
-                policy: v.policy.to_owned(),
-            })
-            .inc();
-    }
-    let e = ApiError::from(e);
-    record(state, profile, language, &Err(e.clone()));
-    e
-}
-
 async fn execute(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<Caller>,
     ApiJson(body): ApiJson<ExecuteBody>,
 ) -> Response {
-    match execute_inner(state, caller, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
+    let stream = body.stream;
+    let started = match body.into_request() {
+        Ok(request) => state.engine.start(&caller.engine(), request).await,
+        Err(e) => return e.into_response(),
+    };
+    match started {
+        Ok(execution) => respond(execution, stream).await,
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
-async fn execute_inner(
-    state: AppState,
-    caller: Caller,
-    body: ExecuteBody,
-) -> Result<Response, ApiError> {
-    let stream = body.stream;
-    let request = body.into_request()?;
-    let mut spans = ExecSpans::start();
-    spans.stage("queue");
-    let slot = admit(&state, &caller).await?;
-    spans.stage("policies");
-    let (profile, plan) = prepare(&state, request).await?;
-    let language = plan.language.to_string();
-    state.engine.check_prepared(&profile, &plan)?;
-    spans.stage("run");
-    let engine = state.engine.clone();
-    let run_profile = profile.clone();
-    Ok(respond(
-        state,
-        slot,
-        spans,
-        stream,
-        profile,
-        language,
-        move |events| async move { engine.run_prepared(&run_profile, plan, events).await },
-    )
-    .await)
-}
-
-/// Runs an admitted execution and answers with its JSON result, or with NDJSON events as
-/// they happen when `stream` is set; counts the outcome either way.
-/// Runs an admitted execution to its end without streaming, and counts it.
-async fn run_to_end<F, Fut>(
-    state: AppState,
-    slot: Admitted,
-    spans: ExecSpans,
-    profile: String,
-    language: String,
-    run: F,
-) -> Result<warden_types::ExecResult, ApiError>
-where
-    F: FnOnce(Option<warden_engine::EventSender>) -> Fut,
-    Fut: std::future::Future<Output = Result<warden_types::ExecResult, EngineError>>,
-{
-    let result = run(None).await.map_err(ApiError::from);
-    record_traced(&state, spans, &profile, &language, &result);
-    drop(slot);
-    result
-}
-
-async fn respond<F, Fut>(
-    state: AppState,
-    slot: Admitted,
-    spans: ExecSpans,
-    stream: bool,
-    profile: String,
-    language: String,
-    run: F,
-) -> Response
-where
-    F: FnOnce(Option<warden_engine::EventSender>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<warden_types::ExecResult, EngineError>> + Send,
-{
+/// Answers with an execution's JSON result, or with NDJSON events as they happen when
+/// `stream` is set (the last line: `end` with the result, or `error`).
+async fn respond(execution: warden_engine::Execution, stream: bool) -> Response {
     if !stream {
-        return match run_to_end(state, slot, spans, profile, language, run).await {
+        return match execution.finish().await {
             Ok(result) => Json(result).into_response(),
-            Err(e) => e.into_response(),
+            Err(e) => ApiError::from(e).into_response(),
         };
     }
-    let (tx, rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
-    let (lines_tx, lines_rx) =
-        tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(64);
-    tokio::spawn(async move {
-        let _slot = slot;
-        let forward = {
-            let lines_tx = lines_tx.clone();
-            async move {
-                let mut rx = rx;
-                while let Some(event) = rx.recv().await {
-                    if lines_tx.send(Ok(ndjson(&event))).await.is_err() {
-                        break;
-                    }
-                }
+    let lines = futures_util::stream::unfold(execution.stream(), |mut items| async move {
+        let line = match items.recv().await? {
+            Streamed::Event(event) => ndjson(&event),
+            Streamed::End(Ok(result)) => ndjson(&ExecEvent::End(Box::new(result))),
+            Streamed::End(Err(e)) => {
+                let e = ApiError::from(e);
+                ndjson(&ExecEvent::Error {
+                    name: e.code.to_owned(),
+                    value: e.message,
+                })
             }
         };
-        let (result, ()) = tokio::join!(run(Some(tx)), forward);
-        let result = result.map_err(ApiError::from);
-        record_traced(&state, spans, &profile, &language, &result);
-        let last = match result {
-            Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
-            Err(e) => ndjson(&ExecEvent::Error {
-                name: e.code.to_owned(),
-                value: e.message,
-            }),
-        };
-        let _ = lines_tx.send(Ok(last)).await;
+        Some((Ok::<_, std::io::Error>(line), items))
     });
-    let body =
-        axum::body::Body::from_stream(futures_util::stream::unfold(lines_rx, |mut rx| async {
-            rx.recv().await.map(|item| (item, rx))
-        }));
     (
         [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
-        body,
+        axum::body::Body::from_stream(lines),
     )
         .into_response()
 }

@@ -6,15 +6,10 @@
 //! request — spans go through a bounded channel (dropped, and counted, when it is full) to one
 //! background task that posts batches; a collector that is down costs a log line per batch.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
+use warden_engine::FinishedTrace;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -32,47 +27,6 @@ fn random_bytes<const N: usize>() -> [u8; N] {
         .collect();
     out.copy_from_slice(&pool[..N]);
     out
-}
-
-/// The stages of one execution, timed as they happen.
-#[derive(Debug, Clone)]
-pub struct ExecSpans {
-    start_ns: u64,
-    stages: Vec<(&'static str, u64, u64)>,
-    open: Option<(&'static str, u64)>,
-}
-
-impl Default for ExecSpans {
-    fn default() -> Self {
-        Self::start()
-    }
-}
-
-impl ExecSpans {
-    pub fn start() -> ExecSpans {
-        ExecSpans {
-            start_ns: now_ns(),
-            stages: Vec::new(),
-            open: None,
-        }
-    }
-
-    /// Ends the current stage (if any) and begins `name`.
-    pub fn stage(&mut self, name: &'static str) {
-        let now = now_ns();
-        if let Some((open, since)) = self.open.take() {
-            self.stages.push((open, since, now));
-        }
-        self.open = Some((name, now));
-    }
-
-    fn finish(mut self) -> (u64, u64, Vec<(&'static str, u64, u64)>) {
-        let end = now_ns();
-        if let Some((open, since)) = self.open.take() {
-            self.stages.push((open, since, end));
-        }
-        (self.start_ns, end, self.stages)
-    }
 }
 
 /// Where spans go.
@@ -95,14 +49,18 @@ impl Tracer {
         Tracer { tx: Some(tx) }
     }
 
-    /// Records one execution's spans.
-    pub fn record(&self, spans: ExecSpans, attributes: &[(&str, String)], error: Option<&str>) {
+    /// Records one execution's spans (the engine timed its stages).
+    pub fn record(&self, trace: FinishedTrace, attributes: &[(&str, String)], error: Option<&str>) {
         let Some(tx) = &self.tx else {
             return;
         };
         let trace_id = hex(&random_bytes::<16>());
         let root_id = hex(&random_bytes::<8>());
-        let (start, end, stages) = spans.finish();
+        let FinishedTrace {
+            start_ns: start,
+            end_ns: end,
+            stages,
+        } = trace;
         let attrs: Vec<serde_json::Value> = attributes
             .iter()
             .map(|(k, v)| serde_json::json!({"key": k, "value": {"stringValue": v}}))

@@ -2,14 +2,14 @@
 //! `GET /api/v2/runtimes`. One-shot; the code runs in the requested language (never wrapped in
 //! a shell). Piston's errors are `{"message": …}` with status 400.
 
-use crate::{ApiError, AppState, admit};
+use crate::{ApiError, AppState};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use warden_engine::ExecRequest;
+use warden_engine::{EngineError, ExecRequest, Streamed};
 use warden_types::ExecEvent;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -197,29 +197,21 @@ async fn execute_inner(
     body: PistonRequest,
 ) -> Result<PistonResponse, ApiError> {
     let request = body.into_request()?;
-    let mut spans = crate::otlp::ExecSpans::start();
-    spans.stage("queue");
-    let _slot = admit(&state, &caller).await?;
-    spans.stage("policies");
-    let (profile, plan) = crate::prepare(&state, request).await?;
-    let language = plan.language.to_string();
-    spans.stage("run");
-    // Keep the order in which stdout and stderr were written, for Piston's `output`.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<ExecEvent>(64);
-    let collect = async move {
-        let mut output = String::new();
-        while let Some(event) = rx.recv().await {
-            if let ExecEvent::Stdout { text, .. } | ExecEvent::Stderr { text, .. } = event {
-                output.push_str(&text);
-            }
+    let execution = state.engine.start(&caller.engine(), request).await?;
+    let language = execution.language().to_owned();
+    // Piston's `output` is stdout and stderr interleaved as they happened: the events' order.
+    let mut items = execution.stream();
+    let mut output = String::new();
+    let result = loop {
+        match items.recv().await {
+            Some(Streamed::Event(
+                ExecEvent::Stdout { text, .. } | ExecEvent::Stderr { text, .. },
+            )) => output.push_str(&text),
+            Some(Streamed::Event(_)) => {}
+            Some(Streamed::End(outcome)) => break outcome?,
+            None => return Err(EngineError::Internal("the run ended without a result".into()).into()),
         }
-        output
     };
-    let (result, output) =
-        tokio::join!(state.engine.run_prepared(&profile, plan, Some(tx)), collect);
-    let result = result.map_err(ApiError::from);
-    crate::record_traced(&state, spans, &profile, &language, &result);
-    let result = result?;
     let version = state.versions.version_of(&language).await;
     Ok(PistonResponse {
         language,

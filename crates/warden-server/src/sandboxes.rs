@@ -1,13 +1,10 @@
 //! `/v1/sandboxes`: sandboxes with a lifetime, their executions and their files.
 //!
 //! Invariants: handlers stay thin (decode, one call to [`warden_engine::Sandboxes`], encode);
-//! executions go through the same admission (slots and queue) as one-shot ones; file paths
+//! executions and context starts are admitted by the engine like one-shot ones; file paths
 //! are checked by [`WorkspacePath`] before any backend sees them.
 
-use crate::otlp::ExecSpans;
-use crate::{
-    ApiError, ApiJson, ApiPath, AppState, Caller, admit, refusal, respond, run_to_end, timeout_from,
-};
+use crate::{ApiError, ApiJson, ApiPath, AppState, Caller, respond, timeout_from};
 use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
@@ -54,33 +51,21 @@ pub(crate) async fn create_sandbox(
     caller: &Caller,
     body: CreateBody,
 ) -> Result<warden_engine::SandboxInfo, ApiError> {
-    let owner = caller.owner();
-    if let Some(key) = &caller.0
-        && let Some(max) = key.max_sandboxes
-        && state.sandboxes.count_of(owner.as_deref()) >= max
-    {
-        return Err(ApiError::from(
-            warden_engine::EngineError::TooManySandboxes { max },
-        ));
-    }
-    let info = state
+    Ok(state
         .sandboxes
-        .create(CreateSandbox {
-            profile: body.profile,
-            language: body.language,
-            name: body.name,
-            labels: body.labels,
-            idle_ttl_seconds: body.idle_ttl_seconds,
-            max_lifetime_seconds: body.max_lifetime_seconds,
-            memory_mb: body.memory_mb,
-            owner,
-        })
-        .await?;
-    state
-        .metrics
-        .sandboxes_live
-        .set(state.sandboxes.count() as i64);
-    Ok(info)
+        .create(
+            &caller.engine(),
+            CreateSandbox {
+                profile: body.profile,
+                language: body.language,
+                name: body.name,
+                labels: body.labels,
+                idle_ttl_seconds: body.idle_ttl_seconds,
+                max_lifetime_seconds: body.max_lifetime_seconds,
+                memory_mb: body.memory_mb,
+            },
+        )
+        .await?)
 }
 
 pub(crate) async fn destroy_sandbox(
@@ -88,12 +73,7 @@ pub(crate) async fn destroy_sandbox(
     owner: Owner,
     id: &str,
 ) -> Result<String, ApiError> {
-    let id = state.sandboxes.destroy(owner.as_deref(), id).await?;
-    state
-        .metrics
-        .sandboxes_live
-        .set(state.sandboxes.count() as i64);
-    Ok(id)
+    Ok(state.sandboxes.destroy(owner.as_deref(), id).await?)
 }
 
 pub async fn create(
@@ -213,101 +193,26 @@ pub(crate) async fn exec_in(
     body: ExecBody,
 ) -> Result<Response, ApiError> {
     let stream = body.stream;
-    let admitted = admit_exec(&state, caller, id, body).await?;
-    let sandboxes = state.sandboxes.clone();
-    let AdmittedExec {
-        slot,
-        spans,
-        profile,
-        language,
-        prepared,
-    } = admitted;
-    Ok(respond(
-        state,
-        slot,
-        spans,
-        stream,
-        profile,
-        language,
-        move |events| async move { sandboxes.run_exec(prepared, events).await },
-    )
-    .await)
+    let execution = state
+        .sandboxes
+        .start_exec(&caller.engine(), &id, body.into_sandbox_exec()?)
+        .await?;
+    Ok(respond(execution, stream).await)
 }
 
 /// Runs in a sandbox to the end and gives the result itself (the compatibility routes
-/// re-shape it), counted and traced as `exec_in` does.
+/// re-shape it).
 pub(crate) async fn exec_in_to_end(
     state: AppState,
     caller: Caller,
     id: String,
     body: ExecBody,
 ) -> Result<warden_types::ExecResult, ApiError> {
-    let AdmittedExec {
-        slot,
-        spans,
-        profile,
-        language,
-        prepared,
-    } = admit_exec(&state, caller, id, body).await?;
-    let sandboxes = state.sandboxes.clone();
-    run_to_end(
-        state,
-        slot,
-        spans,
-        profile,
-        language,
-        move |events| async move { sandboxes.run_exec(prepared, events).await },
-    )
-    .await
-}
-
-/// An execution in a sandbox, admitted (a slot held) and prepared (policies passed).
-struct AdmittedExec {
-    slot: crate::Admitted,
-    spans: ExecSpans,
-    profile: String,
-    language: String,
-    prepared: warden_engine::PreparedExec,
-}
-
-async fn admit_exec(
-    state: &AppState,
-    caller: Caller,
-    id: String,
-    body: ExecBody,
-) -> Result<AdmittedExec, ApiError> {
-    let owner = caller.owner();
-    let req_language = body.language.clone();
-    let req = body.into_sandbox_exec()?;
-    // Unknown sandbox: answer before queueing.
-    let info = state.sandboxes.get(owner.as_deref(), &id)?;
-    let mut spans = ExecSpans::start();
-    spans.stage("queue");
-    let slot = admit(state, &caller).await?;
-    spans.stage("policies");
-    let sandboxes = state.sandboxes.clone();
-    let prepared =
-        tokio::task::spawn_blocking(move || sandboxes.prepare_exec(owner.as_deref(), &id, req))
-            .await
-            .map_err(|_| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "internal error",
-                )
-            })?;
-    let prepared = prepared.map_err(|e| {
-        let language = req_language.unwrap_or(info.language.clone());
-        refusal(state, &info.profile, &language, e)
-    })?;
-    spans.stage("run");
-    Ok(AdmittedExec {
-        slot,
-        spans,
-        profile: prepared.profile().to_owned(),
-        language: prepared.plan.language.to_string(),
-        prepared,
-    })
+    let execution = state
+        .sandboxes
+        .start_exec(&caller.engine(), &id, body.into_sandbox_exec()?)
+        .await?;
+    Ok(execution.finish().await?)
 }
 
 pub(crate) fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
@@ -410,15 +315,10 @@ pub async fn create_context(
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };
-    // Starting an interpreter costs as much as an execution: it takes a slot.
-    let _slot = match admit(&state, &caller).await {
-        Ok(slot) => slot,
-        Err(e) => return e.into_response(),
-    };
     let created = state
         .sandboxes
         .create_context(
-            caller.owner().as_deref(),
+            &caller.engine(),
             &id,
             CreateContext {
                 language: body.language,
@@ -480,13 +380,9 @@ pub async fn restart_context(
     Extension(caller): Extension<Caller>,
     ApiPath((id, context)): ApiPath<(String, String)>,
 ) -> Response {
-    let _slot = match admit(&state, &caller).await {
-        Ok(slot) => slot,
-        Err(e) => return e.into_response(),
-    };
     match state
         .sandboxes
-        .restart_context(caller.owner().as_deref(), &id, &context)
+        .restart_context(&caller.engine(), &id, &context)
         .await
     {
         Ok(info) => Json(info).into_response(),

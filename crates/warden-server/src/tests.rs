@@ -123,8 +123,14 @@ impl warden_engine::BackendSandbox for MemorySandbox {
 }
 
 fn app_with(backend: EchoBackend, limits: ServerLimits) -> Router {
-    let engine = Engine::new(Arc::new(Settings::builtin()))
-        .with_backend(BackendKind::Jail, Arc::new(backend));
+    app_on(engine_with(backend), limits)
+}
+
+fn engine_with(backend: EchoBackend) -> Engine {
+    Engine::new(Arc::new(Settings::builtin())).with_backend(BackendKind::Jail, Arc::new(backend))
+}
+
+fn app_on(engine: Engine, limits: ServerLimits) -> Router {
     router(AppState::new(engine, limits))
 }
 
@@ -232,17 +238,15 @@ async fn bodies_over_the_limit_are_413() {
 #[tokio::test]
 async fn a_full_queue_answers_429_with_retry_after() {
     let gate = Arc::new(Semaphore::new(0));
-    let limits = ServerLimits {
+    let engine = engine_with(EchoBackend {
+        gate: Some(gate.clone()),
+    })
+    .with_admission(warden_engine::AdmissionLimits {
         max_concurrent: 1,
         max_queued: 1,
-        ..Default::default()
-    };
-    let app = app_with(
-        EchoBackend {
-            gate: Some(gate.clone()),
-        },
-        limits,
-    );
+        retry_after_secs: 1,
+    });
+    let app = app_on(engine, ServerLimits::default());
     // One runs (blocked at the gate), one waits; the third is refused at once.
     let running = tokio::spawn(send(app.clone(), post(r#"{"code": "a"}"#)));
     let waiting = tokio::spawn(send(app.clone(), post(r#"{"code": "b"}"#)));

@@ -8,6 +8,7 @@
 
 use crate::cli::load_settings;
 use crate::run::{HelperMode, engine_with};
+use crate::serve::{DaemonLimitArgs, admission_of};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,29 +17,21 @@ use warden_mcp::{McpOptions, WardenMcp};
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
-    /// Executions running at once.
-    #[arg(long, default_value_t = McpOptions::default().max_concurrent)]
-    pub max_concurrent: usize,
-    /// Executions waiting for a slot before a call is answered "busy".
-    #[arg(long, default_value_t = McpOptions::default().max_queued)]
-    pub max_queued: usize,
-    /// Sandboxes with a lifetime alive at once.
-    #[arg(long, default_value_t = 64)]
-    pub max_sandboxes: usize,
+    #[command(flatten)]
+    pub limits: DaemonLimitArgs,
 }
 
 pub fn run(config: Option<&PathBuf>, args: &McpArgs) -> anyhow::Result<i32> {
-    if args.max_concurrent == 0 {
-        anyhow::bail!("--max-concurrent must be at least 1");
-    }
-    let settings = load_settings(config)?;
+    let mut settings = load_settings(config)?;
+    args.limits
+        .apply(&mut std::sync::Arc::make_mut(&mut settings).server)?;
     let options = McpOptions {
         max_output_length: settings.sandbox.max_output_length,
-        max_concurrent: args.max_concurrent,
-        max_queued: args.max_queued,
         ..McpOptions::default()
     };
-    let engine = engine_with(settings, None, HelperMode::Exec)?;
+    let max_sandboxes = settings.server.max_sandboxes;
+    let admission = admission_of(&settings.server);
+    let engine = engine_with(settings, None, HelperMode::Exec)?.with_admission(admission);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -52,7 +45,7 @@ pub fn run(config: Option<&PathBuf>, args: &McpArgs) -> anyhow::Result<i32> {
                 Err(e) => eprintln!("warden: could not clean up the {backend} backend: {e}"),
             }
         }
-        let sandboxes = Sandboxes::new(engine, args.max_sandboxes);
+        let sandboxes = Sandboxes::new(engine, max_sandboxes);
         let reaper = tokio::spawn({
             let sandboxes = sandboxes.clone();
             async move {

@@ -243,22 +243,7 @@ pub fn run(
 
 /// The error as the JSON shape of the API: `{"error": {"code", "message", …}}`.
 pub fn error_json(e: &EngineError) -> serde_json::Value {
-    let code = match e {
-        EngineError::Disabled => "disabled",
-        EngineError::UnknownProfile { .. } => "unknown_profile",
-        EngineError::UnknownLanguage { .. } => "unknown_language",
-        EngineError::InvalidRequest { .. } => "invalid_request",
-        EngineError::PolicyViolation(_) => "policy_violation",
-        EngineError::BackendUnavailable { .. } => "backend_unavailable",
-        EngineError::Backend(warden_engine::BackendError::Refused(_)) => "refused",
-        EngineError::Backend(warden_engine::BackendError::Command(_)) => "command_failed",
-        EngineError::Backend(_) => "backend_error",
-        EngineError::SandboxNotFound(_) => "sandbox_not_found",
-        EngineError::NameTaken(_) => "name_taken",
-        EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
-        EngineError::ContextNotFound(_) => "context_not_found",
-        EngineError::TooManyContexts { .. } => "too_many_contexts",
-    };
+    let code = e.code();
     let mut error = serde_json::json!({ "code": code, "message": e.to_string() });
     if let EngineError::PolicyViolation(v) = e {
         error["violation"] = serde_json::to_value(v).unwrap_or_default();

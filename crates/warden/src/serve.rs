@@ -6,6 +6,7 @@ use crate::run::{HelperMode, engine_with};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use warden_engine::AdmissionLimits;
 use warden_server::{AppState, ServerLimits, router};
 
 #[derive(Debug, Args)]
@@ -13,12 +14,47 @@ pub struct ServeArgs {
     /// Address to listen on; other than loopback only with API keys configured.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Executions running at once.
-    #[arg(long, default_value_t = ServerLimits::default().max_concurrent)]
-    pub max_concurrent: usize,
-    /// Requests waiting for a slot before the answer is 429.
-    #[arg(long, default_value_t = ServerLimits::default().max_queued)]
-    pub max_queued: usize,
+    #[command(flatten)]
+    pub limits: DaemonLimitArgs,
+}
+
+/// The daemon's bounds, overriding `[server]`'s (shared by `warden serve` and `warden mcp`).
+#[derive(Debug, Args)]
+pub struct DaemonLimitArgs {
+    /// Executions running at once [default: `[server].max_concurrent`, 8].
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Requests waiting for a slot before the answer is 429 [default: `[server].max_queued`, 64].
+    #[arg(long)]
+    pub max_queued: Option<usize>,
+    /// Sandboxes with a lifetime alive at once [default: `[server].max_sandboxes`, 64].
+    #[arg(long)]
+    pub max_sandboxes: Option<usize>,
+}
+
+impl DaemonLimitArgs {
+    /// The settings' `[server]` bounds with the flags given applied.
+    pub fn apply(&self, server: &mut warden_config::ServerSettings) -> anyhow::Result<()> {
+        if self.max_concurrent == Some(0) {
+            anyhow::bail!("--max-concurrent must be at least 1");
+        }
+        if self.max_sandboxes == Some(0) {
+            anyhow::bail!("--max-sandboxes must be at least 1");
+        }
+        server.max_concurrent = self.max_concurrent.unwrap_or(server.max_concurrent);
+        server.max_queued = self.max_queued.unwrap_or(server.max_queued);
+        server.max_sandboxes = self.max_sandboxes.unwrap_or(server.max_sandboxes);
+        Ok(())
+    }
+}
+
+/// The admission bounds of `[server]` (after [`DaemonLimitArgs::apply`]).
+pub fn admission_of(server: &warden_config::ServerSettings) -> AdmissionLimits {
+    AdmissionLimits {
+        max_concurrent: server.max_concurrent,
+        max_queued: server.max_queued,
+        ..AdmissionLimits::default()
+    }
 }
 
 /// Ctrl-C or SIGTERM (what a service manager or `docker stop` sends).
@@ -36,22 +72,17 @@ async fn shutdown_signal() {
 }
 
 pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
-    if args.max_concurrent == 0 {
-        anyhow::bail!("--max-concurrent must be at least 1");
-    }
-    let settings = load_settings(config)?;
+    let mut settings = load_settings(config)?;
+    args.limits.apply(&mut std::sync::Arc::make_mut(&mut settings).server)?;
     if !args.listen.ip().is_loopback() && settings.server.api_keys.is_empty() {
         anyhow::bail!(
             "--listen {}: a non-loopback address needs API keys ([[server.api_keys]] in the settings); listen on 127.0.0.1 or [::1], or configure keys",
             args.listen
         );
     }
-    let engine = engine_with(settings, None, HelperMode::Exec)?;
-    let limits = ServerLimits {
-        max_concurrent: args.max_concurrent,
-        max_queued: args.max_queued,
-        ..ServerLimits::default()
-    };
+    let limits = ServerLimits::from_settings(&settings.server);
+    let admission = admission_of(&settings.server);
+    let engine = engine_with(settings, None, HelperMode::Exec)?.with_admission(admission);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

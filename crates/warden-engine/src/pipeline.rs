@@ -1,0 +1,280 @@
+//! The one path of an execution, from admission to result, for every front-end: a one-shot
+//! ([`Engine::start`]) or a run in a sandbox with a lifetime, with or without a context
+//! ([`Sandboxes::start_exec`]).
+//!
+//! ```text
+//! start: admission (slots, queue, the caller's own limit) → defaults (profile, language) and
+//!        policies, on a blocking thread in a multi-threaded runtime → the backend's check
+//!        (one-shots; a sandbox's spec was checked when it was made)      → Execution
+//! Execution::finish | ::run(events) | ::stream: the backend runs → the outcome reported once
+//!        to the observer (metrics, trace) → the slot released → the result
+//! ```
+//!
+//! Invariants: a front-end calls the engine once per execution and gets either a refusal
+//! (before anything ran: its status is the front-end's to choose) or an [`Execution`] that
+//! only runs; every admitted execution is reported exactly once (see [`crate::observe`]);
+//! dropping an [`Execution`] or the future of its run ends it (the backend's drop guards kill
+//! what was started) and releases its slot; a streamed execution runs to its end even when
+//! its reader goes away (its events are dropped), as the result is still counted.
+
+use crate::admission::{Admitted, Caller, Refusal};
+use crate::backend::{Backend, EventSender};
+use crate::observe::{ExecRecord, ExecTrace};
+use crate::sandboxes::{PreparedExec, SandboxExec, Sandboxes};
+use crate::{Engine, EngineError, ExecPlan, ExecRequest};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use warden_types::{ExecEvent, ExecResult};
+
+/// What a streamed execution yields: its events as they happen, then its end.
+#[derive(Debug)]
+pub enum Streamed {
+    Event(ExecEvent),
+    /// The last item: the result, or why the run failed after it was admitted.
+    End(Result<ExecResult, EngineError>),
+}
+
+/// An admitted, checked execution, ready to run (see the module docs).
+#[derive(Debug)]
+pub struct Execution {
+    engine: Engine,
+    admitted: Admitted,
+    trace: ExecTrace,
+    profile: String,
+    language: String,
+    target: Target,
+}
+
+#[derive(Debug)]
+enum Target {
+    OneShot {
+        backend: Arc<dyn Backend>,
+        plan: ExecPlan,
+    },
+    InSandbox {
+        sandboxes: Sandboxes,
+        prepared: PreparedExec,
+    },
+}
+
+/// Runs CPU-bound work (parsing the code for the policies) where it does not hold up other
+/// tasks: on a blocking thread when the runtime has several workers; inline otherwise (a
+/// current-thread runtime, the CLI's, has nothing else to run, and a thread costs start-up).
+async fn off_the_async_threads<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
+) -> Result<T, EngineError> {
+    match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::CurrentThread => work(),
+        _ => tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| EngineError::Internal(format!("policy check task: {e}")))?,
+    }
+}
+
+impl Engine {
+    /// Admits the caller, or refuses at once (the queue full, the caller's own limit reached).
+    pub(crate) async fn admit(&self, caller: &Caller) -> Result<Admitted, EngineError> {
+        let retry_after_secs = self.admission.limits().retry_after_secs;
+        self.admission.admit(caller).await.map_err(|r| match r {
+            Refusal::Busy => EngineError::Busy {
+                running: self.admission.limits().max_concurrent,
+                queued: self.admission.limits().max_queued,
+                retry_after_secs,
+            },
+            Refusal::KeyBusy { key, max } => EngineError::KeyBusy {
+                key,
+                max,
+                retry_after_secs,
+            },
+            Refusal::Closed => EngineError::ShuttingDown,
+        })
+    }
+
+    /// Reports an execution to the observer, if there is one.
+    pub(crate) fn report(
+        &self,
+        profile: &str,
+        language: &str,
+        outcome: Result<&ExecResult, &EngineError>,
+        trace: ExecTrace,
+    ) {
+        if let Some(observer) = &self.observer {
+            observer.execution(ExecRecord {
+                profile,
+                language,
+                outcome,
+                trace: trace.finish(),
+            });
+        }
+    }
+
+    /// The profile and language a request asked for, before they are resolved (the labels of
+    /// a refusal).
+    fn asked(&self, req: &ExecRequest) -> (String, String) {
+        let settings = self.settings();
+        let profile = req
+            .profile
+            .clone()
+            .unwrap_or_else(|| settings.sandbox.default_profile.clone());
+        let language = req.language.clone().unwrap_or_else(|| {
+            settings
+                .profile(&profile)
+                .map(|p| p.runtime.language.clone())
+                .unwrap_or_default()
+        });
+        (profile, language)
+    }
+
+    /// A one-shot execution in a fresh sandbox: admitted, resolved, its policies passed and
+    /// its backend's check done. Refusals after admission are reported.
+    pub async fn start(&self, caller: &Caller, req: ExecRequest) -> Result<Execution, EngineError> {
+        let mut trace = ExecTrace::start();
+        trace.stage("queue");
+        let admitted = self.admit(caller).await?;
+        trace.stage("policies");
+        let (asked_profile, asked_language) = self.asked(&req);
+        let engine = self.clone();
+        let (profile, plan) = match off_the_async_threads(move || engine.prepare(&req)).await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                self.report(&asked_profile, &asked_language, Err(&e), trace);
+                return Err(e);
+            }
+        };
+        let language = plan.language.to_string();
+        let checked = self
+            .backend_for(&profile)
+            .cloned()
+            .and_then(|backend| Ok(backend.check(&plan).map(|()| backend)?));
+        match checked {
+            Ok(backend) => Ok(Execution {
+                engine: self.clone(),
+                admitted,
+                trace,
+                profile,
+                language,
+                target: Target::OneShot { backend, plan },
+            }),
+            Err(e) => {
+                self.report(&profile, &language, Err(&e), trace);
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs one request to the end as the default caller (the CLI's path): [`Engine::start`],
+    /// then [`Execution::run`].
+    pub async fn execute(
+        &self,
+        req: ExecRequest,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, EngineError> {
+        self.start(&Caller::default(), req).await?.run(events).await
+    }
+}
+
+impl Sandboxes {
+    /// An execution in a live sandbox of the caller's (a cell, when `req.context` is set):
+    /// an unknown sandbox is refused before queueing; then as [`Engine::start`].
+    pub async fn start_exec(
+        &self,
+        caller: &Caller,
+        id: &str,
+        req: SandboxExec,
+    ) -> Result<Execution, EngineError> {
+        let entry = self.find(caller.owner(), id)?;
+        let engine = self.engine().clone();
+        let mut trace = ExecTrace::start();
+        trace.stage("queue");
+        let admitted = engine.admit(caller).await?;
+        trace.stage("policies");
+        let asked_language = req
+            .language
+            .clone()
+            .unwrap_or_else(|| entry.language.clone());
+        let profile = entry.profile.clone();
+        let this = self.clone();
+        match off_the_async_threads(move || this.prepare_in(entry, req)).await {
+            Ok(prepared) => Ok(Execution {
+                language: prepared.plan.language.to_string(),
+                engine,
+                admitted,
+                trace,
+                profile,
+                target: Target::InSandbox {
+                    sandboxes: self.clone(),
+                    prepared,
+                },
+            }),
+            Err(e) => {
+                engine.report(&profile, &asked_language, Err(&e), trace);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Execution {
+    /// The profile it resolved to.
+    pub fn profile(&self) -> &str {
+        &self.profile
+    }
+
+    /// The language it runs in.
+    pub fn language(&self) -> &str {
+        &self.language
+    }
+
+    /// Runs to the end; output events go to `events` as they happen, if given (the result is
+    /// returned, not sent).
+    pub async fn run(self, events: Option<EventSender>) -> Result<ExecResult, EngineError> {
+        let Execution {
+            engine,
+            admitted,
+            mut trace,
+            profile,
+            language,
+            target,
+        } = self;
+        trace.stage("run");
+        let outcome = match target {
+            Target::OneShot { backend, plan } => {
+                backend.exec(plan, events).await.map_err(EngineError::from)
+            }
+            Target::InSandbox {
+                sandboxes,
+                prepared,
+            } => sandboxes.run_exec(prepared, events).await,
+        };
+        drop(admitted);
+        engine.report(&profile, &language, outcome.as_ref(), trace);
+        outcome
+    }
+
+    /// Runs to the end without events.
+    pub async fn finish(self) -> Result<ExecResult, EngineError> {
+        self.run(None).await
+    }
+
+    /// Runs on its own task; its events, then its end, arrive on the receiver. A reader that
+    /// goes away does not stop the run (see the module docs).
+    pub fn stream(self) -> mpsc::Receiver<Streamed> {
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            let (events_tx, mut events_rx) = mpsc::channel::<ExecEvent>(64);
+            let forward = {
+                let tx = tx.clone();
+                async move {
+                    while let Some(event) = events_rx.recv().await {
+                        if tx.send(Streamed::Event(event)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            };
+            let (outcome, ()) = tokio::join!(self.run(Some(events_tx)), forward);
+            let _ = tx.send(Streamed::End(outcome)).await;
+        });
+        rx
+    }
+}

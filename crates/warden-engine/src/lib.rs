@@ -11,6 +11,7 @@ pub mod backend;
 pub mod contexts;
 pub mod pool;
 pub mod sandboxes;
+pub mod shape;
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,

@@ -16,7 +16,6 @@
 //! firewall and resolver from a keeper ([`crate::network`]) after its start and before its
 //! program gets code; the keeper is stopped after the container is removed.
 
-use crate::archive;
 use crate::error::DockerError;
 use crate::network::{self, Keeper};
 use crate::plan::{
@@ -38,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
+use warden_engine::shape::archive::artifacts_from_tar;
 use warden_engine::{
     Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
 };
@@ -576,35 +576,31 @@ fn finish(
             match exit {
                 Some(wrapper::EXIT_NO_COMMAND) => {
                     return Err(DockerError::Command(
-                        String::from_utf8_lossy(&relayed.stderr).trim().to_owned(),
+                        String::from_utf8_lossy(relayed.stderr.bytes())
+                            .trim()
+                            .to_owned(),
                     ));
                 }
                 Some(wrapper::EXIT_DELIVERY) => {
                     return Err(DockerError::Delivery(
-                        String::from_utf8_lossy(&relayed.stderr).trim().to_owned(),
+                        String::from_utf8_lossy(relayed.stderr.bytes())
+                            .trim()
+                            .to_owned(),
                     ));
                 }
                 _ => {}
             }
         }
         return Ok((
-            assemble(
-                relayed,
-                exit,
-                limits,
-                started,
-                false,
-                false,
-                Vec::new(),
-                Vec::new(),
-            ),
+            assemble(relayed, exit, started, false, false, Vec::new(), Vec::new()),
             counters_before,
         ));
     };
     let report = wrapper::parse_report(report_bytes).unwrap_or_default();
     let oom = report.oom_kills.unwrap_or(0);
     let pids = report.pids_max_hits.unwrap_or(0);
-    let mut collected = archive::collect(&report.archive, limits, relayed.report_complete);
+    // The wrapper archives the output folder's entries as `./…`.
+    let mut collected = artifacts_from_tar(&report.archive, ".", limits, relayed.report_complete);
     for (name, size) in report.too_big {
         collected.skipped.push(warden_types::SkippedArtifact {
             name,
@@ -620,7 +616,6 @@ fn finish(
         assemble(
             relayed,
             exit,
-            limits,
             started,
             oom_hit,
             pids_hit,
@@ -631,11 +626,9 @@ fn finish(
     ))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn assemble(
     relayed: Relayed,
     exit: Option<i64>,
-    limits: &Limits,
     started: Instant,
     oom: bool,
     pids: bool,
@@ -665,22 +658,15 @@ fn assemble(
     } else {
         Reason::Exited
     };
-    let text = |bytes: &[u8], truncated: bool| {
-        let mut t = String::from_utf8_lossy(bytes).into_owned();
-        if truncated {
-            t.push_str(&truncation_marker(limits.max_output_bytes));
-        }
-        t
-    };
     ExecResult {
-        stdout: text(&relayed.stdout, relayed.stdout_truncated),
-        stderr: text(&relayed.stderr, relayed.stderr_truncated),
+        stdout_truncated: relayed.stdout.is_truncated(),
+        stderr_truncated: relayed.stderr.is_truncated(),
+        stdout: relayed.stdout.into_text(),
+        stderr: relayed.stderr.into_text(),
         exit_code,
         signal,
         reason,
         duration_ms: started.elapsed().as_millis() as u64,
-        stdout_truncated: relayed.stdout_truncated,
-        stderr_truncated: relayed.stderr_truncated,
         artifacts,
         skipped_artifacts: skipped,
         cell: Default::default(),
@@ -691,14 +677,9 @@ const fn libc_sigkill() -> i32 {
     9
 }
 
-/// The marker appended to a stream cut at the output cap (the same text as the jail's).
-pub fn truncation_marker(limit: u64) -> String {
-    format!("\n[warden: output truncated at {limit} bytes]\n")
-}
-
 /// Bytes of the wrapper's report kept at most: twice the artifact cap plus room for tar
 /// headers. Files larger than the cap never come (the wrapper leaves them out); files that
-/// would pass the cap together are skipped by [`archive::collect`] as in the jail, as long as
+/// would pass the cap together are skipped by [`artifacts_from_tar`] as in the jail, as long as
 /// they come within twice the cap — past it, the rest is reported skipped in one entry.
 fn report_cap(limits: &Limits) -> usize {
     let headers = 1024 * (u64::from(limits.max_artifacts) + 64);

@@ -5,7 +5,8 @@
 //! (typed, before any call); [`wrapper`] is the shell script that receives the code over the
 //! attached stdin, runs the program, kills what it left and reports counters and the output
 //! folder; [`relay`] reads the attached stream with the output cap and the timeout;
-//! [`archive`] turns the output folder's tar into artifacts; [`network`] attaches Warden's
+//! the engine's shared [`warden_engine::shape`] turns the output folder's tar into artifacts and
+//! the kept output into text; [`network`] attaches Warden's
 //! controlled egress to a networked container; [`backend`] makes the engine calls, each under
 //! a deadline.
 //!
@@ -17,7 +18,6 @@
 //! not root; every container Warden creates carries the `dev.warden.sandbox` label and is
 //! removed on every path; images are never pulled.
 
-pub mod archive;
 pub mod backend;
 pub mod error;
 pub mod network;

@@ -16,17 +16,16 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 use warden_engine::EventSender;
+use warden_engine::shape::{CappedOutput, Utf8Carry};
 use warden_types::ExecEvent;
 
 /// How long a killed sandbox's stream may take to end.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Relayed {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
+    pub stdout: CappedOutput,
+    pub stderr: CappedOutput,
     pub output_exceeded: bool,
     pub timed_out: bool,
     /// What followed the marker; `None` if the marker never came.
@@ -39,28 +38,8 @@ pub struct Relayed {
     pub stream_error: Option<String>,
 }
 
-/// Decodes output chunks as UTF-8 across chunk boundaries.
-#[derive(Debug, Default)]
-struct Utf8Carry(Vec<u8>);
-
-impl Utf8Carry {
-    fn push(&mut self, chunk: &[u8]) -> String {
-        self.0.extend_from_slice(chunk);
-        let valid_up_to = match std::str::from_utf8(&self.0) {
-            Ok(_) => self.0.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => self.0.len(),
-        };
-        let rest = self.0.split_off(valid_up_to);
-        let text = String::from_utf8_lossy(&self.0).into_owned();
-        self.0 = rest;
-        text
-    }
-}
-
 struct State<'a> {
     r: Relayed,
-    limit: usize,
     marker: &'a [u8],
     pending: Vec<u8>,
     report_cap: usize,
@@ -76,33 +55,31 @@ impl State<'_> {
         if bytes.is_empty() {
             return;
         }
-        let (kept, truncated) = if stdout {
-            (&mut self.r.stdout, &mut self.r.stdout_truncated)
+        let output = if stdout {
+            &mut self.r.stdout
         } else {
-            (&mut self.r.stderr, &mut self.r.stderr_truncated)
+            &mut self.r.stderr
         };
-        let room = self.limit.saturating_sub(kept.len());
-        let take = bytes.len().min(room);
-        kept.extend_from_slice(&bytes[..take]);
-        if take < bytes.len() && !*truncated {
-            *truncated = true;
+        let was_truncated = output.is_truncated();
+        let kept = output.keep(bytes);
+        if output.is_truncated() && !was_truncated {
             if !self.r.timed_out {
                 self.r.output_exceeded = true;
             }
             self.want_kill = true;
         }
-        if take > 0
+        if !kept.is_empty()
             && let Some(tx) = &self.events
         {
             let timestamp = warden_types::now_ms();
             let event = if stdout {
                 ExecEvent::Stdout {
-                    text: self.out_carry.push(&bytes[..take]),
+                    text: self.out_carry.push(kept),
                     timestamp,
                 }
             } else {
                 ExecEvent::Stderr {
-                    text: self.err_carry.push(&bytes[..take]),
+                    text: self.err_carry.push(kept),
                     timestamp,
                 }
             };
@@ -163,10 +140,15 @@ where
 {
     let mut st = State {
         r: Relayed {
+            stdout: CappedOutput::new(max_output_bytes),
+            stderr: CappedOutput::new(max_output_bytes),
+            output_exceeded: false,
+            timed_out: false,
+            report: None,
             report_complete: true,
-            ..Relayed::default()
+            ended: false,
+            stream_error: None,
         },
-        limit: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
         marker,
         pending: Vec::new(),
         report_cap,
@@ -249,7 +231,7 @@ mod tests {
     #[test]
     fn marker_split_across_chunks_is_found() {
         let r = run(vec![out(b"hello\n#E"), out(b"ND#\nend\nrest")], 100);
-        assert_eq!(r.stdout, b"hello");
+        assert_eq!(r.stdout.bytes(), b"hello");
         assert_eq!(r.report.unwrap(), b"end\nrest");
         assert!(r.ended);
     }
@@ -257,15 +239,15 @@ mod tests {
     #[test]
     fn without_a_marker_everything_is_output() {
         let r = run(vec![out(b"abc"), out(b"\n#EN")], 100);
-        assert_eq!(r.stdout, b"abc\n#EN");
+        assert_eq!(r.stdout.bytes(), b"abc\n#EN");
         assert!(r.report.is_none());
     }
 
     #[test]
     fn the_cap_cuts_and_asks_for_a_kill() {
         let r = run(vec![out(b"0123456789"), out(b"more\n#END#\nend\n")], 4);
-        assert_eq!(r.stdout, b"0123");
-        assert!(r.stdout_truncated && r.output_exceeded);
+        assert_eq!(r.stdout.bytes(), b"0123");
+        assert!(r.stdout.is_truncated() && r.output_exceeded);
         assert_eq!(r.report.unwrap(), b"end\n");
     }
 
@@ -277,13 +259,5 @@ mod tests {
         let r = run(vec![out(&first)], 100);
         assert_eq!(r.report.unwrap().len(), 100);
         assert!(!r.report_complete);
-    }
-
-    #[test]
-    fn utf8_is_held_until_whole() {
-        let mut c = Utf8Carry::default();
-        let euro = "€".as_bytes();
-        assert_eq!(c.push(&euro[..1]), "");
-        assert_eq!(c.push(&euro[1..]), "€");
     }
 }

@@ -18,7 +18,8 @@
 //! written, so the marker, counters and archive come from the wrapper alone; the nonce travels
 //! over stdin (not argv or env, which `/proc` shows); everything after the marker is still
 //! treated as untrusted input (a program that ptraces the wrapper could forge it — it could as
-//! well have written those files itself), parsed with caps by [`crate::archive`].
+//! well have written those files itself), parsed with caps by
+//! [`warden_engine::shape::archive`].
 
 /// The wrapper script, run as `sh -c SCRIPT warden PROGRAM ARGS…`.
 const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name || exit 125

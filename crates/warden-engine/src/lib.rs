@@ -17,6 +17,7 @@ pub mod observe;
 pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
+pub mod shape;
 
 pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
 pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};

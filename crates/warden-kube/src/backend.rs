@@ -14,11 +14,10 @@ use crate::objects::{self, PodParams};
 use crate::readiness::{self, PodState, StartError};
 use crate::run::{self, RunError};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use warden_config::KubernetesOptions;
 use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
 
@@ -70,19 +69,33 @@ pub enum StartupError {
     PolicyDiffers { name: String, namespace: String },
 }
 
-/// What the backend needs from `[sandbox.kubernetes]`.
+/// What the backend needs to know: where sandbox pods run and how they are made. The binary
+/// fills it from `[sandbox.kubernetes]` (the settings file documents each option).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubeSettings {
+    /// The namespace of sandbox pods and their NetworkPolicies.
     pub namespace: String,
+    /// `None`: the in-cluster service account, then `$KUBECONFIG` or `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context; `None`: its current one.
+    pub context: Option<String>,
+    /// The `warden.dev/instance` label of this Warden's pods.
     pub instance: String,
+    /// The RuntimeClass of every sandbox pod, unless `runtime_classes` names one for the
+    /// profile.
     pub runtime_class: Option<String>,
     pub runtime_classes: BTreeMap<String, String>,
+    /// How long a new pod may take to be ready.
     pub ready_timeout: Duration,
     pub image_pull_policy: String,
+    /// A sandbox's uid is picked from `[uid_base, uid_base + uid_count)`.
     pub uid_base: u32,
     pub uid_count: u32,
+    /// The pod's pid 1; it must reap orphans.
     pub keepalive_command: Vec<String>,
+    /// Create the deny-all NetworkPolicy when missing, else only verify it.
     pub manage_network_policy: bool,
+    /// What a networked sandbox may still never reach.
     pub egress_blocked_cidrs: Vec<String>,
     /// How often a starting pod's status is read.
     pub poll_interval: Duration,
@@ -90,25 +103,46 @@ pub struct KubeSettings {
     pub layout: Layout,
 }
 
-impl KubeSettings {
-    pub fn from_options(o: &KubernetesOptions) -> KubeSettings {
+/// The restrictive defaults, the same as `[sandbox.kubernetes]`'s (the binary's tests compare
+/// the two).
+impl Default for KubeSettings {
+    fn default() -> Self {
         KubeSettings {
-            namespace: o.namespace.clone(),
-            instance: o.instance.clone(),
-            runtime_class: o.runtime_class.clone(),
-            runtime_classes: o.runtime_classes.clone(),
-            ready_timeout: Duration::from_secs_f64(o.pod_ready_timeout_seconds),
-            image_pull_policy: o.image_pull_policy.clone(),
-            uid_base: o.uid_base,
-            uid_count: o.uid_count,
-            keepalive_command: o.keepalive_command.clone(),
-            manage_network_policy: o.manage_network_policy,
-            egress_blocked_cidrs: o.egress_blocked_cidrs.clone(),
+            namespace: "warden-sandboxes".into(),
+            kubeconfig: None,
+            context: None,
+            instance: "warden".into(),
+            runtime_class: None,
+            runtime_classes: BTreeMap::new(),
+            ready_timeout: Duration::from_secs(120),
+            image_pull_policy: "IfNotPresent".into(),
+            uid_base: 200_000,
+            uid_count: 65_536,
+            keepalive_command: ["sh", "-c", "while :; do sleep 3600 & wait $!; done"]
+                .map(String::from)
+                .to_vec(),
+            manage_network_policy: true,
+            // Cluster-internal ranges and link-local (the cloud metadata service).
+            egress_blocked_cidrs: [
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "100.64.0.0/10",
+                "127.0.0.0/8",
+                "169.254.0.0/16",
+                "fc00::/7",
+                "fe80::/10",
+                "::1/128",
+            ]
+            .map(String::from)
+            .to_vec(),
             poll_interval: Duration::from_millis(500),
             layout: Layout::pod(),
         }
     }
+}
 
+impl KubeSettings {
     /// The uid of a sandbox: spread over the configured range by a hash of its id.
     pub fn uid_for(&self, sandbox_id: &str) -> i64 {
         // FNV-1a: stable across builds and processes (std's hasher is randomly seeded).
@@ -185,10 +219,10 @@ fn normalized(
 
 impl KubeBackend {
     /// Connects with the settings' kubeconfig (or inference) and starts.
-    pub async fn connect(options: &KubernetesOptions) -> Result<KubeBackend, StartupError> {
-        let client = client(options.kubeconfig.as_deref(), options.context.as_deref()).await?;
-        let cluster = Arc::new(KubeCluster::new(client, &options.namespace));
-        KubeBackend::start(cluster, KubeSettings::from_options(options)).await
+    pub async fn connect(settings: KubeSettings) -> Result<KubeBackend, StartupError> {
+        let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
+        let cluster = Arc::new(KubeCluster::new(client, &settings.namespace));
+        KubeBackend::start(cluster, settings).await
     }
 
     /// Starts on a cluster: creates or verifies the NetworkPolicies first.
@@ -622,9 +656,9 @@ impl BackendSandbox for KubeSandbox {
     }
 }
 
-/// The settings' kubeconfig, for `warden doctor`'s report.
-pub fn describe_kubeconfig(options: &KubernetesOptions) -> String {
-    match (&options.kubeconfig, std::env::var_os("KUBECONFIG")) {
+/// Which credentials a client made with `kubeconfig` uses, for `warden doctor`'s report.
+pub fn describe_kubeconfig(kubeconfig: Option<&Path>) -> String {
+    match (kubeconfig, std::env::var_os("KUBECONFIG")) {
         (Some(p), _) => format!("kubeconfig {}", p.display()),
         (None, _) if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
             "in-cluster service account".into()
@@ -643,15 +677,15 @@ pub const TEST_KUBECONFIG_ENV: &str = "WARDEN_TEST_KUBECONFIG";
 /// "warden-sandboxes"), or `None` when it is not set.
 pub async fn from_test_env() -> Option<Result<KubeBackend, StartupError>> {
     let kubeconfig = std::env::var_os(TEST_KUBECONFIG_ENV)?;
-    let mut options = KubernetesOptions {
+    let mut settings = KubeSettings {
         kubeconfig: Some(PathBuf::from(kubeconfig)),
         instance: "warden-test".into(),
-        ..KubernetesOptions::default()
+        ..KubeSettings::default()
     };
     if let Ok(ns) = std::env::var("WARDEN_TEST_KUBE_NAMESPACE") {
-        options.namespace = ns;
+        settings.namespace = ns;
     }
-    Some(KubeBackend::connect(&options).await)
+    Some(KubeBackend::connect(settings).await)
 }
 
 #[cfg(test)]
@@ -660,7 +694,7 @@ mod tests {
 
     #[test]
     fn a_sandbox_uid_is_stable_in_range_and_never_root() {
-        let s = KubeSettings::from_options(&KubernetesOptions::default());
+        let s = KubeSettings::default();
         let a = s.uid_for("sb-1");
         assert_eq!(a, s.uid_for("sb-1"), "stable across calls and processes");
         assert_ne!(a, s.uid_for("sb-2"));

@@ -5,13 +5,12 @@
 //!
 //! Modules, in the order of one request: [`objects`] (typed Kubernetes objects, no I/O) →
 //! [`cluster`] (the API calls behind a trait) → [`readiness`] (pod status → ready or a clear
-//! error) → [`commands`] (what runs in the pod) → [`run`] (one execution over exec) → [`artifacts`] (the output folder's tar) —
-//! tied together by [`backend`]. [`manifests`] renders `deploy/kubernetes/`.
+//! error) → [`commands`] (what runs in the pod) → [`run`] (one execution over exec; its output and artifacts
+//! shaped by the engine's [`warden_engine::shape`]) — tied together by [`backend`]. [`manifests`] renders `deploy/kubernetes/`.
 //!
 //! Invariants: no sandbox pod is created before the deny-all NetworkPolicy is in place; every
 //! pod is labelled so that a restarted Warden finds (and adopts or deletes) what it created.
 
-pub mod artifacts;
 pub mod backend;
 pub mod cluster;
 pub mod commands;

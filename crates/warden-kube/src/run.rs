@@ -6,7 +6,8 @@
 //!    plan's stdin; stdout and stderr stream back as events and are kept up to the cap.
 //! 3. `reap`: every process of the sandbox's uid except the pod's pid 1 is killed (double-forked
 //!    survivors too) and the counters are read again.
-//! 4. `collect`: `tar` of `/workspace/output` streams back and becomes the artifacts.
+//! 4. `collect`: `tar` of `/workspace/output` streams back and becomes the artifacts (the
+//!    engine's shared [`warden_engine::shape::archive`]).
 //!
 //! Invariants: the wall timeout and the output cap are enforced here, by stopping the stream
 //! and killing every process of the sandbox in step 3, which runs after every execution —
@@ -15,13 +16,14 @@
 //! sandbox whose container died during the run is reported by what its status says
 //! (OOMKilled is the memory limit), never as a normal exit.
 
-use crate::artifacts;
 use crate::cluster::{Cluster, ClusterError, ExecSession, ExitStatus};
 use crate::commands::{self, Layout};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden_engine::shape::archive::{Collected, artifacts_from_tar};
+use warden_engine::shape::{CappedOutput, Utf8Carry};
 use warden_engine::{EventSender, ExecPlan};
-use warden_types::{ExecEvent, ExecResult, Reason};
+use warden_types::{ExecEvent, ExecResult, Limits, Reason};
 
 /// A failed step of an execution.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,38 +75,8 @@ impl Counters {
     }
 }
 
-/// Decodes output chunks as UTF-8 across chunk boundaries.
-#[derive(Debug, Default)]
-struct Utf8Carry(Vec<u8>);
-
-impl Utf8Carry {
-    fn push(&mut self, chunk: &[u8]) -> String {
-        self.0.extend_from_slice(chunk);
-        let valid_up_to = match std::str::from_utf8(&self.0) {
-            Ok(_) => self.0.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => self.0.len(),
-        };
-        let rest = self.0.split_off(valid_up_to);
-        let text = String::from_utf8_lossy(&self.0).into_owned();
-        self.0 = rest;
-        text
-    }
-}
-
-/// The marker appended to a stream cut at the output cap (the jail's wording).
-pub fn truncation_marker(limit: u64) -> String {
-    format!("\n[warden: output truncated at {limit} bytes]\n")
-}
-
-/// What step 2 saw.
-#[derive(Debug, Default)]
-struct Relay {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-}
+/// What step 2 kept: stdout, stderr (indexed as the pump reads them).
+type Relay = [CappedOutput; 2];
 
 /// One execution; `pod` is ready. The caller reaps the pod afterwards when this fails.
 pub async fn execute(
@@ -135,7 +107,7 @@ pub async fn execute(
 
     let started = Instant::now();
     let session = cluster.exec(pod, commands::program(layout, plan)).await?;
-    let (relay, ended) = relay(session, plan, events).await;
+    let ([stdout, stderr], ended) = relay(session, plan, events).await;
     let duration_ms = started.elapsed().as_millis() as u64;
 
     // Step 3 runs whatever happened: it is what makes the timeout and the output cap final.
@@ -149,7 +121,7 @@ pub async fn execute(
         return Err(RunError::NotStarted(why.clone()));
     }
     if exit == ExitStatus::Code(127)
-        && let Some(line) = String::from_utf8_lossy(&relay.stderr)
+        && let Some(line) = String::from_utf8_lossy(stderr.bytes())
             .lines()
             .find(|l| l.starts_with(commands::NOT_FOUND_MARKER))
     {
@@ -208,14 +180,6 @@ pub async fn execute(
     } else {
         Reason::Exited
     };
-    let limit = plan.limits.max_output_bytes;
-    let text = |bytes: Vec<u8>, truncated: bool| {
-        let mut t = String::from_utf8_lossy(&bytes).into_owned();
-        if truncated {
-            t.push_str(&truncation_marker(limit));
-        }
-        t
-    };
     let (artifacts, skipped_artifacts) = if container_end.is_some() {
         // The container was killed for memory: its workspace went with it.
         (
@@ -229,14 +193,14 @@ pub async fn execute(
         collect(cluster, pod, layout, plan).await?
     };
     Ok(ExecResult {
-        stdout: text(relay.stdout, relay.stdout_truncated),
-        stderr: text(relay.stderr, relay.stderr_truncated),
+        stdout_truncated: stdout.is_truncated(),
+        stderr_truncated: stderr.is_truncated(),
+        stdout: stdout.into_text(),
+        stderr: stderr.into_text(),
         exit_code,
         signal,
         reason,
         duration_ms,
-        stdout_truncated: relay.stdout_truncated,
-        stderr_truncated: relay.stderr_truncated,
         artifacts,
         skipped_artifacts,
         cell: Default::default(),
@@ -263,8 +227,8 @@ async fn relay(
         status,
         keep,
     } = session;
-    let limit = plan.limits.max_output_bytes as usize;
-    let mut r = Relay::default();
+    let limit = plan.limits.max_output_bytes;
+    let mut r: Relay = [CappedOutput::new(limit), CappedOutput::new(limit)];
     let mut carry = [Utf8Carry::default(), Utf8Carry::default()];
     let input = plan.stdin.clone();
     let feed = async move {
@@ -289,18 +253,11 @@ async fn relay(
                 continue;
             }
             let chunk = if index == 0 { &a[..n] } else { &b[..n] };
-            let (kept, truncated) = if index == 0 {
-                (&mut r.stdout, &mut r.stdout_truncated)
-            } else {
-                (&mut r.stderr, &mut r.stderr_truncated)
-            };
-            let room = limit.saturating_sub(kept.len());
-            let take = n.min(room);
-            kept.extend_from_slice(&chunk[..take]);
+            let kept = r[index].keep(chunk);
             if let Some(tx) = &events
-                && take > 0
+                && !kept.is_empty()
             {
-                let text = carry[index].push(&chunk[..take]);
+                let text = carry[index].push(kept);
                 let timestamp = warden_types::now_ms();
                 let event = if index == 0 {
                     ExecEvent::Stdout { text, timestamp }
@@ -310,8 +267,7 @@ async fn relay(
                 // A receiver that went away only loses the live view.
                 let _ = tx.send(event).await;
             }
-            if take < n {
-                *truncated = true;
+            if r[index].is_truncated() {
                 return Some(Stop::Output);
             }
         }
@@ -346,11 +302,20 @@ async fn collect(
     ),
     RunError,
 > {
-    let cap = artifacts::stream_cap(&plan.limits);
+    let cap = archive_cap(&plan.limits);
     let out = commands::call(cluster, pod, commands::collect(layout), &[], cap).await?;
     // A missing output folder (the program removed it) is no artifacts: tar's status is
     // not an error here.
-    Ok(artifacts::from_tar(&out.stdout, &plan.limits, out.cut))
+    let Collected { artifacts, skipped } =
+        artifacts_from_tar(&out.stdout, commands::OUTPUT_DIR, &plan.limits, !out.cut);
+    Ok((artifacts, skipped))
+}
+
+/// At most this many bytes of the output folder's archive are read: the artifact bytes the
+/// limits allow plus room for headers (512 bytes each, a few per entry) of the entries looked
+/// at.
+pub fn archive_cap(limits: &Limits) -> u64 {
+    limits.max_artifact_bytes + 1024 * (u64::from(limits.max_artifacts) + 64) + 1024
 }
 
 /// The counters' output is a few lines; more is not read.

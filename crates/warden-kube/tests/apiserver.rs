@@ -62,11 +62,11 @@ impl FakeApiServer {
         FakeApiServer { state, kubeconfig }
     }
 
-    fn options(&self) -> warden_config::KubernetesOptions {
-        warden_config::KubernetesOptions {
+    fn settings(&self) -> KubeSettings {
+        KubeSettings {
             kubeconfig: Some(self.kubeconfig.path().to_owned()),
-            pod_ready_timeout_seconds: 5.0,
-            ..warden_config::KubernetesOptions::default()
+            ready_timeout: Duration::from_secs(5),
+            ..KubeSettings::default()
         }
     }
 }
@@ -390,7 +390,7 @@ async fn exec_over_kubes_websocket_client_carries_stdin_output_and_status() {
         .unwrap();
     let cluster = KubeCluster::new(client, NS);
     assert_eq!(cluster.version().await.unwrap(), "v1.33.0-fake");
-    let settings = KubeSettings::from_options(&server.options());
+    let settings = server.settings();
     let backend = KubeBackend::start(Arc::new(cluster.clone()), settings)
         .await
         .unwrap();
@@ -439,7 +439,7 @@ async fn exec_over_kubes_websocket_client_carries_stdin_output_and_status() {
 async fn the_backend_from_a_kubeconfig_runs_code_end_to_end() {
     require_root!();
     let server = FakeApiServer::start().await;
-    let backend = KubeBackend::connect(&server.options()).await.unwrap();
+    let backend = KubeBackend::connect(server.settings()).await.unwrap();
     {
         let s = server.state.lock().unwrap();
         let names: Vec<_> = s.policies.keys().cloned().collect();

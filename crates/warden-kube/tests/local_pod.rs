@@ -123,9 +123,11 @@ fn plan(code: &str) -> ExecPlan {
 }
 
 async fn sandbox(pod: &Arc<LocalPod>) -> Arc<dyn warden_engine::BackendSandbox> {
-    let mut settings = KubeSettings::from_options(&warden_config::KubernetesOptions::default());
-    settings.layout = pod.layout();
-    settings.poll_interval = Duration::from_millis(5);
+    let settings = KubeSettings {
+        layout: pod.layout(),
+        poll_interval: Duration::from_millis(5),
+        ..KubeSettings::default()
+    };
     let backend = KubeBackend::start(pod.clone(), settings).await.unwrap();
     backend
         .create_sandbox(SandboxSpec {

@@ -10,6 +10,7 @@ use warden_engine::{Backend, BackendError, SandboxSpec};
 use warden_kube::cluster::{Cluster, ClusterError, ExitStatus, KubeCluster};
 use warden_kube::readiness::{self, PodState, StartError};
 use warden_kube::{KubeBackend, KubeSettings, StartupError};
+use warden_types::Limits;
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/recorded/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -85,10 +86,11 @@ fn cluster(answers: Vec<Answer>) -> (KubeCluster, Log) {
 }
 
 fn settings() -> KubeSettings {
-    let mut s = KubeSettings::from_options(&warden_config::KubernetesOptions::default());
-    s.poll_interval = Duration::from_millis(5);
-    s.ready_timeout = Duration::from_millis(200);
-    s
+    KubeSettings {
+        poll_interval: Duration::from_millis(5),
+        ready_timeout: Duration::from_millis(200),
+        ..KubeSettings::default()
+    }
 }
 
 fn pod_json(name: &str) -> k8s_openapi::api::core::v1::Pod {
@@ -223,10 +225,18 @@ fn spec(id: &str) -> SandboxSpec {
     SandboxSpec {
         id: id.into(),
         profile: "standard".into(),
-        limits: warden_config::Settings::builtin()
-            .profile("standard")
-            .unwrap()
-            .limits(),
+        // The built-in `standard` profile's.
+        limits: Limits {
+            timeout: Duration::from_secs(30),
+            memory_mb: 128,
+            max_pids: 64,
+            cpus: 1.0,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 16 << 20,
+            workspace_mb: 64,
+            max_artifacts: 32,
+            max_artifact_bytes: 16 << 20,
+        },
         network_enabled: false,
         egress: Default::default(),
         container_runtime: None,

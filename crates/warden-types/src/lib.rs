@@ -492,6 +492,31 @@ mod tests {
     }
 
     #[test]
+    fn mime_types_read_the_last_names_extension_case_blind() {
+        // Upper and mixed case read as lower case.
+        assert_eq!(mime_type("REPORT.JSON", b""), "application/json");
+        assert_eq!(mime_type("out/Page.Html", b""), "text/html");
+        assert_eq!(mime_type("photo.JPEG", &[0xff, 0xd8]), "image/jpeg");
+        // Only the last extension counts.
+        assert_eq!(mime_type("table.csv.zip", b""), "application/zip");
+        assert_eq!(
+            mime_type("logs.tar.gz", &[0x1f, 0x8b]),
+            "application/octet-stream"
+        );
+        // No extension: the content decides. A dot in a folder's name, a hidden file's
+        // leading dot and a trailing dot are not extensions.
+        for name in ["Makefile", "plot.png/data", "a/.png", ".PNG", "blob."] {
+            assert_eq!(mime_type(name, b"text"), "text/plain", "{name}");
+            assert_eq!(
+                mime_type(name, &[0xff, 0]),
+                "application/octet-stream",
+                "{name}"
+            );
+            assert_eq!(mime_type(name, b"\x89PNG\r\n\x1a\n"), "image/png", "{name}");
+        }
+    }
+
+    #[test]
     fn artifact_bytes_are_base64_in_json() {
         let a = Artifact {
             name: "a.txt".into(),

@@ -244,7 +244,9 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             None => println!(
                 "  --  {:<14} not used by any profile and no kubeconfig configured ({})",
                 "cluster",
-                warden_kube::backend::describe_kubeconfig(&settings.sandbox.kubernetes)
+                warden_kube::backend::describe_kubeconfig(
+                    settings.sandbox.kubernetes.kubeconfig.as_deref()
+                )
             ),
         }
         println!("runtimes:");

@@ -22,7 +22,7 @@ fn params() -> PodParams {
         network_enabled: false,
         runtime_class: None,
         uid: 200_123,
-        keepalive_command: warden_config::KubernetesOptions::default().keepalive_command,
+        keepalive_command: crate::backend::KubeSettings::default().keepalive_command,
         user_labels: BTreeMap::new(),
     }
 }
@@ -97,7 +97,7 @@ fn every_sandbox_pod_is_selected_by_the_deny_all_policy() {
 
 #[test]
 fn the_egress_policy_selects_only_egress_pods_and_blocks_metadata_and_cluster_ranges() {
-    let blocked = warden_config::KubernetesOptions::default().egress_blocked_cidrs;
+    let blocked = crate::backend::KubeSettings::default().egress_blocked_cidrs;
     let policy = egress_policy("ns", &blocked).spec.unwrap();
     let selector = policy.pod_selector.unwrap().match_labels.unwrap();
     let labels_of = |network| {
@@ -148,7 +148,7 @@ fn deploy() -> DeployParams {
 
 #[test]
 fn network_policies_snapshot() {
-    let blocked = warden_config::KubernetesOptions::default().egress_blocked_cidrs;
+    let blocked = crate::backend::KubeSettings::default().egress_blocked_cidrs;
     insta::assert_yaml_snapshot!("deny_all", deny_all_policy("warden-sandboxes"));
     insta::assert_yaml_snapshot!("egress", egress_policy("warden-sandboxes", &blocked));
 }
@@ -204,11 +204,4 @@ fn deployment_and_service_snapshot() {
     insta::assert_yaml_snapshot!("config_map", settings_config_map(&d));
     insta::assert_yaml_snapshot!("deployment", deployment(&d));
     insta::assert_yaml_snapshot!("service", service(&d));
-}
-
-#[test]
-fn the_deployed_settings_parse_and_select_the_kubernetes_backend() {
-    let s = warden_config::Settings::from_toml(&deploy().settings_toml, "configmap").unwrap();
-    assert_eq!(s.sandbox.backend, warden_config::BackendKind::Kubernetes);
-    assert_eq!(s.sandbox.kubernetes.namespace, "warden-sandboxes");
 }

@@ -60,7 +60,7 @@ impl LocalPod {
             std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
         }
         // The pod's keep-alive process, as its pid 1.
-        let keepalive = warden_config::KubernetesOptions::default().keepalive_command;
+        let keepalive = warden_kube::KubeSettings::default().keepalive_command;
         let mut keeper = std::process::Command::new("unshare")
             .args(["--pid", "--fork", "--kill-child", "setpriv"])
             .arg(format!("--reuid={uid}"))

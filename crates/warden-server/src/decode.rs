@@ -67,7 +67,7 @@ pub enum Decoded {
     },
     /// A sandbox to create (native or the compatibility route's).
     CreateSandbox(CreateBody),
-    /// An execution in a sandbox (native or the compatibility routes'), for `prepare_exec`.
+    /// An execution in a sandbox (native or the compatibility routes'), for `Sandboxes::start_exec`.
     SandboxExec {
         sandbox: Option<String>,
         request: SandboxExec,

@@ -1,11 +1,12 @@
 //! Warden's HTTP API (the start of `warden serve`): one-shot execution with a JSON result or an
-//! NDJSON event stream, health, JSON errors, a request body limit and bounded concurrency.
+//! NDJSON event stream, health, JSON errors, a request body limit; the engine's reports of
+//! executions recorded as metrics and traces (`observe.rs`).
 //!
-//! Invariants: handlers are thin — decode, one engine call, encode; every error is
-//! `{"error": {"code", "message"}}` with a fitting status and no 500 for bad input; more
-//! requests than execution slots wait in a bounded queue, past which the answer is 429 with
-//! Retry-After — never an unbounded pile-up; policy checks (CPU-bound parsing) run off the
-//! async threads.
+//! Invariants: handlers are thin — decode, one engine call ([`Engine::start`],
+//! [`Sandboxes::start_exec`], …), encode; admission (slots, queue, 429 with Retry-After),
+//! policies and the backend's check are the engine's; every error is
+//! `{"error": {"code", "message"}}` with the engine's code, a fitting status and no 500 for bad
+//! input.
 
 mod auth;
 mod compat;

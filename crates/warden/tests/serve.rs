@@ -655,3 +655,43 @@ fn a_cell_timeout_over_http_interrupts_and_keeps_the_context() {
     assert_eq!(json(&body)["text"], "1", "{body}");
     request(a, "DELETE", &format!("/v1/sandboxes/{id}"), b"");
 }
+
+/// `[server] max_sandboxes` raises the daemon's cap past the old fixed 64, and the cap still
+/// holds at its new value; `[server] max_concurrent` is the admission's bound (`/readyz`).
+#[test]
+fn the_settings_raise_the_live_sandbox_cap_past_64() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    let mut text = std::fs::read_to_string(common::settings()).unwrap();
+    text.push_str("\n[server]\nmax_sandboxes = 70\nmax_concurrent = 3\n");
+    std::fs::write(&settings, text).unwrap();
+    let server = common::serve_with(&settings);
+    let (status, body) = request(&server.addr, "GET", "/readyz", b"");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["free_slots"], 3, "{body}");
+    let mut ids = Vec::new();
+    for i in 0..70 {
+        let (status, body) = post(&server.addr, "/v1/sandboxes", &format!(r#"{{"name": "s{i}"}}"#));
+        assert_eq!(status, 201, "sandbox {i}: {body}");
+        ids.push(json(&body)["id"].as_str().unwrap().to_owned());
+    }
+    let (status, body) = post(&server.addr, "/v1/sandboxes", "{}");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(json(&body)["error"]["code"], "too_many_sandboxes");
+    assert!(body.contains("70 sandboxes are live"), "{body}");
+    // The 70th still runs code.
+    let (status, body) = post(
+        &server.addr,
+        &format!("/v1/sandboxes/{}/exec", ids[69]),
+        r#"{"code": "print(69)"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["stdout"], "69\n");
+    let (_, body) = request(&server.addr, "GET", "/v1/sandboxes", b"");
+    assert_eq!(json(&body)["count"], 70);
+    for id in &ids {
+        let (status, body) = request(&server.addr, "DELETE", &format!("/v1/sandboxes/{id}"), b"");
+        assert_eq!(status, 200, "{body}");
+    }
+}

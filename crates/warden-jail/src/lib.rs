@@ -24,6 +24,7 @@ pub mod seccomp;
 pub mod session;
 pub mod supervisor;
 mod sys;
+pub mod tables;
 pub mod workspace;
 
 pub use backend::{JailBackend, JailSandbox, JailSettings, NetSettings, Prestarted};

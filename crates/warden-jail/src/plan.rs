@@ -18,10 +18,9 @@ pub const CODE_DIR: &str = "/code";
 pub const SCRATCH_WORK: &str = "work";
 pub const SCRATCH_TMP: &str = "tmp";
 
-/// Host paths never mounted into a sandbox, whatever the settings say.
-pub const FORBIDDEN_HOST_PATHS: &[&str] = &[
-    "/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/",
-];
+/// Host paths never mounted into a sandbox, whatever the settings say: checked-in data with a
+/// reason per entry (`data/host_paths.toml`, see [`crate::tables`]).
+pub use crate::tables::FORBIDDEN_HOST_PATHS;
 
 /// The uid and gid the program has inside the sandbox, and the unprivileged host ids they map to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,24 +213,10 @@ pub fn check_host_path(path: &Path) -> Result<PathBuf, PlanError> {
     Ok(path)
 }
 
-/// Host files under /proc that are hidden from the sandbox's own procfs (as Docker and runc do).
-pub const MASKED_PROC_FILES: &[&str] = &[
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/sysrq-trigger",
-    "/proc/kallsyms",
-    "/proc/kmsg",
-    "/proc/config.gz",
-];
-pub const MASKED_PROC_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
-pub const READ_ONLY_PROC: &[&str] = &["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"];
-
-/// The device nodes a program gets; all else of /dev is absent.
-pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// Entries of the sandbox's own procfs that are hidden or made read-only (as Docker and runc
+/// do), and the device nodes a program gets (all else of /dev is absent): checked-in data with
+/// a reason per entry (`data/proc.toml`, `data/devices.toml`, see [`crate::tables`]).
+pub use crate::tables::{DEVICES, MASKED_PROC_DIRS, MASKED_PROC_FILES, READ_ONLY_PROC};
 
 /// What the caller decides: the program, its files and limits.
 #[derive(Debug, Clone)]
@@ -515,6 +500,90 @@ mod tests {
             .position(|m| matches!(m, MountOp::MaskFile { .. }))
             .unwrap();
         assert!(proc_at < mask_at);
+    }
+
+    /// What the plan refuses, masks and creates, spelled out: the data files
+    /// (`data/*.toml`) must keep the sandbox exactly this.
+    #[test]
+    fn the_plan_refuses_masks_and_creates_exactly_the_reviewed_entries() {
+        for forbidden in [
+            "/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/",
+        ] {
+            assert!(
+                matches!(
+                    check_host_path(Path::new(forbidden)),
+                    Err(PlanError::ForbiddenHostPath { .. })
+                ),
+                "{forbidden}"
+            );
+        }
+        for allowed in ["/usr", "/etc/ssl", "/rooted", "/opt/home", "/lib64"] {
+            assert_eq!(
+                check_host_path(Path::new(allowed)).unwrap(),
+                PathBuf::from(allowed)
+            );
+        }
+        let plan = JailPlan::build(input(&[])).unwrap();
+        let dests = |pick: fn(&MountOp) -> Option<&PathBuf>| -> Vec<String> {
+            plan.mounts
+                .iter()
+                .filter_map(pick)
+                .map(|p| p.display().to_string())
+                .collect()
+        };
+        let masked_files = dests(|m| match m {
+            MountOp::MaskFile { dest } => Some(dest),
+            _ => None,
+        });
+        assert_eq!(
+            masked_files,
+            [
+                "/proc/kcore",
+                "/proc/keys",
+                "/proc/latency_stats",
+                "/proc/timer_list",
+                "/proc/timer_stats",
+                "/proc/sched_debug",
+                "/proc/sysrq-trigger",
+                "/proc/kallsyms",
+                "/proc/kmsg",
+                "/proc/config.gz",
+            ]
+        );
+        let masked_dirs = dests(|m| match m {
+            MountOp::MaskDir { dest } => Some(dest),
+            _ => None,
+        });
+        assert_eq!(
+            masked_dirs,
+            ["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"]
+        );
+        let read_only = dests(|m| match m {
+            MountOp::ReadOnly { dest } => Some(dest),
+            _ => None,
+        });
+        assert_eq!(
+            read_only,
+            ["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"]
+        );
+        // The devices this host has, in the table's order, each bound from itself.
+        let expected: Vec<String> = ["null", "zero", "full", "random", "urandom", "tty"]
+            .iter()
+            .map(|d| format!("/dev/{d}"))
+            .filter(|p| Path::new(p).exists())
+            .collect();
+        let devices: Vec<String> = plan
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountOp::BindDevice { source, dest } => {
+                    assert_eq!(source, dest);
+                    Some(dest.display().to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(devices, expected);
     }
 
     #[test]

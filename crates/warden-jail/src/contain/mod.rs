@@ -238,15 +238,8 @@ fn apply_landlock(ctx: &mut Ctx<'_>) -> Result<(), String> {
     }
     landlock::restrict(
         ctx.plan.network.is_some(),
-        &["/workspace", "/tmp", "/dev/shm"],
-        &[
-            "/dev/null",
-            "/dev/zero",
-            "/dev/full",
-            "/dev/random",
-            "/dev/urandom",
-            "/dev/tty",
-        ],
+        crate::tables::LANDLOCK_WRITABLE,
+        crate::tables::LANDLOCK_DEVICES,
     )
     .map_err(|e| e.to_string())
 }

@@ -120,12 +120,12 @@ fn serve_with(
         );
     }
     // A networked sandbox: its link and firewall, torn down after the sandbox (below).
-    let mut network = match attach_network(&mut plan, &mut started) {
+    let mut network = match crate::link::attach_network(&mut plan, &mut started) {
         Ok(n) => n,
         Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
     };
     let mut before_go = || match network.as_mut() {
-        Some(n) => n.wait_firewall().map_err(network_error),
+        Some(n) => n.wait_firewall().map_err(crate::link::network_error),
         None => Ok(()),
     };
     let mut relay = |stream: Stream, chunk: &[u8]| {
@@ -141,43 +141,6 @@ fn serve_with(
     let code = finish(out, result, caller);
     drop(network);
     code
-}
-
-/// Gives a networked plan its link (the sandbox end into the sandbox's network namespace) and
-/// its resolver, and tells the sandbox's init how to configure its side.
-pub(crate) fn attach_network(
-    plan: &mut JailPlan,
-    started: &mut supervisor::Started,
-) -> Result<Option<warden_net::Attached>, JailError> {
-    let Some(network) = plan.network.as_mut() else {
-        return Ok(None);
-    };
-    let attached = warden_net::attach(
-        &network.request,
-        started.network_namespace_path()?,
-        std::path::Path::new(warden_net::RUN_DIR),
-        Box::new(warden_net::sys::RealSys),
-    )
-    .map_err(network_error)?;
-    network.interface = Some(attached.interface());
-    plan.mounts.push(crate::plan::MountOp::File {
-        dest: "/etc/resolv.conf".into(),
-        contents: attached.plan().resolv_conf(),
-        mode: 0o644,
-    });
-    Ok(Some(attached))
-}
-
-pub(crate) fn network_error(e: warden_net::HostError) -> JailError {
-    match e {
-        warden_net::HostError::Unavailable(_) | warden_net::HostError::Plan(_) => {
-            JailError::Refused(e.to_string())
-        }
-        _ => JailError::Setup {
-            step: "network".into(),
-            message: e.to_string(),
-        },
-    }
 }
 
 fn finish(

@@ -6,7 +6,8 @@
 //! is mounted; procfs is mounted before the old root goes away (the kernel only allows a new
 //! procfs while a fully visible one is in the namespace).
 
-use crate::plan::{JailPlan, MountOp, OUTPUT_DIR_NAME, SCRATCH_WORK};
+use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_WORK};
+use crate::plan::{JailPlan, MountOp};
 use crate::sys;
 use std::collections::HashSet;
 use std::io;

@@ -10,13 +10,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 use warden_types::Limits;
 
-/// Where the workspace, the code and the output folder live inside the sandbox.
-pub const WORKSPACE_DIR: &str = "/workspace";
-pub const OUTPUT_DIR_NAME: &str = "output";
-pub const CODE_DIR: &str = "/code";
-/// Inside the workspace tmpfs: the folder bound at /workspace and the one bound at /tmp.
-pub const SCRATCH_WORK: &str = "work";
-pub const SCRATCH_TMP: &str = "tmp";
+pub use crate::layout::{
+    CODE_DIR, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK, SESSION_REPLY_FD, WORKSPACE_DIR,
+};
 
 /// Host paths never mounted into a sandbox, whatever the settings say: checked-in data with a
 /// reason per entry (`data/host_paths.toml`, see [`crate::tables`]).
@@ -89,13 +85,7 @@ pub enum MountOp {
     },
 }
 
-/// The cgroup limits to apply; every field present must be applied or the run is refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CgroupPlan {
-    pub memory_bytes: u64,
-    pub max_pids: u64,
-    pub cpus: f64,
-}
+pub use crate::cgroup::CgroupPlan;
 
 /// Everything the helper needs to run one program in a fresh sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -156,9 +146,6 @@ pub struct JailNetwork {
     #[serde(default)]
     pub interface: Option<warden_net::Interface>,
 }
-
-/// The descriptor at which a session's program writes its replies.
-pub const SESSION_REPLY_FD: i32 = 3;
 
 /// Why a plan could not be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

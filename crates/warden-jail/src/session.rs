@@ -6,7 +6,7 @@
 //! Engine ⇄ helper: frames of [`crate::protocol`] — `Plan` first, then one `Exec` per cell;
 //! back come `Ready`, output chunks, one `Cell` result per cell, and `Result`/`Error` only when
 //! the session ends. Helper ⇄ driver: u32-length-prefixed JSON — requests on the program's
-//! stdin, replies on its descriptor 3 ([`crate::plan::SESSION_REPLY_FD`]); the program's stdout
+//! stdin, replies on its descriptor 3 ([`crate::layout::SESSION_REPLY_FD`]); the program's stdout
 //! and stderr are relayed as for any run.
 //!
 //! A session of a networked sandbox gets its link, firewall and resolver exactly as a one-shot
@@ -98,7 +98,7 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
     let mut network = None;
     let outcome = match (started, plan) {
         (Ok(mut started), Ok(mut plan)) => {
-            match crate::helper::attach_network(&mut plan, &mut started) {
+            match crate::link::attach_network(&mut plan, &mut started) {
                 Ok(attached) => {
                     network = attached;
                     run(started, &plan, input, reader, out, &mut network)
@@ -287,7 +287,7 @@ fn run<W: Write>(
         ctl_r,
         start,
     } = supervisor::launch(started, plan, &mut || match network.as_mut() {
-        Some(n) => n.wait_firewall().map_err(crate::helper::network_error),
+        Some(n) => n.wait_firewall().map_err(crate::link::network_error),
         None => Ok(()),
     })?;
     // Init hands the workspace over during its setup, or closes the socket by dying.

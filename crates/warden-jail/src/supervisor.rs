@@ -1058,7 +1058,7 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
     // suspended until this child execs or exits, so nothing else touches it meanwhile.
     let spawn = unsafe { &mut *arg.cast::<ProgramSpawn<'_>>() };
     let exec = spawn.exec;
-    let targets = [0, 1, 2, crate::plan::SESSION_REPLY_FD];
+    let targets = [0, 1, 2, crate::layout::SESSION_REPLY_FD];
     // SAFETY: raw system calls on descriptors and on C strings prepared before the clone.
     unsafe {
         let mut ok = true;

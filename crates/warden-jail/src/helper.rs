@@ -78,7 +78,7 @@ pub(crate) fn serve_forked(
 ) -> i32 {
     serve_with(
         || {
-            supervisor::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
+            crate::init::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
                 .ok_or(HelperFailure::NoPlan)
         },
         out,

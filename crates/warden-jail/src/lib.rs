@@ -5,7 +5,7 @@
 //!
 //! The path of one run: the engine's [`JailBackend`] builds a [`JailPlan`] and starts the
 //! helper (this binary re-executed in helper mode, single-threaded) with the plan on stdin;
-//! [`helper::main`] runs [`supervisor::run`], which clones the sandbox's init; init runs the
+//! [`helper::main`] runs [`supervisor::run`], which clones the sandbox's init (`init.rs`); init runs the
 //! containment [`contain::STEPS`] in order and starts the program; the supervisor relays its
 //! output as [`protocol`] frames and ends with the result.
 
@@ -16,6 +16,7 @@ mod client;
 pub mod contain;
 pub mod context;
 pub mod helper;
+mod init;
 pub mod layout;
 mod link;
 pub mod mounts;

@@ -400,6 +400,38 @@ impl JailPlan {
     }
 }
 
+/// A plan for unit tests elsewhere in the crate: `argv` with small limits, no host paths.
+#[cfg(test)]
+pub(crate) fn sample(argv: &[&str]) -> JailPlan {
+    JailPlan::build(PlanInput {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        code: String::new(),
+        code_file_name: "main.sh".into(),
+        stdin: vec![],
+        limits: Limits {
+            timeout: std::time::Duration::from_secs(1),
+            memory_mb: 64,
+            max_pids: 16,
+            cpus: 1.0,
+            max_output_bytes: 1024,
+            max_file_size_bytes: 1024,
+            workspace_mb: 16,
+            max_artifacts: 1,
+            max_artifact_bytes: 1024,
+        },
+        host_paths: &[],
+        ids: IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        extra_env: vec![("K".into(), "v=w".into())],
+        shared_workspace_fd: None,
+    })
+    .expect("a valid plan")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,11 @@ pub struct JailBackend {
     forked: std::sync::Mutex<Vec<libc::pid_t>>,
     /// A helper forked early by the caller, already creating its sandbox.
     prestarted: std::sync::Mutex<Option<Prestarted>>,
+    /// The network request `check` computed (and found enforceable) for a networked plan,
+    /// taken by the `exec` of a plan with the same egress rules (the engine checks a plan
+    /// before it runs it), so that a request's network is computed once. Offline plans never
+    /// touch it.
+    checked_network: std::sync::Mutex<Option<warden_net::NetRequest>>,
 }
 
 impl JailBackend {
@@ -40,6 +45,7 @@ impl JailBackend {
             hierarchy: Hierarchy::detect().map_err(|e| format!("cannot read cgroup layout: {e}")),
             forked: std::sync::Mutex::new(Vec::new()),
             prestarted: std::sync::Mutex::new(None),
+            checked_network: std::sync::Mutex::new(None),
         }
     }
 
@@ -49,8 +55,23 @@ impl JailBackend {
         self
     }
 
-    /// Builds the helper's plan for an engine plan.
+    /// What a networked plan asks of the host (`None` offline): the request `check` made for
+    /// the same rules, else computed here.
+    fn network_for(&self, plan: &ExecPlan) -> Result<Option<warden_net::NetRequest>, BackendError> {
+        if !plan.network_enabled {
+            return Ok(None);
+        }
+        let checked = self.checked_network.lock().expect("not poisoned").take();
+        match checked {
+            Some(request) if request.egress == plan.egress => Ok(Some(request)),
+            _ => net_request(&self.settings.network, plan.network_enabled, &plan.egress),
+        }
+    }
+
+    /// Builds the helper's plan for an engine plan, its network included: final before any
+    /// side effect.
     pub fn plan(&self, plan: &ExecPlan) -> Result<JailPlan, BackendError> {
+        let network = self.network_for(plan)?;
         let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
         let mut argv = plan.command.clone();
         argv.push(code_file.display().to_string());
@@ -65,18 +86,9 @@ impl JailBackend {
             ids: self.settings.ids,
             extra_env: vec![],
             shared_workspace_fd: None,
+            network,
         })
         .map_err(|e| BackendError::Refused(e.to_string()))
-        .and_then(|mut jail_plan| {
-            jail_plan.network =
-                net_request(&self.settings.network, plan.network_enabled, &plan.egress)?.map(
-                    |request| crate::plan::JailNetwork {
-                        request,
-                        interface: None,
-                    },
-                );
-            Ok(jail_plan)
-        })
     }
 }
 
@@ -116,6 +128,7 @@ impl Backend for JailBackend {
         {
             warden_net::check(&request)
                 .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
+            *self.checked_network.lock().expect("not poisoned") = Some(request);
         }
         if let Some(runtime) = &plan.container_runtime {
             return Err(BackendError::Refused(format!(
@@ -266,5 +279,115 @@ impl JailBackend {
         // SAFETY: waitpid with WNOHANG on our own children.
         forked
             .retain(|&pid| unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend() -> JailBackend {
+        let network = crate::settings::NetSettings {
+            upstream_dns: Some("192.0.2.53:53".parse().unwrap()),
+            ..Default::default()
+        };
+        JailBackend::new(JailSettings {
+            host_paths: vec![],
+            fast_cgroup_attach: false,
+            ids: crate::plan::IdMap {
+                inside_uid: 1000,
+                inside_gid: 1000,
+                host_uid: 65534,
+                host_gid: 65534,
+            },
+            helper_exe: "/nonexistent".into(),
+            fork_when_single_threaded: false,
+            wait_for_teardown: false,
+            network,
+        })
+    }
+
+    fn exec_plan(network_enabled: bool, deny: &[&str]) -> ExecPlan {
+        ExecPlan {
+            profile: "p".into(),
+            language: serde_json::from_value(serde_json::json!("python")).unwrap(),
+            command: vec!["python3".into()],
+            file_name: "main.py".into(),
+            code: "print(1)".into(),
+            args: vec![],
+            stdin: vec![],
+            limits: warden_types::Limits {
+                timeout: Duration::from_secs(1),
+                memory_mb: 64,
+                max_pids: 16,
+                cpus: 1.0,
+                max_output_bytes: 1024,
+                max_file_size_bytes: 1024,
+                workspace_mb: 16,
+                max_artifacts: 1,
+                max_artifact_bytes: 1024,
+            },
+            network_enabled,
+            egress: warden_types::egress::EgressPolicy {
+                deny_cidrs: deny.iter().map(|c| c.parse().unwrap()).collect(),
+                ..Default::default()
+            },
+            image: None,
+            container_runtime: None,
+        }
+    }
+
+    fn upstream(plan: &JailPlan) -> Option<std::net::SocketAddr> {
+        plan.network.as_ref().map(|n| n.request.upstream_dns)
+    }
+
+    #[test]
+    fn the_plan_holds_its_network_and_its_resolv_conf_when_built() {
+        let b = backend();
+        let offline = b.plan(&exec_plan(false, &[])).unwrap();
+        assert_eq!(offline.network, None);
+        assert!(
+            !offline
+                .mounts
+                .iter()
+                .any(|m| matches!(m, crate::plan::MountOp::ResolvConf { .. }))
+        );
+        let online = b.plan(&exec_plan(true, &[])).unwrap();
+        assert_eq!(upstream(&online), Some("192.0.2.53:53".parse().unwrap()));
+        assert_eq!(
+            online.mounts.last(),
+            Some(&crate::plan::MountOp::ResolvConf {
+                dest: "/etc/resolv.conf".into()
+            })
+        );
+    }
+
+    #[test]
+    fn the_request_check_made_is_the_one_exec_runs_with() {
+        let b = backend();
+        let mut checked = net_request(&b.settings.network, true, &exec_plan(true, &[]).egress)
+            .unwrap()
+            .unwrap();
+        // Another upstream than the settings', to tell the checked request from a fresh one.
+        checked.upstream_dns = "192.0.2.99:53".parse().unwrap();
+        let put = |r: &warden_net::NetRequest| {
+            *b.checked_network.lock().unwrap() = Some(r.clone());
+        };
+        put(&checked);
+        // An offline plan leaves it alone.
+        assert_eq!(b.plan(&exec_plan(false, &[])).unwrap().network, None);
+        let plan = b.plan(&exec_plan(true, &[])).unwrap();
+        assert_eq!(upstream(&plan), Some("192.0.2.99:53".parse().unwrap()));
+        // Taken: the next plan computes its own.
+        let plan = b.plan(&exec_plan(true, &[])).unwrap();
+        assert_eq!(upstream(&plan), Some("192.0.2.53:53".parse().unwrap()));
+        // Other rules than the checked ones: computed for this plan.
+        put(&checked);
+        let plan = b.plan(&exec_plan(true, &["10.0.0.0/8"])).unwrap();
+        assert_eq!(upstream(&plan), Some("192.0.2.53:53".parse().unwrap()));
+        assert_eq!(
+            plan.network.unwrap().request.egress.deny_cidrs,
+            vec!["10.0.0.0/8".parse().unwrap()]
+        );
     }
 }

@@ -103,7 +103,7 @@ fn serve_with(
     let plan = plan.and_then(|raw| {
         serde_json::from_slice::<JailPlan>(&raw).map_err(HelperFailure::DecodePlan)
     });
-    let (mut started, mut plan) = match (started, plan) {
+    let (mut started, plan) = match (started, plan) {
         (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
         (_, Err(HelperFailure::NoPlan)) => return 0,
@@ -120,8 +120,9 @@ fn serve_with(
         );
     }
     // A networked sandbox: its link and firewall, torn down after the sandbox (below).
-    let mut network = match crate::link::attach_network(&mut plan, &mut started) {
-        Ok(n) => n,
+    let (mut network, attachment) = match crate::link::attach_network(&plan, &mut started) {
+        Ok(Some((attached, attachment))) => (Some(attached), Some(attachment)),
+        Ok(None) => (None, None),
         Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
     };
     let mut before_go = || match network.as_mut() {
@@ -136,8 +137,14 @@ fn serve_with(
         // A reader that went away is noticed at the final frame.
         let _ = write_frame(out, tag, chunk);
     };
-    let result = supervisor::run_with(started, &plan, &mut relay, &mut before_go)
-        .map_err(HelperFailure::Jail);
+    let result = supervisor::run_with(
+        started,
+        &plan,
+        attachment.as_ref(),
+        &mut relay,
+        &mut before_go,
+    )
+    .map_err(HelperFailure::Jail);
     let code = finish(out, result, caller);
     drop(network);
     code

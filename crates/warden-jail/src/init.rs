@@ -11,7 +11,7 @@
 //! on data prepared before the clone; init dies with its supervisor (parent-death signal).
 
 use crate::contain::{self, Ctx};
-use crate::plan::JailPlan;
+use crate::plan::{InitInput, JailPlan};
 use crate::seccomp;
 use crate::sys;
 use std::io;
@@ -82,8 +82,8 @@ fn step_failed(status_fd: RawFd, step: &str, message: &str) -> ! {
     unsafe { libc::_exit(126) }
 }
 
-/// Init's plan, from its supervisor (see [`receive_plan`]).
-fn read_plan(plan_r: BorrowedFd<'_>, bell: BorrowedFd<'_>) -> Option<JailPlan> {
+/// Init's plan and network attachment, from its supervisor (see [`receive_plan`]).
+fn read_plan(plan_r: BorrowedFd<'_>, bell: BorrowedFd<'_>) -> Option<InitInput> {
     let raw = receive_plan(plan_r, bell, usize::MAX)?;
     serde_json::from_slice(&raw).ok()
 }
@@ -193,7 +193,7 @@ pub(crate) fn sandbox_init(
     }
     let plan = read_plan(plan_r.as_fd(), plan_bell.as_fd());
     drop(plan_bell);
-    let Some(plan) = plan else {
+    let Some(InitInput { plan, network }) = plan else {
         // SAFETY: _exit ends the process without running destructors of the copied state.
         unsafe { libc::_exit(126) };
     };
@@ -202,6 +202,7 @@ pub(crate) fn sandbox_init(
     let filters = plan.seccomp.then(seccomp::filters);
     let mut ctx = Ctx {
         plan,
+        network: network.as_ref(),
         filters: filters.as_ref(),
         workspace_socket,
         go,

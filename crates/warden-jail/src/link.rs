@@ -7,16 +7,17 @@
 //! never runs it on the host's network; the link lives as long as the returned
 //! `warden_net::Attached` (torn down after the sandbox).
 
-use crate::plan::JailPlan;
+use crate::plan::{JailPlan, NetAttachment};
 use crate::supervisor::{self, JailError};
 
 /// Gives a networked plan its link (the sandbox end into the sandbox's network namespace) and
-/// its resolver, and tells the sandbox's init how to configure its side.
+/// its resolver; returns them with what the sandbox's init needs of them (how to configure its
+/// side, the resolv.conf the plan places). The plan itself is not changed.
 pub(crate) fn attach_network(
-    plan: &mut JailPlan,
+    plan: &JailPlan,
     started: &mut supervisor::Started,
-) -> Result<Option<warden_net::Attached>, JailError> {
-    let Some(network) = plan.network.as_mut() else {
+) -> Result<Option<(warden_net::Attached, NetAttachment)>, JailError> {
+    let Some(network) = plan.network.as_ref() else {
         return Ok(None);
     };
     let attached = warden_net::attach(
@@ -26,13 +27,11 @@ pub(crate) fn attach_network(
         Box::new(warden_net::sys::RealSys),
     )
     .map_err(network_error)?;
-    network.interface = Some(attached.interface());
-    plan.mounts.push(crate::plan::MountOp::File {
-        dest: "/etc/resolv.conf".into(),
-        contents: attached.plan().resolv_conf(),
-        mode: 0o644,
-    });
-    Ok(Some(attached))
+    let attachment = NetAttachment {
+        interface: attached.interface(),
+        resolv_conf: attached.plan().resolv_conf(),
+    };
+    Ok(Some((attached, attachment)))
 }
 
 pub(crate) fn network_error(e: warden_net::HostError) -> JailError {

@@ -2,7 +2,8 @@
 //! effect (bubblewrap's SetupOp list, ripgrep's HiArgs).
 //!
 //! Invariants: a `JailPlan` is complete and checked when built — the helper never consults
-//! settings; mount destinations are absolute paths inside the sandbox without `..`; the root
+//! settings, nor changes it (what only the helper learns, a networked sandbox's link, travels
+//! beside it as a [`NetAttachment`] into the mount the plan already holds); mount destinations are absolute paths inside the sandbox without `..`; the root
 //! is read-only and built only from the listed host paths; the host's /proc, /sys, /root, /home
 //! and /var are never a source.
 
@@ -83,6 +84,12 @@ pub enum MountOp {
     ReadOnly {
         dest: PathBuf,
     },
+    /// A networked sandbox's resolv.conf (mode 0644), written into the root like `File`; its
+    /// contents name the resolver on the host end of the sandbox's link, known only once the
+    /// helper has leased the link's slot, and come with the [`NetAttachment`].
+    ResolvConf {
+        dest: PathBuf,
+    },
 }
 
 pub use crate::cgroup::CgroupPlan;
@@ -138,13 +145,36 @@ pub struct JailPlan {
     pub session: bool,
 }
 
-/// A networked sandbox's part of the plan: what it may reach, and (filled in by the helper
-/// once its link exists) how its init configures its side.
+/// A networked sandbox's part of the plan: what it may reach.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JailNetwork {
     pub request: warden_net::NetRequest,
-    #[serde(default)]
-    pub interface: Option<warden_net::Interface>,
+}
+
+/// Where a networked sandbox's resolv.conf is (a [`MountOp::ResolvConf`]).
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// What the helper learns once a networked sandbox's link exists (its leased slot), passed to
+/// init beside the plan, which stays as built: how init configures its side of the link, and
+/// the contents of the planned [`MountOp::ResolvConf`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetAttachment {
+    pub interface: warden_net::Interface,
+    pub resolv_conf: String,
+}
+
+/// What the supervisor sends init: the plan and, for a networked sandbox, its attachment.
+#[derive(Debug, Serialize)]
+pub struct ToInit<'a> {
+    pub plan: &'a JailPlan,
+    pub network: Option<&'a NetAttachment>,
+}
+
+/// [`ToInit`], as init decodes it.
+#[derive(Debug, Deserialize)]
+pub struct InitInput {
+    pub plan: JailPlan,
+    pub network: Option<NetAttachment>,
 }
 
 /// Why a plan could not be built.
@@ -218,6 +248,8 @@ pub struct PlanInput<'a> {
     pub extra_env: Vec<(String, String)>,
     /// See [`JailPlan::shared_workspace_fd`].
     pub shared_workspace_fd: Option<i32>,
+    /// A networked sandbox (`network_enabled`): what it may reach; `None` keeps it offline.
+    pub network: Option<warden_net::NetRequest>,
 }
 
 impl JailPlan {
@@ -346,6 +378,12 @@ impl JailPlan {
             dest: CODE_DIR.into(),
             mode: 0o755,
         });
+        // A networked sandbox asks Warden's resolver on the host end of its link.
+        if input.network.is_some() {
+            mounts.push(MountOp::ResolvConf {
+                dest: RESOLV_CONF.into(),
+            });
+        }
         let mut env = vec![
             (
                 "PATH".to_owned(),
@@ -394,7 +432,7 @@ impl JailPlan {
             cgroups: None,
             shared_workspace_fd: input.shared_workspace_fd,
             known_outputs: Vec::new(),
-            network: None,
+            network: input.network.map(|request| JailNetwork { request }),
             session: false,
         })
     }
@@ -428,6 +466,7 @@ pub(crate) fn sample(argv: &[&str]) -> JailPlan {
         },
         extra_env: vec![("K".into(), "v=w".into())],
         shared_workspace_fd: None,
+        network: None,
     })
     .expect("a valid plan")
 }
@@ -467,6 +506,7 @@ mod tests {
             },
             extra_env: vec![],
             shared_workspace_fd: None,
+            network: None,
         }
     }
 

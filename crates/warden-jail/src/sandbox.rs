@@ -147,18 +147,12 @@ impl JailSandbox {
             ids: b.ids,
             extra_env: vec![("WARDEN_RESULT_BUDGET".into(), budget.to_string())],
             shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+            // A networked sandbox's interpreter has the sandbox's egress, by the same rules.
+            network: self.network.clone(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         plan.session = true;
         plan.fast_cgroup_attach = b.fast_cgroup_attach;
-        // A networked sandbox's interpreter has the sandbox's egress, by the same rules.
-        plan.network = self
-            .network
-            .clone()
-            .map(|request| crate::plan::JailNetwork {
-                request,
-                interface: None,
-            });
         plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
         Ok(plan)
     }
@@ -221,16 +215,10 @@ impl BackendSandbox for JailSandbox {
             ids: b.ids,
             extra_env: vec![],
             shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+            network: self.network.clone(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
-        jail_plan.network = self
-            .network
-            .clone()
-            .map(|request| crate::plan::JailNetwork {
-                request,
-                interface: None,
-            });
         jail_plan.known_outputs = {
             let workspace = workspace.clone();
             blocking(move || Ok(workspace.output_stamps())).await?

@@ -21,7 +21,7 @@
 //! engine closes the helper's stdin, when the program exits, or on any error.
 
 use crate::artifacts::{self, FileStamp};
-use crate::plan::JailPlan;
+use crate::plan::{JailPlan, NetAttachment};
 use crate::protocol::{self, HelperError, Tag, write_frame};
 use crate::supervisor::{self, JailError, Launched, Teardown};
 use crate::sys;
@@ -97,15 +97,27 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
     // removed after the sandbox (below).
     let mut network = None;
     let outcome = match (started, plan) {
-        (Ok(mut started), Ok(mut plan)) => {
-            match crate::link::attach_network(&mut plan, &mut started) {
-                Ok(attached) => {
-                    network = attached;
-                    run(started, &plan, input, reader, out, &mut network)
-                }
-                Err(e) => Err(SessionError::Jail(e)),
+        (Ok(mut started), Ok(plan)) => match crate::link::attach_network(&plan, &mut started) {
+            Ok(attached) => {
+                let attachment = match attached {
+                    Some((link, attachment)) => {
+                        network = Some(link);
+                        Some(attachment)
+                    }
+                    None => None,
+                };
+                run(
+                    started,
+                    &plan,
+                    attachment.as_ref(),
+                    input,
+                    reader,
+                    out,
+                    &mut network,
+                )
             }
-        }
+            Err(e) => Err(SessionError::Jail(e)),
+        },
         (Err(e), _) => Err(SessionError::Jail(e)),
         (_, Err(e)) => Err(e),
     };
@@ -269,6 +281,7 @@ struct Session<'a, W: Write> {
 fn run<W: Write>(
     started: supervisor::Started,
     plan: &JailPlan,
+    attachment: Option<&NetAttachment>,
     input: OwnedFd,
     input_reader: FrameReader,
     out: &mut W,
@@ -286,7 +299,7 @@ fn run<W: Write>(
         ws_parent,
         ctl_r,
         start,
-    } = supervisor::launch(started, plan, &mut || match network.as_mut() {
+    } = supervisor::launch(started, plan, attachment, &mut || match network.as_mut() {
         Some(n) => n.wait_firewall().map_err(crate::link::network_error),
         None => Ok(()),
     })?;

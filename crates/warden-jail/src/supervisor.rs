@@ -12,7 +12,7 @@ use crate::artifacts;
 use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
 use crate::init::{self, Report};
 use crate::netns::NetnsMaker;
-use crate::plan::JailPlan;
+use crate::plan::{JailPlan, NetAttachment, ToInit};
 use crate::sys;
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -227,12 +227,16 @@ pub(crate) struct Launched {
 /// Maps the ids, sends init its plan, applies the cgroup limits, moves init into the cgroup
 /// and sends the go byte (fail closed: a limit that cannot be applied ends the sandbox).
 ///
+/// `network`: a networked sandbox's attachment (see [`NetAttachment`]), sent to init with its
+/// plan, which stays as built.
+///
 /// `before_go` is called once the sandbox is in its cgroup and just before its program may
 /// start (a networked sandbox waits for its firewall there); an error ends the sandbox before
 /// the program runs.
 pub(crate) fn launch(
     started: Started,
     plan: &JailPlan,
+    network: Option<&NetAttachment>,
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
 ) -> Result<Launched, JailError> {
     let trace = |what: &str| {
@@ -264,7 +268,7 @@ pub(crate) fn launch(
     trace("ids mapped");
     // Init builds its sandbox from the plan while the cgroup gets its limits and init is moved
     // into it; init starts the program only after the go byte, which follows both.
-    let encoded = serde_json::to_vec(plan).map_err(|e| JailError::Os {
+    let encoded = serde_json::to_vec(&ToInit { plan, network }).map_err(|e| JailError::Os {
         op: "encode plan",
         source: io::Error::other(e),
     })?;
@@ -392,13 +396,15 @@ pub fn run(
     plan: &JailPlan,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<(ExecResult, Teardown), JailError> {
-    run_with(started, plan, on_output, &mut || Ok(()))
+    run_with(started, plan, None, on_output, &mut || Ok(()))
 }
 
-/// [`run`], with `before_go` (see [`launch`]).
+/// [`run`], for a networked sandbox with its link's `network` attachment, and with
+/// `before_go` (see [`launch`]).
 pub fn run_with(
     started: Started,
     plan: &JailPlan,
+    network: Option<&NetAttachment>,
     on_output: &mut dyn FnMut(Stream, &[u8]),
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
 ) -> Result<(ExecResult, Teardown), JailError> {
@@ -422,7 +428,7 @@ pub fn run_with(
         ws_parent,
         ctl_r,
         start,
-    } = launch(started, plan, before_go)?;
+    } = launch(started, plan, network, before_go)?;
     drop(ctl_r);
 
     let relay = relay_output(

@@ -7,7 +7,7 @@
 //! are capped, and the size is checked before reading (a sparse 5 GB file costs nothing);
 //! names that are not UTF-8 are skipped with a reason rather than mangled.
 
-use crate::plan::{OUTPUT_DIR_NAME, SCRATCH_WORK};
+use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_WORK};
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -6,11 +6,18 @@
 //! processes are gone. The filesystem root is a parameter, so the layout is tested on a
 //! temporary folder.
 
-use crate::plan::CgroupPlan;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The cgroup limits to apply (a part of the plan); every field present must be applied or the run is refused.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CgroupPlan {
+    pub memory_bytes: u64,
+    pub max_pids: u64,
+    pub cpus: f64,
+}
 
 /// The name of Warden's parent cgroup under the helper's own cgroup.
 pub const PARENT: &str = "warden";

@@ -7,7 +7,7 @@
 //! killed, never waited on forever; dropping a context kills its helper (whose death kills the
 //! sandbox), and [`JailContext::close`] ends it cleanly (the helper removes its cgroup).
 
-use crate::backend::{OutputEvents, helper_command, helper_error, read_frame};
+use crate::client::{OutputEvents, helper_command, helper_error, read_frame};
 use crate::plan::JailPlan;
 use crate::protocol::{Tag, write_frame};
 use crate::session::{CellRequest, Ready};

@@ -78,7 +78,7 @@ pub(crate) fn serve_forked(
 ) -> i32 {
     serve_with(
         || {
-            supervisor::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
+            crate::init::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
                 .ok_or(HelperFailure::NoPlan)
         },
         out,
@@ -103,7 +103,7 @@ fn serve_with(
     let plan = plan.and_then(|raw| {
         serde_json::from_slice::<JailPlan>(&raw).map_err(HelperFailure::DecodePlan)
     });
-    let (mut started, mut plan) = match (started, plan) {
+    let (mut started, plan) = match (started, plan) {
         (Ok(s), Ok(p)) => (s, p),
         // A caller that went away without a plan (it refused the request itself) gets no frame.
         (_, Err(HelperFailure::NoPlan)) => return 0,
@@ -120,12 +120,13 @@ fn serve_with(
         );
     }
     // A networked sandbox: its link and firewall, torn down after the sandbox (below).
-    let mut network = match attach_network(&mut plan, &mut started) {
-        Ok(n) => n,
+    let (mut network, attachment) = match crate::link::attach_network(&plan, &mut started) {
+        Ok(Some((attached, attachment))) => (Some(attached), Some(attachment)),
+        Ok(None) => (None, None),
         Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
     };
     let mut before_go = || match network.as_mut() {
-        Some(n) => n.wait_firewall().map_err(network_error),
+        Some(n) => n.wait_firewall().map_err(crate::link::network_error),
         None => Ok(()),
     };
     let mut relay = |stream: Stream, chunk: &[u8]| {
@@ -136,48 +137,17 @@ fn serve_with(
         // A reader that went away is noticed at the final frame.
         let _ = write_frame(out, tag, chunk);
     };
-    let result = supervisor::run_with(started, &plan, &mut relay, &mut before_go)
-        .map_err(HelperFailure::Jail);
+    let result = supervisor::run_with(
+        started,
+        &plan,
+        attachment.as_ref(),
+        &mut relay,
+        &mut before_go,
+    )
+    .map_err(HelperFailure::Jail);
     let code = finish(out, result, caller);
     drop(network);
     code
-}
-
-/// Gives a networked plan its link (the sandbox end into the sandbox's network namespace) and
-/// its resolver, and tells the sandbox's init how to configure its side.
-pub(crate) fn attach_network(
-    plan: &mut JailPlan,
-    started: &mut supervisor::Started,
-) -> Result<Option<warden_net::Attached>, JailError> {
-    let Some(network) = plan.network.as_mut() else {
-        return Ok(None);
-    };
-    let attached = warden_net::attach(
-        &network.request,
-        started.network_namespace_path()?,
-        std::path::Path::new(warden_net::RUN_DIR),
-        Box::new(warden_net::sys::RealSys),
-    )
-    .map_err(network_error)?;
-    network.interface = Some(attached.interface());
-    plan.mounts.push(crate::plan::MountOp::File {
-        dest: "/etc/resolv.conf".into(),
-        contents: attached.plan().resolv_conf(),
-        mode: 0o644,
-    });
-    Ok(Some(attached))
-}
-
-pub(crate) fn network_error(e: warden_net::HostError) -> JailError {
-    match e {
-        warden_net::HostError::Unavailable(_) | warden_net::HostError::Plan(_) => {
-            JailError::Refused(e.to_string())
-        }
-        _ => JailError::Setup {
-            step: "network".into(),
-            message: e.to_string(),
-        },
-    }
 }
 
 fn finish(

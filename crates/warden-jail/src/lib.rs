@@ -5,29 +5,41 @@
 //!
 //! The path of one run: the engine's [`JailBackend`] builds a [`JailPlan`] and starts the
 //! helper (this binary re-executed in helper mode, single-threaded) with the plan on stdin;
-//! [`helper::main`] runs [`supervisor::run`], which clones the sandbox's init; init runs the
+//! [`helper::main`] runs [`supervisor::run`], which clones the sandbox's init (`init.rs`); init runs the
 //! containment [`contain::STEPS`] in order and starts the program; the supervisor relays its
 //! output as [`protocol`] frames and ends with the result.
 
 pub mod artifacts;
 pub mod backend;
 pub mod cgroup;
+mod client;
 pub mod contain;
 pub mod context;
 pub mod helper;
+mod init;
+pub mod layout;
+mod link;
 pub mod mounts;
 mod netns;
 pub mod plan;
+pub mod prestart;
 pub mod probe;
 pub mod protocol;
+pub mod sandbox;
 pub mod seccomp;
 pub mod session;
+pub mod settings;
 pub mod supervisor;
 mod sys;
+pub mod tables;
+mod utf8;
 pub mod workspace;
 
-pub use backend::{JailBackend, JailSandbox, JailSettings, NetSettings, Prestarted};
+pub use backend::JailBackend;
 pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};
+pub use prestart::Prestarted;
+pub use sandbox::JailSandbox;
+pub use settings::{JailSettings, NetSettings};
 
 /// Monotonic clock in milliseconds, comparable across processes: for `WARDEN_TRACE_TIMING`.
 pub fn monotonic_ms() -> f64 {

@@ -6,7 +6,8 @@
 //! is mounted; procfs is mounted before the old root goes away (the kernel only allows a new
 //! procfs while a fully visible one is in the namespace).
 
-use crate::plan::{JailPlan, MountOp, OUTPUT_DIR_NAME, SCRATCH_WORK};
+use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_WORK};
+use crate::plan::{JailPlan, MountOp, NetAttachment};
 use crate::sys;
 use std::collections::HashSet;
 use std::io;
@@ -134,6 +135,7 @@ pub fn build_root(
     sys: &mut dyn MountSys,
     staging: &Path,
     plan: &JailPlan,
+    network: Option<&NetAttachment>,
 ) -> Result<(), MountError> {
     let tmpfs = Some(Path::new("tmpfs"));
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
@@ -180,7 +182,7 @@ pub fn build_root(
         made: HashSet::from([root.clone()]),
     };
     for op in &plan.mounts {
-        prepare(sys, &mut dirs, &root, &scratch, op)?;
+        prepare(sys, &mut dirs, &root, &scratch, network, op)?;
     }
     let code = under(&root, &plan.code_path);
     dirs.parent_of(sys, &code)?;
@@ -262,6 +264,7 @@ fn prepare(
     dirs: &mut Dirs,
     root: &Path,
     scratch: &Path,
+    network: Option<&NetAttachment>,
     op: &MountOp,
 ) -> Result<(), MountError> {
     match op {
@@ -284,6 +287,19 @@ fn prepare(
             let path = under(root, dest);
             dirs.parent_of(sys, &path)?;
             sys.write_file(&path, contents.as_bytes(), *mode)
+                .map_err(at("write file", dest))
+        }
+        MountOp::ResolvConf { dest } => {
+            // Planned for a networked sandbox only, whose helper always attaches its link:
+            // without the attachment, no resolver to name, and the sandbox is not built.
+            let network = network.ok_or_else(|| MountError {
+                step: "write resolv.conf",
+                path: dest.clone(),
+                source: io::Error::other("the sandbox's network was not attached"),
+            })?;
+            let path = under(root, dest);
+            dirs.parent_of(sys, &path)?;
+            sys.write_file(&path, network.resolv_conf.as_bytes(), 0o644)
                 .map_err(at("write file", dest))
         }
         MountOp::Proc { dest } | MountOp::Tmpfs { dest, .. } => {
@@ -382,7 +398,8 @@ fn mount_on_top(
         MountOp::BindReadOnly { .. }
         | MountOp::Symlink { .. }
         | MountOp::Dir { .. }
-        | MountOp::File { .. } => Ok(()),
+        | MountOp::File { .. }
+        | MountOp::ResolvConf { .. } => Ok(()),
     }
 }
 
@@ -470,6 +487,10 @@ mod tests {
     use warden_types::Limits;
 
     fn plan() -> JailPlan {
+        plan_with(None)
+    }
+
+    fn plan_with(network: Option<warden_net::NetRequest>) -> JailPlan {
         let paths = vec![PathBuf::from("/usr"), PathBuf::from("/etc/ld.so.cache")];
         JailPlan::build(PlanInput {
             argv: vec!["python3".into(), "/code/main.py".into()],
@@ -496,8 +517,47 @@ mod tests {
             },
             extra_env: vec![],
             shared_workspace_fd: None,
+            network,
         })
         .unwrap()
+    }
+
+    fn networked_plan() -> JailPlan {
+        let request: warden_net::NetRequest = serde_json::from_value(serde_json::json!({
+            "egress": {}, "pool": "10.213.0.0/16", "upstream_dns": "192.0.2.53:53"
+        }))
+        .unwrap();
+        plan_with(Some(request))
+    }
+
+    #[test]
+    fn a_networked_sandbox_gets_the_resolv_conf_its_helper_attached() {
+        let p = networked_plan();
+        assert_eq!(
+            p.mounts.last(),
+            Some(&MountOp::ResolvConf {
+                dest: "/etc/resolv.conf".into()
+            })
+        );
+        let attachment = NetAttachment {
+            interface: serde_json::from_value(serde_json::json!({
+                "address": "10.213.0.2", "prefix": 30, "gateway": "10.213.0.1",
+                "address6": "fd00::2", "prefix6": 126, "gateway6": "fd00::1"
+            }))
+            .unwrap(),
+            resolv_conf: "nameserver 10.213.0.1\n".into(),
+        };
+        let mut sys = RecordingMountSys::default();
+        build_root(&mut sys, Path::new("/st"), &p, Some(&attachment)).unwrap();
+        let calls = sys.calls.join("\n");
+        assert!(
+            calls.contains("write /st/root/etc/resolv.conf 644 (22 bytes)"),
+            "{calls}"
+        );
+        // Without its attachment the sandbox is not built (fail closed).
+        let mut sys = RecordingMountSys::default();
+        let err = build_root(&mut sys, Path::new("/st"), &p, None).unwrap_err();
+        assert_eq!(err.step, "write resolv.conf");
     }
 
     #[test]
@@ -505,7 +565,7 @@ mod tests {
         let mut sys = RecordingMountSys::default();
         let mut p = plan();
         p.shared_workspace_fd = Some(3);
-        build_root(&mut sys, Path::new("/st"), &p).unwrap();
+        build_root(&mut sys, Path::new("/st"), &p, None).unwrap();
         let calls = sys.calls.join("\n");
         assert!(calls.contains("attach fd 3 -> /st/scratch"), "{calls}");
         assert!(!calls.contains("-> /st/scratch type=tmpfs"), "{calls}");
@@ -518,7 +578,7 @@ mod tests {
     #[test]
     fn host_binds_are_made_read_only_with_the_root_before_anything_writable() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan(), None).unwrap();
         let calls = &sys.calls;
         let pos = |needle: &str| {
             calls
@@ -553,7 +613,7 @@ mod tests {
     #[test]
     fn root_is_a_tmpfs_and_holds_the_read_only_code() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan(), None).unwrap();
         assert!(
             sys.calls[0].starts_with("mount tmpfs -> /st type=tmpfs"),
             "{}",
@@ -577,7 +637,7 @@ mod tests {
     #[test]
     fn workspace_tmpfs_is_capped_and_owned_by_the_sandbox_user() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan(), None).unwrap();
         let calls = sys.calls.join("\n");
         assert!(
             calls.contains(
@@ -598,7 +658,7 @@ mod tests {
     #[test]
     fn proc_is_fresh_and_sensitive_entries_are_masked() {
         let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/st"), &plan()).unwrap();
+        build_root(&mut sys, Path::new("/st"), &plan(), None).unwrap();
         let calls = sys.calls.join("\n");
         assert!(
             calls.contains("mount proc -> /st/root/proc type=proc"),

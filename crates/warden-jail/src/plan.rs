@@ -2,7 +2,8 @@
 //! effect (bubblewrap's SetupOp list, ripgrep's HiArgs).
 //!
 //! Invariants: a `JailPlan` is complete and checked when built — the helper never consults
-//! settings; mount destinations are absolute paths inside the sandbox without `..`; the root
+//! settings, nor changes it (what only the helper learns, a networked sandbox's link, travels
+//! beside it as a [`NetAttachment`] into the mount the plan already holds); mount destinations are absolute paths inside the sandbox without `..`; the root
 //! is read-only and built only from the listed host paths; the host's /proc, /sys, /root, /home
 //! and /var are never a source.
 
@@ -10,18 +11,13 @@ use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
 use warden_types::Limits;
 
-/// Where the workspace, the code and the output folder live inside the sandbox.
-pub const WORKSPACE_DIR: &str = "/workspace";
-pub const OUTPUT_DIR_NAME: &str = "output";
-pub const CODE_DIR: &str = "/code";
-/// Inside the workspace tmpfs: the folder bound at /workspace and the one bound at /tmp.
-pub const SCRATCH_WORK: &str = "work";
-pub const SCRATCH_TMP: &str = "tmp";
+pub use crate::layout::{
+    CODE_DIR, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK, SESSION_REPLY_FD, WORKSPACE_DIR,
+};
 
-/// Host paths never mounted into a sandbox, whatever the settings say.
-pub const FORBIDDEN_HOST_PATHS: &[&str] = &[
-    "/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/",
-];
+/// Host paths never mounted into a sandbox, whatever the settings say: checked-in data with a
+/// reason per entry (`data/host_paths.toml`, see [`crate::tables`]).
+pub use crate::tables::FORBIDDEN_HOST_PATHS;
 
 /// The uid and gid the program has inside the sandbox, and the unprivileged host ids they map to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,15 +84,15 @@ pub enum MountOp {
     ReadOnly {
         dest: PathBuf,
     },
+    /// A networked sandbox's resolv.conf (mode 0644), written into the root like `File`; its
+    /// contents name the resolver on the host end of the sandbox's link, known only once the
+    /// helper has leased the link's slot, and come with the [`NetAttachment`].
+    ResolvConf {
+        dest: PathBuf,
+    },
 }
 
-/// The cgroup limits to apply; every field present must be applied or the run is refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CgroupPlan {
-    pub memory_bytes: u64,
-    pub max_pids: u64,
-    pub cpus: f64,
-}
+pub use crate::cgroup::CgroupPlan;
 
 /// Everything the helper needs to run one program in a fresh sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -149,17 +145,37 @@ pub struct JailPlan {
     pub session: bool,
 }
 
-/// A networked sandbox's part of the plan: what it may reach, and (filled in by the helper
-/// once its link exists) how its init configures its side.
+/// A networked sandbox's part of the plan: what it may reach.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JailNetwork {
     pub request: warden_net::NetRequest,
-    #[serde(default)]
-    pub interface: Option<warden_net::Interface>,
 }
 
-/// The descriptor at which a session's program writes its replies.
-pub const SESSION_REPLY_FD: i32 = 3;
+/// Where a networked sandbox's resolv.conf is (a [`MountOp::ResolvConf`]).
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// What the helper learns once a networked sandbox's link exists (its leased slot), passed to
+/// init beside the plan, which stays as built: how init configures its side of the link, and
+/// the contents of the planned [`MountOp::ResolvConf`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetAttachment {
+    pub interface: warden_net::Interface,
+    pub resolv_conf: String,
+}
+
+/// What the supervisor sends init: the plan and, for a networked sandbox, its attachment.
+#[derive(Debug, Serialize)]
+pub struct ToInit<'a> {
+    pub plan: &'a JailPlan,
+    pub network: Option<&'a NetAttachment>,
+}
+
+/// [`ToInit`], as init decodes it.
+#[derive(Debug, Deserialize)]
+pub struct InitInput {
+    pub plan: JailPlan,
+    pub network: Option<NetAttachment>,
+}
 
 /// Why a plan could not be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -214,24 +230,10 @@ pub fn check_host_path(path: &Path) -> Result<PathBuf, PlanError> {
     Ok(path)
 }
 
-/// Host files under /proc that are hidden from the sandbox's own procfs (as Docker and runc do).
-pub const MASKED_PROC_FILES: &[&str] = &[
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/sysrq-trigger",
-    "/proc/kallsyms",
-    "/proc/kmsg",
-    "/proc/config.gz",
-];
-pub const MASKED_PROC_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
-pub const READ_ONLY_PROC: &[&str] = &["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"];
-
-/// The device nodes a program gets; all else of /dev is absent.
-pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+/// Entries of the sandbox's own procfs that are hidden or made read-only (as Docker and runc
+/// do), and the device nodes a program gets (all else of /dev is absent): checked-in data with
+/// a reason per entry (`data/proc.toml`, `data/devices.toml`, see [`crate::tables`]).
+pub use crate::tables::{DEVICES, MASKED_PROC_DIRS, MASKED_PROC_FILES, READ_ONLY_PROC};
 
 /// What the caller decides: the program, its files and limits.
 #[derive(Debug, Clone)]
@@ -246,6 +248,8 @@ pub struct PlanInput<'a> {
     pub extra_env: Vec<(String, String)>,
     /// See [`JailPlan::shared_workspace_fd`].
     pub shared_workspace_fd: Option<i32>,
+    /// A networked sandbox (`network_enabled`): what it may reach; `None` keeps it offline.
+    pub network: Option<warden_net::NetRequest>,
 }
 
 impl JailPlan {
@@ -374,6 +378,12 @@ impl JailPlan {
             dest: CODE_DIR.into(),
             mode: 0o755,
         });
+        // A networked sandbox asks Warden's resolver on the host end of its link.
+        if input.network.is_some() {
+            mounts.push(MountOp::ResolvConf {
+                dest: RESOLV_CONF.into(),
+            });
+        }
         let mut env = vec![
             (
                 "PATH".to_owned(),
@@ -422,10 +432,43 @@ impl JailPlan {
             cgroups: None,
             shared_workspace_fd: input.shared_workspace_fd,
             known_outputs: Vec::new(),
-            network: None,
+            network: input.network.map(|request| JailNetwork { request }),
             session: false,
         })
     }
+}
+
+/// A plan for unit tests elsewhere in the crate: `argv` with small limits, no host paths.
+#[cfg(test)]
+pub(crate) fn sample(argv: &[&str]) -> JailPlan {
+    JailPlan::build(PlanInput {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        code: String::new(),
+        code_file_name: "main.sh".into(),
+        stdin: vec![],
+        limits: Limits {
+            timeout: std::time::Duration::from_secs(1),
+            memory_mb: 64,
+            max_pids: 16,
+            cpus: 1.0,
+            max_output_bytes: 1024,
+            max_file_size_bytes: 1024,
+            workspace_mb: 16,
+            max_artifacts: 1,
+            max_artifact_bytes: 1024,
+        },
+        host_paths: &[],
+        ids: IdMap {
+            inside_uid: 1000,
+            inside_gid: 1000,
+            host_uid: 65534,
+            host_gid: 65534,
+        },
+        extra_env: vec![("K".into(), "v=w".into())],
+        shared_workspace_fd: None,
+        network: None,
+    })
+    .expect("a valid plan")
 }
 
 #[cfg(test)]
@@ -463,6 +506,7 @@ mod tests {
             },
             extra_env: vec![],
             shared_workspace_fd: None,
+            network: None,
         }
     }
 
@@ -515,6 +559,90 @@ mod tests {
             .position(|m| matches!(m, MountOp::MaskFile { .. }))
             .unwrap();
         assert!(proc_at < mask_at);
+    }
+
+    /// What the plan refuses, masks and creates, spelled out: the data files
+    /// (`data/*.toml`) must keep the sandbox exactly this.
+    #[test]
+    fn the_plan_refuses_masks_and_creates_exactly_the_reviewed_entries() {
+        for forbidden in [
+            "/root", "/home", "/var", "/proc", "/sys", "/run", "/boot", "/",
+        ] {
+            assert!(
+                matches!(
+                    check_host_path(Path::new(forbidden)),
+                    Err(PlanError::ForbiddenHostPath { .. })
+                ),
+                "{forbidden}"
+            );
+        }
+        for allowed in ["/usr", "/etc/ssl", "/rooted", "/opt/home", "/lib64"] {
+            assert_eq!(
+                check_host_path(Path::new(allowed)).unwrap(),
+                PathBuf::from(allowed)
+            );
+        }
+        let plan = JailPlan::build(input(&[])).unwrap();
+        let dests = |pick: fn(&MountOp) -> Option<&PathBuf>| -> Vec<String> {
+            plan.mounts
+                .iter()
+                .filter_map(pick)
+                .map(|p| p.display().to_string())
+                .collect()
+        };
+        let masked_files = dests(|m| match m {
+            MountOp::MaskFile { dest } => Some(dest),
+            _ => None,
+        });
+        assert_eq!(
+            masked_files,
+            [
+                "/proc/kcore",
+                "/proc/keys",
+                "/proc/latency_stats",
+                "/proc/timer_list",
+                "/proc/timer_stats",
+                "/proc/sched_debug",
+                "/proc/sysrq-trigger",
+                "/proc/kallsyms",
+                "/proc/kmsg",
+                "/proc/config.gz",
+            ]
+        );
+        let masked_dirs = dests(|m| match m {
+            MountOp::MaskDir { dest } => Some(dest),
+            _ => None,
+        });
+        assert_eq!(
+            masked_dirs,
+            ["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"]
+        );
+        let read_only = dests(|m| match m {
+            MountOp::ReadOnly { dest } => Some(dest),
+            _ => None,
+        });
+        assert_eq!(
+            read_only,
+            ["/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"]
+        );
+        // The devices this host has, in the table's order, each bound from itself.
+        let expected: Vec<String> = ["null", "zero", "full", "random", "urandom", "tty"]
+            .iter()
+            .map(|d| format!("/dev/{d}"))
+            .filter(|p| Path::new(p).exists())
+            .collect();
+        let devices: Vec<String> = plan
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountOp::BindDevice { source, dest } => {
+                    assert_eq!(source, dest);
+                    Some(dest.display().to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(devices, expected);
     }
 
     #[test]

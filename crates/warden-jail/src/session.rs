@@ -6,7 +6,7 @@
 //! Engine ⇄ helper: frames of [`crate::protocol`] — `Plan` first, then one `Exec` per cell;
 //! back come `Ready`, output chunks, one `Cell` result per cell, and `Result`/`Error` only when
 //! the session ends. Helper ⇄ driver: u32-length-prefixed JSON — requests on the program's
-//! stdin, replies on its descriptor 3 ([`crate::plan::SESSION_REPLY_FD`]); the program's stdout
+//! stdin, replies on its descriptor 3 ([`crate::layout::SESSION_REPLY_FD`]); the program's stdout
 //! and stderr are relayed as for any run.
 //!
 //! A session of a networked sandbox gets its link, firewall and resolver exactly as a one-shot
@@ -21,7 +21,7 @@
 //! engine closes the helper's stdin, when the program exits, or on any error.
 
 use crate::artifacts::{self, FileStamp};
-use crate::plan::JailPlan;
+use crate::plan::{JailPlan, NetAttachment};
 use crate::protocol::{self, HelperError, Tag, write_frame};
 use crate::supervisor::{self, JailError, Launched, Teardown};
 use crate::sys;
@@ -97,15 +97,27 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
     // removed after the sandbox (below).
     let mut network = None;
     let outcome = match (started, plan) {
-        (Ok(mut started), Ok(mut plan)) => {
-            match crate::helper::attach_network(&mut plan, &mut started) {
-                Ok(attached) => {
-                    network = attached;
-                    run(started, &plan, input, reader, out, &mut network)
-                }
-                Err(e) => Err(SessionError::Jail(e)),
+        (Ok(mut started), Ok(plan)) => match crate::link::attach_network(&plan, &mut started) {
+            Ok(attached) => {
+                let attachment = match attached {
+                    Some((link, attachment)) => {
+                        network = Some(link);
+                        Some(attachment)
+                    }
+                    None => None,
+                };
+                run(
+                    started,
+                    &plan,
+                    attachment.as_ref(),
+                    input,
+                    reader,
+                    out,
+                    &mut network,
+                )
             }
-        }
+            Err(e) => Err(SessionError::Jail(e)),
+        },
         (Err(e), _) => Err(SessionError::Jail(e)),
         (_, Err(e)) => Err(e),
     };
@@ -269,6 +281,7 @@ struct Session<'a, W: Write> {
 fn run<W: Write>(
     started: supervisor::Started,
     plan: &JailPlan,
+    attachment: Option<&NetAttachment>,
     input: OwnedFd,
     input_reader: FrameReader,
     out: &mut W,
@@ -286,8 +299,8 @@ fn run<W: Write>(
         ws_parent,
         ctl_r,
         start,
-    } = supervisor::launch(started, plan, &mut || match network.as_mut() {
-        Some(n) => n.wait_firewall().map_err(crate::helper::network_error),
+    } = supervisor::launch(started, plan, attachment, &mut || match network.as_mut() {
+        Some(n) => n.wait_firewall().map_err(crate::link::network_error),
         None => Ok(()),
     })?;
     // Init hands the workspace over during its setup, or closes the socket by dying.

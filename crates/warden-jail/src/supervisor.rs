@@ -1,6 +1,7 @@
-//! Runs one plan: creates the cgroup, clones the sandbox's init into fresh namespaces, maps its
-//! ids, feeds stdin, relays stdout and stderr as they come, enforces the wall timeout and the
-//! output cap, then collects artifacts and removes the cgroup.
+//! Runs one plan: creates the cgroup, clones the sandbox's init (its own side is
+//! [`crate::init`]) into fresh namespaces, maps its ids, feeds stdin, relays stdout and stderr
+//! as they come, enforces the wall timeout and the output cap, then collects artifacts and
+//! removes the cgroup.
 //!
 //! Invariants: runs in a single-threaded process (the helper), never in the daemon; the sandbox
 //! is killed by killing its init, which makes the kernel kill every process of its pid
@@ -9,15 +10,14 @@
 
 use crate::artifacts;
 use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
-use crate::contain::{self, Ctx};
+use crate::init::{self, Report};
 use crate::netns::NetnsMaker;
-use crate::plan::JailPlan;
-use crate::seccomp;
+use crate::plan::{JailPlan, NetAttachment, ToInit};
 use crate::sys;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::time::Instant;
 use warden_types::{ExecResult, Reason};
 
@@ -67,87 +67,6 @@ impl Drop for CgroupGuard {
     }
 }
 
-// Messages from the sandbox on the status pipe: tag byte, u32 length, payload.
-const MSG_STEP_FAILED: u8 = b'E';
-const MSG_EXEC_FAILED: u8 = b'C';
-const MSG_EXIT_STATUS: u8 = b'X';
-
-fn send_msg(fd: RawFd, tag: u8, payload: &[u8]) {
-    let mut msg = Vec::with_capacity(5 + payload.len());
-    msg.push(tag);
-    msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    msg.extend_from_slice(payload);
-    // SAFETY: `fd` is the status pipe's write end, open in this process.
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    let _ = sys::write_all(fd, &msg);
-}
-
-/// Init's end when a containment step failed: says which and why, then exits before the
-/// program could run.
-fn step_failed(status_fd: RawFd, step: &str, message: &str) -> ! {
-    send_msg(
-        status_fd,
-        MSG_STEP_FAILED,
-        format!("{step}\0{message}").as_bytes(),
-    );
-    // SAFETY: _exit ends the process without running destructors of the copied state.
-    unsafe { libc::_exit(126) }
-}
-
-/// Init's plan, from its supervisor (see [`receive_plan`]).
-fn read_plan(plan_r: BorrowedFd<'_>, bell: BorrowedFd<'_>) -> Option<JailPlan> {
-    let raw = receive_plan(plan_r, bell, usize::MAX)?;
-    serde_json::from_slice(&raw).ok()
-}
-
-/// Waits for the doorbell, then reads a plan (its length, then its bytes, at most `max`) from
-/// the pipe; `None` if the sender went away without one. The receiver polls the pipe for
-/// hang-up only, so the plan's bytes arriving do not wake it (see [`send_plan`]).
-pub(crate) fn receive_plan(
-    plan_r: BorrowedFd<'_>,
-    bell: BorrowedFd<'_>,
-    max: usize,
-) -> Option<Vec<u8>> {
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: bell.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: plan_r.as_raw_fd(),
-                events: 0,
-                revents: 0,
-            },
-        ];
-        // SAFETY: `fds` is a valid array of two pollfd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        if n < 0 || fds[0].revents & libc::POLLIN == 0 {
-            // The supervisor closed the pipe without ringing: no plan is coming.
-            return None;
-        }
-        sys::eventfd_wait(bell).ok()?;
-        break;
-    }
-    let mut len = [0u8; 8];
-    if !read_exact(plan_r, &mut len).ok()? {
-        return None;
-    }
-    let len = usize::try_from(u64::from_le_bytes(len)).ok()?;
-    if len > max {
-        return None;
-    }
-    let mut raw = vec![0u8; len];
-    if !read_exact(plan_r, &mut raw).ok()? {
-        return None;
-    }
-    Some(raw)
-}
-
 /// What is left to do after the result is known: reap the sandbox's init (whose namespaces
 /// the kernel is still tearing down) and remove the cgroup. Dropping it does both; the helper
 /// sends the result first, so callers don't wait for the teardown.
@@ -160,33 +79,6 @@ impl std::fmt::Debug for Teardown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Teardown")
     }
-}
-
-/// Reads exactly `buf.len()` bytes; `Ok(false)` at end of file.
-fn read_exact(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        let n = sys::read(fd, &mut buf[got..])?;
-        if n == 0 {
-            return Ok(false);
-        }
-        got += n;
-    }
-    Ok(true)
-}
-
-/// The next message from the sandbox on the status pipe, `None` at end of file.
-fn next_message(fd: BorrowedFd<'_>) -> Option<(u8, Vec<u8>)> {
-    let mut header = [0u8; 5];
-    if !read_exact(fd, &mut header).ok()? {
-        return None;
-    }
-    let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
-    let mut payload = vec![0u8; len.min(1 << 20)];
-    if !read_exact(fd, &mut payload).ok()? {
-        return None;
-    }
-    Some((header[0], payload))
 }
 
 /// A sandbox whose namespaces exist and whose init waits for its plan: the expensive part of
@@ -282,7 +174,7 @@ pub fn start() -> Result<Started, JailError> {
         .map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?;
     if pid == 0 {
         drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r));
-        sandbox_init(
+        init::sandbox_init(
             plan_r,
             plan_bell,
             go_r,
@@ -335,12 +227,16 @@ pub(crate) struct Launched {
 /// Maps the ids, sends init its plan, applies the cgroup limits, moves init into the cgroup
 /// and sends the go byte (fail closed: a limit that cannot be applied ends the sandbox).
 ///
+/// `network`: a networked sandbox's attachment (see [`NetAttachment`]), sent to init with its
+/// plan, which stays as built.
+///
 /// `before_go` is called once the sandbox is in its cgroup and just before its program may
 /// start (a networked sandbox waits for its firewall there); an error ends the sandbox before
 /// the program runs.
 pub(crate) fn launch(
     started: Started,
     plan: &JailPlan,
+    network: Option<&NetAttachment>,
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
 ) -> Result<Launched, JailError> {
     let trace = |what: &str| {
@@ -372,7 +268,7 @@ pub(crate) fn launch(
     trace("ids mapped");
     // Init builds its sandbox from the plan while the cgroup gets its limits and init is moved
     // into it; init starts the program only after the go byte, which follows both.
-    let encoded = serde_json::to_vec(plan).map_err(|e| JailError::Os {
+    let encoded = serde_json::to_vec(&ToInit { plan, network }).map_err(|e| JailError::Os {
         op: "encode plan",
         source: io::Error::other(e),
     })?;
@@ -464,28 +360,19 @@ pub(crate) fn read_status(
     status_r: BorrowedFd<'_>,
     plan: &JailPlan,
 ) -> Result<Option<i32>, JailError> {
-    while let Some((tag, payload)) = next_message(status_r) {
-        match tag {
-            MSG_STEP_FAILED => {
-                let text = String::from_utf8_lossy(&payload);
-                let (step, message) = text.split_once('\0').unwrap_or(("unknown", &text));
-                return Err(JailError::Setup {
-                    step: step.to_owned(),
-                    message: message.to_owned(),
-                });
+    while let Some((tag, payload)) = init::next_message(status_r) {
+        match Report::decode(tag, &payload) {
+            Some(Report::StepFailed { step, message }) => {
+                return Err(JailError::Setup { step, message });
             }
-            MSG_EXEC_FAILED => {
+            Some(Report::ExecFailed(message)) => {
                 return Err(JailError::Command {
                     command: plan.argv[0].clone(),
-                    message: String::from_utf8_lossy(&payload).into_owned(),
+                    message,
                 });
             }
-            MSG_EXIT_STATUS if payload.len() == 4 => {
-                return Ok(Some(i32::from_le_bytes([
-                    payload[0], payload[1], payload[2], payload[3],
-                ])));
-            }
-            _ => {}
+            Some(Report::ExitStatus(status)) => return Ok(Some(status)),
+            None => {}
         }
     }
     Ok(None)
@@ -509,13 +396,15 @@ pub fn run(
     plan: &JailPlan,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<(ExecResult, Teardown), JailError> {
-    run_with(started, plan, on_output, &mut || Ok(()))
+    run_with(started, plan, None, on_output, &mut || Ok(()))
 }
 
-/// [`run`], with `before_go` (see [`launch`]).
+/// [`run`], for a networked sandbox with its link's `network` attachment, and with
+/// `before_go` (see [`launch`]).
 pub fn run_with(
     started: Started,
     plan: &JailPlan,
+    network: Option<&NetAttachment>,
     on_output: &mut dyn FnMut(Stream, &[u8]),
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
 ) -> Result<(ExecResult, Teardown), JailError> {
@@ -539,7 +428,7 @@ pub fn run_with(
         ws_parent,
         ctl_r,
         start,
-    } = launch(started, plan, before_go)?;
+    } = launch(started, plan, network, before_go)?;
     drop(ctl_r);
 
     let relay = relay_output(
@@ -872,299 +761,81 @@ fn relay_output(
     Ok(relay)
 }
 
-/// The sandbox's init: runs the containment steps, starts the program, reaps, reports the
-/// program's status, exits. Never returns.
-fn sandbox_init(
-    plan_r: OwnedFd,
-    plan_bell: OwnedFd,
-    go: OwnedFd,
-    workspace_socket: OwnedFd,
-    stdio: [OwnedFd; 4],
-    status: OwnedFd,
-) -> ! {
-    let status_fd = status.as_raw_fd();
-    // Die with the supervisor: a sandbox must not outlive the process that enforces its
-    // limits. A supervisor that died before this line leaves the plan pipe empty.
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    for (name, step) in contain::BEFORE_PLAN {
-        if let Err(message) = step() {
-            step_failed(status_fd, name, &message);
-        }
-    }
-    let plan = read_plan(plan_r.as_fd(), plan_bell.as_fd());
-    drop(plan_bell);
-    let Some(plan) = plan else {
-        // SAFETY: _exit ends the process without running destructors of the copied state.
-        unsafe { libc::_exit(126) };
-    };
-    drop(plan_r);
-    let plan = &plan;
-    let filters = plan.seccomp.then(seccomp::filters);
-    let mut ctx = Ctx {
-        plan,
-        filters: filters.as_ref(),
-        workspace_socket,
-        go,
-    };
-    for (name, step) in contain::STEPS {
-        let result = step(&mut ctx);
-        if plan.trace_timing {
-            eprintln!(
-                "warden-trace: {:.3} init step {name:?} done",
-                crate::monotonic_ms()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reason_follows_its_precedence() {
+        // (output exceeded, oom, pids hit, timed out, signaled) -> reason
+        let cases = [
+            ((true, true, true, true, true), Reason::Output),
+            ((false, true, true, true, true), Reason::Memory),
+            ((false, false, true, true, true), Reason::Pids),
+            ((false, false, false, true, true), Reason::Timeout),
+            ((false, false, false, false, true), Reason::Signal),
+            ((false, false, false, false, false), Reason::Exited),
+            ((true, false, false, false, false), Reason::Output),
+            ((false, true, false, false, false), Reason::Memory),
+            ((false, false, true, false, false), Reason::Pids),
+        ];
+        for ((output, oom, pids, timeout, signaled), want) in cases {
+            assert_eq!(
+                reason_of(output, oom, pids, timeout, signaled),
+                want,
+                "{output} {oom} {pids} {timeout} {signaled}"
             );
         }
-        if let Err(message) = result {
-            step_failed(status_fd, name, &message);
-        }
     }
-    drop(ctx);
-    let exec = match prepare_exec(plan) {
-        Ok(exec) => exec,
-        Err(message) => {
-            send_msg(status_fd, MSG_EXEC_FAILED, message.as_bytes());
-            // SAFETY: as above.
-            unsafe { libc::_exit(127) };
-        }
-    };
-    if plan.trace_timing {
-        eprintln!(
-            "warden-trace: {:.3} init forks the program",
-            crate::monotonic_ms()
+
+    #[test]
+    fn wait_statuses_become_an_exit_code_or_a_signal() {
+        assert_eq!(exit_of(Some(3 << 8)), (Some(3), None));
+        assert_eq!(exit_of(Some(0)), (Some(0), None));
+        assert_eq!(exit_of(Some(libc::SIGSEGV)), (None, Some(libc::SIGSEGV)));
+        // No status: init was killed, and the program with its namespace.
+        assert_eq!(exit_of(None), (None, Some(libc::SIGKILL)));
+    }
+
+    #[test]
+    fn a_truncated_stream_ends_with_the_marker() {
+        assert_eq!(finish_text(b"abc".to_vec(), false, 3), "abc");
+        assert_eq!(
+            finish_text(b"abc".to_vec(), true, 3),
+            "abc\n[warden: output truncated at 3 bytes]\n"
         );
+        assert_eq!(finish_text(vec![b'a', 0xff], false, 9), "a\u{fffd}");
     }
-    let [stdin, stdout, stderr, reply] = &stdio;
-    let spawn = ProgramSpawn {
-        exec: &exec,
-        stdio: [
-            stdin.as_raw_fd(),
-            stdout.as_raw_fd(),
-            stderr.as_raw_fd(),
-            if plan.session { reply.as_raw_fd() } else { -1 },
-        ],
-        exec_errno: 0,
-    };
-    let (child, exec_errno) = match spawn_program(spawn) {
-        Ok(spawned) => spawned,
-        Err(e) => step_failed(status_fd, "start program", &e.to_string()),
-    };
-    if exec_errno != 0 {
-        // The child has exited (127); the loop below reaps it and reports its status after
-        // this message, which the supervisor reads first.
-        let err = io::Error::from_raw_os_error(exec_errno);
-        send_msg(status_fd, MSG_EXEC_FAILED, err.to_string().as_bytes());
+
+    fn status_of(messages: &[u8]) -> Result<Option<i32>, JailError> {
+        let (r, w) = sys::pipe().unwrap();
+        sys::write_all(w.as_fd(), messages).unwrap();
+        drop(w);
+        let plan = crate::plan::sample(&["python3"]);
+        read_status(r.as_fd(), &plan)
     }
-    drop(stdio);
-    if plan.session {
-        forward_interrupts_to(child);
+
+    fn msg(tag: u8, payload: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        m.extend_from_slice(payload);
+        m
     }
-    loop {
-        let mut st = 0;
-        // SAFETY: `st` is a valid int; -1 waits for any child (init reaps orphans too).
-        let reaped = unsafe { libc::waitpid(-1, &mut st, 0) };
-        if reaped == child {
-            if plan.trace_timing {
-                eprintln!(
-                    "warden-trace: {:.3} init reaped the program",
-                    crate::monotonic_ms()
-                );
-            }
-            // Whatever the program left running goes now, before the status is reported, so
-            // that the supervisor reads artifacts from a workspace nobody can still change.
-            // SAFETY: kill(-1) from pid 1 reaches every other process of this pid namespace.
-            unsafe { libc::kill(-1, libc::SIGKILL) };
-            // SAFETY: a null status pointer is allowed; reap until no child is left.
-            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), 0) } > 0
-                || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-            {}
-            send_msg(status_fd, MSG_EXIT_STATUS, &st.to_le_bytes());
-            wait_for_teardown();
-        }
-        if reaped < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            // SAFETY: as above.
-            unsafe { libc::_exit(0) };
-        }
+
+    #[test]
+    fn inits_reports_become_the_runs_status_or_error() {
+        assert!(matches!(
+            status_of(&msg(b'E', b"build root\0no space")),
+            Err(JailError::Setup { step, message }) if step == "build root" && message == "no space"
+        ));
+        assert!(matches!(
+            status_of(&msg(b'C', b"not found")),
+            Err(JailError::Command { command, message }) if command == "python3" && message == "not found"
+        ));
+        // Messages that are none of the reports are skipped.
+        let mut both = msg(b'?', b"x");
+        both.extend(msg(b'X', &(7_i32 << 8).to_le_bytes()));
+        assert_eq!(status_of(&both).unwrap(), Some(7 << 8));
+        assert_eq!(status_of(&[]).unwrap(), None);
     }
-}
-
-/// Init's last state, once the status is out: it waits to be killed rather than exiting. Its
-/// exit tears down the namespaces (every mount, the network), a millisecond of kernel work
-/// that would otherwise compete on the CPUs with the supervisor collecting the artifacts and
-/// answering its caller; the supervisor kills init once the answer is out (`KillOnDrop`).
-/// Init dies with its supervisor in any case (parent-death signal). (Not at a lower priority:
-/// the teardown takes kernel locks that the next sandbox's start waits for.)
-fn wait_for_teardown() -> ! {
-    // SAFETY: close and pause take integers; seccomp allows both.
-    unsafe {
-        // The standard error init inherited may be its caller's pipe: a caller reading it to
-        // its end must not wait for the teardown.
-        libc::close(2);
-        loop {
-            libc::pause();
-        }
-    }
-}
-
-/// The program's pid (inside the sandbox) for [`forward_interrupt`].
-static PROGRAM: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-extern "C" fn forward_interrupt(_: libc::c_int) {
-    let pid = PROGRAM.load(std::sync::atomic::Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe and takes integers.
-        unsafe { libc::kill(pid, libc::SIGINT) };
-    }
-}
-
-/// A session's supervisor interrupts a cell by sending SIGINT to init (it cannot name the
-/// program, whose pid is the sandbox's own): init passes it on. As pid 1 of its namespace,
-/// init gets a signal from outside only if it handles it, so without this SIGINT is dropped.
-fn forward_interrupts_to(child: libc::pid_t) {
-    PROGRAM.store(child, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: a zeroed sigaction with a valid handler; no SA_RESTART, so init's waitpid sees
-    // EINTR and goes round its loop again.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = forward_interrupt as *const () as usize;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
-    }
-}
-
-/// What the program's child needs: everything prepared before the clone, because the child
-/// shares init's memory and may only make raw system calls.
-struct ProgramSpawn<'a> {
-    exec: &'a Exec,
-    /// stdin, stdout, stderr and (a session's) reply pipe, or -1 for none.
-    stdio: [RawFd; 4],
-    /// Set by the child when its exec failed; read by init once the child has left.
-    exec_errno: i32,
-}
-
-/// The program's child: moves its streams into place and execs. It runs on its own stack in
-/// init's address space (CLONE_VM), with init suspended until it execs or exits (CLONE_VFORK),
-/// so it touches nothing but `ProgramSpawn` and makes only async-signal-safe calls.
-extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `ProgramSpawn` that `spawn_program` keeps alive, and init is
-    // suspended until this child execs or exits, so nothing else touches it meanwhile.
-    let spawn = unsafe { &mut *arg.cast::<ProgramSpawn<'_>>() };
-    let exec = spawn.exec;
-    let targets = [0, 1, 2, crate::plan::SESSION_REPLY_FD];
-    // SAFETY: raw system calls on descriptors and on C strings prepared before the clone.
-    unsafe {
-        let mut ok = true;
-        // The sources are all above 3 (the helper's 0-2 were open when the pipes were made,
-        // and an exec'd helper holds 3 for the workspace), so no dup2 clobbers a later source.
-        for (from, to) in spawn.stdio.into_iter().zip(targets) {
-            if from >= 0 && libc::dup2(from, to) < 0 {
-                ok = false;
-                break;
-            }
-        }
-        if ok && libc::chdir(exec.cwd.as_ptr()) == 0 {
-            // Init blocked every signal around the clone; the program starts with none blocked
-            // (init's handlers are all default here — see `contain::BEFORE_PLAN` — so none
-            // can run in shared memory).
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            libc::execve(
-                exec.path.as_ptr(),
-                exec.argv_ptrs.as_ptr(),
-                exec.env_ptrs.as_ptr(),
-            );
-        }
-        spawn.exec_errno = *libc::__errno_location();
-        libc::_exit(127)
-    }
-}
-
-/// Starts the program as posix_spawn does: `clone(CLONE_VM | CLONE_VFORK)` on a stack of its
-/// own, which spares copying init's page tables only for the exec to drop them (a fork here
-/// copies those of a fork of the large `warden` binary). Returns the child's pid and the errno
-/// of a failed exec (0 when the exec succeeded).
-fn spawn_program(mut spawn: ProgramSpawn<'_>) -> io::Result<(libc::pid_t, i32)> {
-    const STACK_BYTES: usize = 64 * 1024;
-    let mut stack = vec![0u8; STACK_BYTES];
-    // SAFETY: the stack outlives the child's use of it (init is suspended until the child
-    // execs or exits: CLONE_VFORK); the child makes only async-signal-safe calls while init
-    // is suspended (see `program_child`), and `spawn` outlives it.
-    unsafe {
-        let pid = sys::clone_sharing_memory(
-            &mut stack,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            program_child,
-            (&mut spawn as *mut ProgramSpawn<'_>).cast(),
-        )?;
-        Ok((pid, std::ptr::read_volatile(&spawn.exec_errno)))
-    }
-}
-
-struct Exec {
-    path: std::ffi::CString,
-    cwd: std::ffi::CString,
-    _argv: Vec<std::ffi::CString>,
-    argv_ptrs: Vec<*const libc::c_char>,
-    _env: Vec<std::ffi::CString>,
-    env_ptrs: Vec<*const libc::c_char>,
-}
-
-/// Resolves the command in the sandbox's PATH and builds execve's arrays before the fork, so
-/// the program's child only calls async-signal-safe functions.
-fn prepare_exec(plan: &JailPlan) -> Result<Exec, String> {
-    let name = &plan.argv[0];
-    let path = if name.contains('/') {
-        PathBuf::from(name)
-    } else {
-        let search = plan
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
-        search
-            .split(':')
-            .map(|dir| Path::new(dir).join(name))
-            .find(|p| is_executable(p))
-            .ok_or_else(|| format!("{name}: command not found in the sandbox"))?
-    };
-    let cpath = sys::cstring(&path).map_err(|e| e.to_string())?;
-    let argv: Vec<_> = plan
-        .argv
-        .iter()
-        .map(|a| sys::cstring(a).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
-    let env: Vec<_> = plan
-        .env
-        .iter()
-        .map(|(k, v)| sys::cstring(format!("{k}={v}")).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
-    let mut argv_ptrs: Vec<_> = argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let mut env_ptrs: Vec<_> = env.iter().map(|a| a.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
-    Ok(Exec {
-        path: cpath,
-        cwd: sys::cstring(&plan.cwd).map_err(|e| e.to_string())?,
-        _argv: argv,
-        argv_ptrs,
-        _env: env,
-        env_ptrs,
-    })
-}
-
-fn is_executable(path: &Path) -> bool {
-    let Ok(c) = sys::cstring(path) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid C string.
-    unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 && !path.is_dir() }
 }

@@ -11,7 +11,8 @@
 //! creates belong to the sandbox user.
 
 use crate::artifacts::FileStamp;
-use crate::plan::{IdMap, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK};
+use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK};
+use crate::plan::IdMap;
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

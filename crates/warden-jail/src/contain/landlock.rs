@@ -1,5 +1,6 @@
 //! Landlock: the program may write, create, remove or truncate only under the workspace, /tmp,
-//! /dev/shm and the writable devices, bind no TCP port, make no TCP connection unless its
+//! /dev/shm and the writable devices (checked-in data with a reason per entry:
+//! `data/landlock.toml`, see [`crate::tables`]), bind no TCP port, make no TCP connection unless its
 //! sandbox is networked (then its firewall decides where), and neither signal nor reach
 //! abstract unix sockets outside its sandbox.
 //!

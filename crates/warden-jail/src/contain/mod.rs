@@ -13,7 +13,7 @@ pub mod landlock;
 pub mod rlimits;
 
 use crate::mounts::{self, RealMountSys};
-use crate::plan::JailPlan;
+use crate::plan::{JailPlan, NetAttachment};
 use crate::seccomp::Filters;
 use crate::sys;
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -27,6 +27,8 @@ pub const STAGING: &str = "/tmp";
 #[derive(Debug)]
 pub struct Ctx<'a> {
     pub plan: &'a JailPlan,
+    /// A networked sandbox's link, as its helper attached it (see [`NetAttachment`]).
+    pub network: Option<&'a NetAttachment>,
     pub filters: Option<&'a Filters>,
     /// Socket on which the workspace tmpfs is handed to the supervisor, and the sandbox's
     /// network namespace to init.
@@ -118,7 +120,8 @@ fn make_mounts_private() -> Result<(), String> {
 }
 
 fn build_root(ctx: &mut Ctx<'_>) -> Result<(), String> {
-    mounts::build_root(&mut RealMountSys, Path::new(STAGING), ctx.plan).map_err(|e| e.to_string())
+    mounts::build_root(&mut RealMountSys, Path::new(STAGING), ctx.plan, ctx.network)
+        .map_err(|e| e.to_string())
 }
 
 fn hand_over_workspace(ctx: &mut Ctx<'_>) -> Result<(), String> {
@@ -166,8 +169,8 @@ fn enter_network_namespace(ctx: &mut Ctx<'_>) -> Result<(), String> {
 /// A networked sandbox: address its end of the link the host moved in, default route via the
 /// host end. Offline sandboxes have no such interface and skip this.
 fn configure_network(ctx: &mut Ctx<'_>) -> Result<(), String> {
-    match ctx.plan.network.as_ref().and_then(|n| n.interface.as_ref()) {
-        Some(iface) => warden_net::inside::configure(iface).map_err(os),
+    match ctx.network {
+        Some(attached) => warden_net::inside::configure(&attached.interface).map_err(os),
         None => Ok(()),
     }
 }
@@ -238,15 +241,8 @@ fn apply_landlock(ctx: &mut Ctx<'_>) -> Result<(), String> {
     }
     landlock::restrict(
         ctx.plan.network.is_some(),
-        &["/workspace", "/tmp", "/dev/shm"],
-        &[
-            "/dev/null",
-            "/dev/zero",
-            "/dev/full",
-            "/dev/random",
-            "/dev/urandom",
-            "/dev/tty",
-        ],
+        crate::tables::LANDLOCK_WRITABLE,
+        crate::tables::LANDLOCK_DEVICES,
     )
     .map_err(|e| e.to_string())
 }

@@ -1,0 +1,353 @@
+//! The engine's side of the helper protocol: starting an exec'd helper ([`helper_command`],
+//! [`exec_helper`]), sending it the plan and reading its frames ([`converse`]) until the result,
+//! output chunks becoming live events on the way ([`OutputEvents`]).
+//!
+//! Invariants: an exec'd helper has an empty environment (the daemon's variables never reach a
+//! sandbox) and dies with its caller (parent-death signal); a caller that goes away before the
+//! result ends the sandbox through its cgroup and lets the helper tear it down, killing it
+//! after a grace period ([`KillHelperOnDrop`]); a helper that outlives the plan's timeout by
+//! the margin is an error, never a hang; a helper that ends without a final frame is an error.
+
+use crate::cgroup::Hierarchy;
+use crate::helper::HELPER_ENV;
+use crate::plan::JailPlan;
+use crate::protocol::{self, HelperError, Tag};
+use crate::utf8::Utf8Carry;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden_engine::{BackendError, EventSender};
+use warden_types::{ExecEvent, ExecResult};
+
+/// Runs blocking workspace I/O off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, BackendError> + Send + 'static,
+) -> Result<T, BackendError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BackendError::Internal(format!("workspace task: {e}")))?
+}
+
+/// The command that starts an exec'd helper in `mode` (`1`: one run; `session`: a context),
+/// with an empty environment, dying with this process, and with a sandbox's workspace at
+/// [`crate::helper::INHERITED_WORKSPACE_FD`] if given.
+pub(crate) fn helper_command(
+    helper_exe: &std::path::Path,
+    workspace: Option<std::os::fd::RawFd>,
+    mode: &str,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(helper_exe);
+    command
+        .env_clear()
+        .env(HELPER_ENV, mode)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let target = crate::helper::INHERITED_WORKSPACE_FD;
+    // SAFETY: between fork and exec only async-signal-safe calls (prctl, dup2, fcntl) run.
+    unsafe {
+        command.pre_exec(move || {
+            // The helper dies with the daemon (kill -9 included), and its sandbox with it
+            // (init has the same setting towards the helper). Tokio spawns from its worker
+            // threads, which live as long as the runtime.
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            let moved = match workspace {
+                // dup2 onto itself keeps close-on-exec: clear it instead.
+                Some(fd) if fd == target => libc::fcntl(fd, libc::F_SETFD, 0),
+                Some(fd) => libc::dup2(fd, target),
+                None => 0,
+            };
+            if moved == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+/// Starts an exec'd helper (with a sandbox's workspace at
+/// [`crate::helper::INHERITED_WORKSPACE_FD`], if given) and converses with it.
+pub(crate) async fn exec_helper(
+    helper_exe: &std::path::Path,
+    jail_plan: &JailPlan,
+    events: Option<EventSender>,
+    margin: Duration,
+    workspace: Option<std::os::fd::RawFd>,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<ExecResult, BackendError> {
+    let mut command = helper_command(helper_exe, workspace, "1");
+    let mut child = command.spawn().map_err(|e| {
+        BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
+    })?;
+    // Until the result arrives, dropping this future (a caller that went away) ends the
+    // sandbox through its cgroup and lets the helper tear it down (see `KillHelperOnDrop`);
+    // after it, the helper finishes its clean-up on its own and is reaped in the background.
+    let guard = KillHelperOnDrop(child.id());
+    let helper_pid = child.id();
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let send = async move {
+        let mut stdin = stdin;
+        stdin.write_all(&encode_plan(jail_plan)?).await?;
+        stdin.shutdown().await
+    };
+    let conversation = converse(jail_plan, send, stdout, events, margin);
+    tokio::pin!(conversation);
+    let mut cancelled = false;
+    let result = match cancel {
+        None => conversation.await,
+        Some(mut cancel) => tokio::select! {
+            result = &mut conversation => result,
+            () = async { drop(cancel.wait_for(|destroyed| *destroyed).await) } => {
+                // End the sandbox's processes; the helper then reports and removes the
+                // sandbox (cgroup included) as after any run.
+                cancelled = true;
+                if let (Some(pid), Ok(h)) = (child.id(), Hierarchy::detect()) {
+                    h.kill_runs_of(pid);
+                }
+                let _ = tokio::time::timeout(Duration::from_secs(5), &mut conversation).await;
+                Err(BackendError::Gone(
+                    "the sandbox was destroyed during this execution".into(),
+                ))
+            }
+        },
+    };
+    std::mem::forget(guard);
+    if result.is_ok() {
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+    } else {
+        // A helper that ends by itself right after its stream did was killed from outside (it
+        // never ends without a result otherwise): its sandbox died with it (parent-death
+        // signal), and its cgroup, which it would have removed, is left.
+        let died = if cancelled {
+            None
+        } else {
+            tokio::time::timeout(Duration::from_millis(500), child.wait())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        };
+        if died.is_none()
+            && (!cancelled
+                || tokio::time::timeout(Duration::from_secs(5), child.wait())
+                    .await
+                    .is_err())
+        {
+            let _ = child.start_kill();
+        }
+        let _ = child.wait().await;
+        // Killed by a signal, that is (a helper that exits with a status ended by its own
+        // fault: an internal error, as before).
+        if let Some(status) = died
+            && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
+            && matches!(result, Err(BackendError::Internal(_)))
+        {
+            // Its sandbox's processes are dying with it; make sure, then remove its leaves
+            // once they are empty.
+            let _ = blocking(move || {
+                if let (Some(pid), Ok(h)) = (helper_pid, Hierarchy::detect()) {
+                    for _ in 0..100 {
+                        h.kill_runs_of(pid);
+                        h.remove_stale();
+                        if h.runs_of(pid).is_empty() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                Ok(())
+            })
+            .await;
+            return Err(BackendError::Lost(format!(
+                "the sandbox's helper ended ({status}) before the run did"
+            )));
+        }
+    }
+    result
+}
+
+pub(crate) fn encode_plan(plan: &JailPlan) -> std::io::Result<Vec<u8>> {
+    serde_json::to_vec(plan).map_err(|e| std::io::Error::other(format!("encode plan: {e}")))
+}
+
+/// Sends the plan to a helper (`send`) and reads its frames until the result, within
+/// `margin`.
+pub(crate) async fn converse(
+    plan: &JailPlan,
+    send: impl std::future::Future<Output = std::io::Result<()>>,
+    from_helper: impl tokio::io::AsyncRead + Unpin,
+    events: Option<EventSender>,
+    margin: Duration,
+) -> Result<ExecResult, BackendError> {
+    let trace = plan.trace_timing;
+    let write = async move {
+        let sent = send.await;
+        if trace {
+            eprintln!(
+                "warden-trace: {:.3} backend plan sent",
+                crate::monotonic_ms()
+            );
+        }
+        sent
+    };
+    let run = async {
+        let (written, result) = tokio::join!(write, read_frames(from_helper, events));
+        if let Err(e) = written
+            && result.is_err()
+        {
+            return Err(BackendError::Internal(format!("send plan to helper: {e}")));
+        }
+        result
+    };
+    match tokio::time::timeout(margin, run).await {
+        Ok(result) => result,
+        Err(_) => Err(BackendError::Internal(format!(
+            "the sandbox helper did not finish within {}s of the timeout",
+            margin.as_secs()
+        ))),
+    }
+}
+
+/// Reads one frame of the helper's; the end of the stream is an error (the helper died).
+pub(crate) async fn read_frame(
+    stdout: &mut (impl tokio::io::AsyncRead + Unpin),
+) -> Result<(Tag, Vec<u8>), BackendError> {
+    let mut header = [0u8; 5];
+    if stdout.read_exact(&mut header).await.is_err() {
+        return Err(BackendError::Internal(
+            "the sandbox helper ended without a result".into(),
+        ));
+    }
+    let (tag, len) = protocol::parse_header(header)
+        .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+    let mut body = vec![0u8; len];
+    stdout
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| BackendError::Internal(format!("helper frame: {e}")))?;
+    Ok((tag, body))
+}
+
+/// Turns output frames into events, decoding UTF-8 across chunk boundaries.
+#[derive(Debug, Default)]
+pub(crate) struct OutputEvents {
+    out: Utf8Carry,
+    err: Utf8Carry,
+}
+
+impl OutputEvents {
+    /// Sends a `Stdout` or `Stderr` frame's chunk as an event, if anyone listens.
+    pub(crate) async fn relay(&mut self, tag: Tag, body: &[u8], events: Option<&EventSender>) {
+        let Some(tx) = events else {
+            return;
+        };
+        let event = if tag == Tag::Stdout {
+            ExecEvent::Stdout {
+                text: self.out.push(body),
+                timestamp: warden_types::now_ms(),
+            }
+        } else {
+            ExecEvent::Stderr {
+                text: self.err.push(body),
+                timestamp: warden_types::now_ms(),
+            }
+        };
+        // A receiver that went away only loses the live view.
+        let _ = tx.send(event).await;
+    }
+}
+
+/// The engine's error for a helper's `Error` frame.
+pub(crate) fn helper_error(body: &[u8]) -> BackendError {
+    match serde_json::from_slice::<HelperError>(body) {
+        Ok(e) => match e.kind.as_str() {
+            "refused" => BackendError::Refused(e.message),
+            "setup" => BackendError::Setup(e.message),
+            "command" => BackendError::Command(e.message),
+            _ => BackendError::Internal(e.message),
+        },
+        Err(e) => BackendError::Internal(format!("helper error: {e}")),
+    }
+}
+
+/// Reads the helper's frames: output chunks become events, the final frame the result.
+async fn read_frames(
+    mut stdout: impl tokio::io::AsyncRead + Unpin,
+    events: Option<EventSender>,
+) -> Result<ExecResult, BackendError> {
+    let mut output = OutputEvents::default();
+    loop {
+        let (tag, body) = read_frame(&mut stdout).await?;
+        match tag {
+            Tag::Stdout | Tag::Stderr => output.relay(tag, &body, events.as_ref()).await,
+            Tag::Result => {
+                return serde_json::from_slice::<ExecResult>(&body)
+                    .map_err(|e| BackendError::Internal(format!("helper result: {e}")));
+            }
+            Tag::Error => return Err(helper_error(&body)),
+            other => {
+                return Err(BackendError::Internal(format!(
+                    "unexpected helper frame {other:?}"
+                )));
+            }
+        }
+    }
+}
+
+/// Ends a sandbox whose caller went away (a dropped request): its processes are killed
+/// through its cgroup, so the helper sees the sandbox end and tears it down (cgroup included)
+/// as after any run; a helper still alive after a grace period is killed outright.
+pub(crate) struct KillHelperOnDrop(pub(crate) Option<u32>);
+
+/// How long a helper gets to tear down a sandbox whose caller went away.
+const TEARDOWN_GRACE_MS: libc::c_int = 5_000;
+
+impl Drop for KillHelperOnDrop {
+    fn drop(&mut self) {
+        let Some(pid) = self.0 else {
+            return;
+        };
+        let pid = pid as libc::pid_t;
+        // The pidfd first: it names this process even after the pid is reused.
+        let Ok(pidfd) = crate::sys::pidfd_open(pid) else {
+            return;
+        };
+        if let Ok(h) = Hierarchy::detect() {
+            h.kill_runs_of(pid as u32);
+        }
+        std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let mut poll = libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let exited = unsafe { libc::poll(&mut poll, 1, TEARDOWN_GRACE_MS) } > 0;
+            if !exited {
+                // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        pidfd.as_raw_fd(),
+                        libc::SIGKILL,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    )
+                };
+            }
+        });
+    }
+}

@@ -1,0 +1,434 @@
+//! Jail sandboxes with a lifetime ([`JailSandbox`]): a workspace tmpfs held by the daemon, each
+//! execution a fresh jail with that workspace attached, and contexts — long-lived interpreters,
+//! one helper in session mode each (see [`crate::context`]).
+//!
+//! Invariants: executions, context cells and destroy take turns (one at a time per sandbox);
+//! destroy kills a running execution through its cgroup so that its helper still tears down,
+//! then drops the workspace (the tmpfs goes with the last descriptor); a networked sandbox
+//! gives every run and every context its own link and firewall with the same rules; a context
+//! whose interpreter died is replaced before the next cell, and the result says so.
+
+use crate::cgroup::Hierarchy;
+use crate::client::{blocking, exec_helper};
+use crate::context::{CellEnd, JailContext};
+use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
+use crate::session::CellRequest;
+use crate::workspace::{Workspace, WorkspaceError};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use warden_engine::{BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan};
+use warden_types::{ExecResult, FileEntry, WorkspacePath};
+
+/// What a sandbox needs of its backend to start runs: always exec'd helpers (the daemon is
+/// multi-threaded).
+#[derive(Debug, Clone)]
+pub(crate) struct SandboxPart {
+    pub(crate) helper_exe: PathBuf,
+    pub(crate) host_paths: Vec<PathBuf>,
+    pub(crate) ids: IdMap,
+    pub(crate) fast_cgroup_attach: bool,
+}
+
+/// A jail sandbox with a lifetime: a workspace tmpfs held by the daemon; each execution is a
+/// fresh jail (namespaces, cgroup, seccomp: as a one-shot run) with that workspace attached.
+/// Executions run one at a time.
+#[derive(Debug)]
+pub struct JailSandbox {
+    id: String,
+    backend: SandboxPart,
+    /// A networked sandbox: each execution gets its own link and firewall with these rules.
+    network: Option<warden_net::NetRequest>,
+    /// `None` once destroyed. A run holds its own reference until it ends.
+    workspace: std::sync::Mutex<Option<Arc<Workspace>>>,
+    one_at_a_time: tokio::sync::Mutex<()>,
+    /// Set by `destroy`: a running execution is killed.
+    destroyed: tokio::sync::watch::Sender<bool>,
+    /// The contexts, by id: each its own helper and sandbox (see [`crate::context`]).
+    contexts: std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ContextSlot>>>>,
+}
+
+/// A context: what it was created with, and its running interpreter (`None` between a failed
+/// restart and the next cell, which starts one).
+#[derive(Debug)]
+struct ContextSlot {
+    spec: ContextSpec,
+    live: Option<JailContext>,
+}
+
+impl JailSandbox {
+    /// A sandbox over a fresh workspace; `network`: the request every run of a networked
+    /// sandbox gets.
+    pub(crate) fn new(
+        id: String,
+        backend: SandboxPart,
+        network: Option<warden_net::NetRequest>,
+        workspace: Workspace,
+    ) -> JailSandbox {
+        JailSandbox {
+            id,
+            backend,
+            network,
+            workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
+            one_at_a_time: tokio::sync::Mutex::new(()),
+            destroyed: tokio::sync::watch::Sender::new(false),
+            contexts: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn workspace(&self) -> Result<Arc<Workspace>, BackendError> {
+        self.workspace
+            .lock()
+            .expect("not poisoned")
+            .clone()
+            .ok_or_else(|| BackendError::Gone(format!("sandbox {} was destroyed", self.id)))
+    }
+
+    fn context_slot(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContextSlot>>, BackendError> {
+        self.contexts
+            .lock()
+            .expect("not poisoned")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                BackendError::NotFound(format!("no context {id:?} in sandbox {}", self.id))
+            })
+    }
+
+    /// The session plan of a context: the sandbox's run plan with the driver as its code.
+    fn context_plan(&self, spec: &ContextSpec) -> Result<JailPlan, BackendError> {
+        let Some((driver, driver_file)) = crate::context::driver_for(spec.language.as_str()) else {
+            return Err(BackendError::Refused(format!(
+                "contexts of language {} are not supported by the jail backend (python, javascript only)",
+                spec.language
+            )));
+        };
+        if !spec.preload.is_empty() && spec.language.as_str() != "python" {
+            return Err(BackendError::Refused(format!(
+                "preloaded modules are for Python contexts, not {}",
+                spec.language
+            )));
+        }
+        let b = &self.backend;
+        let mut argv = Vec::new();
+        if spec.language.as_str() == "javascript" {
+            // Node cannot dup a descriptor (and the pipes' owner is not the sandbox's user, so
+            // it cannot reopen them): the shell moves the protocol's pipes to 4 and 5 and
+            // gives the interpreter an empty stdin and no descriptor 3 (see the driver).
+            argv.extend(
+                [
+                    "/bin/sh",
+                    "-c",
+                    r#"exec "$@" 4<&0 5>&3 3>&- </dev/null"#,
+                    "warden-driver",
+                ]
+                .map(String::from),
+            );
+        }
+        argv.extend(spec.command.iter().cloned());
+        argv.push(format!("{CODE_DIR}/{driver_file}"));
+        if spec.language.as_str() == "javascript" {
+            argv.extend(["--channel", "4,5"].map(String::from));
+        }
+        if !spec.preload.is_empty() {
+            // Read and removed from sys.argv by the driver before any user code runs.
+            argv.push("--preload".into());
+            argv.push(spec.preload.join(","));
+        }
+        let budget = spec.limits.max_artifact_bytes.max(1024 * 1024);
+        let mut plan = JailPlan::build(PlanInput {
+            argv,
+            code: driver.into(),
+            code_file_name: driver_file.into(),
+            stdin: Vec::new(),
+            limits: spec.limits.clone(),
+            host_paths: &b.host_paths,
+            ids: b.ids,
+            extra_env: vec![("WARDEN_RESULT_BUDGET".into(), budget.to_string())],
+            shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+            // A networked sandbox's interpreter has the sandbox's egress, by the same rules.
+            network: self.network.clone(),
+        })
+        .map_err(|e| BackendError::Refused(e.to_string()))?;
+        plan.session = true;
+        plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        Ok(plan)
+    }
+
+    async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
+        let workspace = self.workspace()?;
+        let plan = self.context_plan(spec)?;
+        use std::os::fd::AsRawFd;
+        JailContext::start(&self.backend.helper_exe, &plan, workspace.fd().as_raw_fd()).await
+    }
+
+    /// Removes the cgroups of helpers that had to be killed (their sandboxes are on their
+    /// way out, so a few tries suffice).
+    async fn remove_stale_cgroups() -> Result<(), BackendError> {
+        blocking(|| {
+            if let Ok(h) = Hierarchy::detect() {
+                for _ in 0..50 {
+                    h.remove_stale();
+                    if !h.has_stale() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn workspace_error(e: WorkspaceError) -> BackendError {
+    match e {
+        WorkspaceError::NotFound { .. } => BackendError::NotFound(e.to_string()),
+        WorkspaceError::Refused { .. } => BackendError::BadPath(e.to_string()),
+        WorkspaceError::Io { .. } => BackendError::Internal(e.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl BackendSandbox for JailSandbox {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let workspace = self.workspace()?;
+        let b = &self.backend;
+        let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
+        let mut argv = plan.command.clone();
+        argv.push(code_file.display().to_string());
+        argv.extend(plan.args.iter().cloned());
+        let mut jail_plan = JailPlan::build(PlanInput {
+            argv,
+            code: plan.code.clone(),
+            code_file_name: plan.file_name.clone(),
+            stdin: plan.stdin.clone(),
+            limits: plan.limits.clone(),
+            host_paths: &b.host_paths,
+            ids: b.ids,
+            extra_env: vec![],
+            shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+            network: self.network.clone(),
+        })
+        .map_err(|e| BackendError::Refused(e.to_string()))?;
+        jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        jail_plan.known_outputs = {
+            let workspace = workspace.clone();
+            blocking(move || Ok(workspace.output_stamps())).await?
+        };
+        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        let margin = plan.limits.timeout + Duration::from_secs(10);
+        use std::os::fd::AsRawFd;
+        let fd = workspace.fd().as_raw_fd();
+        let cancel = self.destroyed.subscribe();
+        exec_helper(
+            &b.helper_exe,
+            &jail_plan,
+            events,
+            margin,
+            Some(fd),
+            Some(cancel),
+        )
+        .await
+    }
+
+    async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
+        let workspace = self.workspace()?;
+        let path = path.clone();
+        blocking(move || workspace.write_file(&path, &bytes).map_err(workspace_error)).await
+    }
+
+    async fn read_file(
+        &self,
+        path: &WorkspacePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        let workspace = self.workspace()?;
+        let path = path.clone();
+        blocking(move || {
+            workspace
+                .read_file(&path, max_bytes)
+                .map_err(workspace_error)
+        })
+        .await
+    }
+
+    async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError> {
+        let workspace = self.workspace()?;
+        blocking(move || workspace.list(max_entries).map_err(workspace_error)).await
+    }
+
+    /// Kills a running execution (its helper is killed and reaped, which ends the sandbox's
+    /// processes), removes the cgroups it could not, and drops the workspace: the tmpfs goes
+    /// with the last descriptor.
+    async fn destroy(&self) -> Result<(), BackendError> {
+        let mut killed = self.one_at_a_time.try_lock().is_err();
+        self.destroyed.send_replace(true);
+        let _turn = self.one_at_a_time.lock().await;
+        self.workspace.lock().expect("not poisoned").take();
+        let contexts = std::mem::take(&mut *self.contexts.lock().expect("not poisoned"));
+        for slot in contexts.into_values() {
+            if let Some(live) = slot.lock().await.live.take() {
+                killed |= live.close().await;
+            }
+        }
+        if killed {
+            // A killed helper could not remove its cgroup.
+            Self::remove_stale_cgroups().await?;
+        }
+        Ok(())
+    }
+
+    async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        if self
+            .contexts
+            .lock()
+            .expect("not poisoned")
+            .contains_key(&spec.id)
+        {
+            return Err(BackendError::Refused(format!(
+                "context {:?} exists already",
+                spec.id
+            )));
+        }
+        let live = self.start_context(&spec).await?;
+        let id = spec.id.clone();
+        let slot = ContextSlot {
+            spec,
+            live: Some(live),
+        };
+        self.contexts
+            .lock()
+            .expect("not poisoned")
+            .insert(id, Arc::new(tokio::sync::Mutex::new(slot)));
+        Ok(())
+    }
+
+    async fn exec_in_context(
+        &self,
+        id: &str,
+        cell: CellPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        let workspace = self.workspace()?;
+        let known_outputs = blocking(move || Ok(workspace.output_stamps())).await?;
+        // An interpreter that died since the last cell (its state is gone) is replaced first,
+        // and the result says so.
+        let mut restarted = false;
+        if let Some(live) = slot.live.as_mut()
+            && !live.is_alive()
+        {
+            if let Some(dead) = slot.live.take() {
+                dead.close().await;
+            }
+            restarted = true;
+        }
+        if slot.live.is_none() {
+            let live = self.start_context(&slot.spec).await?;
+            slot.live = Some(live);
+        }
+        let request = CellRequest {
+            code: cell.code,
+            timeout_ms: cell.timeout.as_millis() as u64,
+            grace_ms: cell.interrupt_grace.as_millis() as u64,
+            known_outputs,
+        };
+        let mut cancel = self.destroyed.subscribe();
+        let outcome = {
+            let live = slot.live.as_mut().expect("started above");
+            tokio::select! {
+                end = live.exec(&request, events) => Some(end),
+                () = async { drop(cancel.wait_for(|destroyed| *destroyed).await) } => None,
+            }
+        };
+        match outcome {
+            Some(Ok(CellEnd::Alive(mut result))) => {
+                if restarted {
+                    result.cell.context_restarted = Some(true);
+                }
+                Ok(result)
+            }
+            Some(Ok(CellEnd::Died(mut result))) => {
+                // The state is gone: start a fresh interpreter now, so the next cell finds one.
+                if let Some(old) = slot.live.take() {
+                    old.close().await;
+                }
+                match self.start_context(&slot.spec).await {
+                    Ok(live) => slot.live = Some(live),
+                    // The next cell tries again.
+                    Err(e) => eprintln!("warden: restarting context {id} of {}: {e}", self.id),
+                }
+                result.cell.context_restarted = Some(true);
+                Ok(result)
+            }
+            Some(Err(e)) => {
+                if let Some(live) = slot.live.take() {
+                    live.kill().await;
+                }
+                Err(e)
+            }
+            None => {
+                if let Some(live) = slot.live.take() {
+                    live.kill().await;
+                }
+                Err(BackendError::Gone(
+                    "the sandbox was destroyed during this execution".into(),
+                ))
+            }
+        }
+    }
+
+    async fn restart_context(&self, id: &str) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        if let Some(old) = slot.live.take()
+            && old.close().await
+        {
+            Self::remove_stale_cgroups().await?;
+        }
+        let live = self.start_context(&slot.spec).await?;
+        slot.live = Some(live);
+        Ok(())
+    }
+
+    async fn context_alive(&self, id: &str) -> bool {
+        if self.workspace().is_err() {
+            return false;
+        }
+        let Ok(slot) = self.context_slot(id) else {
+            return false;
+        };
+        // A slot held by a running cell is in use, so certainly not waiting in a pool; the
+        // caller asks only about idle sandboxes and gets `false` here rather than a wait.
+        let Ok(mut slot) = slot.try_lock() else {
+            return false;
+        };
+        slot.live.as_mut().is_some_and(|live| live.is_alive())
+    }
+
+    async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
+        let Some(slot) = self.contexts.lock().expect("not poisoned").remove(id) else {
+            return Ok(());
+        };
+        // A running cell holds the slot; destroying waits for it (its timeout bounds that).
+        let live = slot.lock().await.live.take();
+        if let Some(live) = live
+            && live.close().await
+        {
+            Self::remove_stale_cgroups().await?;
+        }
+        Ok(())
+    }
+}

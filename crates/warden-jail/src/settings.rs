@@ -1,0 +1,103 @@
+//! What the jail backend takes from the settings ([`JailSettings`], [`NetSettings`]), and what a
+//! networked sandbox asks of the host ([`net_request`]).
+//!
+//! Invariants: the backend never reads the settings file — the binary maps it to these
+//! structs; a networked sandbox without an upstream resolver is refused, never run with the
+//! host's network.
+
+use crate::plan::IdMap;
+use std::path::PathBuf;
+use warden_engine::BackendError;
+
+/// What the jail needs from the settings.
+#[derive(Debug, Clone)]
+pub struct JailSettings {
+    pub host_paths: Vec<PathBuf>,
+    /// See [`crate::cgroup::ensure_fast_attach`].
+    pub fast_cgroup_attach: bool,
+    pub ids: IdMap,
+    /// The binary to re-execute as the helper (normally the running `warden`).
+    pub helper_exe: PathBuf,
+    /// Fork the helper instead of exec'ing it when this process has a single thread (the
+    /// one-shot CLI). A multi-threaded process always execs.
+    pub fork_when_single_threaded: bool,
+    /// Block until a forked helper has removed its sandbox, after the result is in. A process
+    /// about to exit must: as pid 1 of a pid namespace (a container's entry point), its exit
+    /// would kill the helper before its clean-up.
+    pub wait_for_teardown: bool,
+    /// The host side of networked sandboxes.
+    pub network: NetSettings,
+}
+
+/// How networked sandboxes are wired to the host (`[sandbox.jail.network]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetSettings {
+    /// The IPv4 range cut into one /30 per networked sandbox.
+    pub pool: warden_types::egress::Cidr,
+    /// The IPv6 range cut into one /126 per networked sandbox (same index as its /30).
+    pub pool6: warden_types::egress::Cidr,
+    /// The resolver the per-sandbox DNS server asks; `None`: the host's /etc/resolv.conf.
+    pub upstream_dns: Option<std::net::SocketAddr>,
+}
+
+impl Default for NetSettings {
+    fn default() -> Self {
+        NetSettings {
+            pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            pool6: warden_net::DEFAULT_POOL6.parse().expect("a valid CIDR"),
+            upstream_dns: None,
+        }
+    }
+}
+
+/// What a networked sandbox asks of the host; `None` for an offline one.
+pub(crate) fn net_request(
+    settings: &NetSettings,
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+) -> Result<Option<warden_net::NetRequest>, BackendError> {
+    if !network_enabled {
+        return Ok(None);
+    }
+    let upstream_dns = match settings.upstream_dns {
+        Some(a) => a,
+        None => std::fs::read_to_string("/etc/resolv.conf")
+            .ok()
+            .and_then(|s| first_nameserver(&s))
+            .ok_or_else(|| {
+                BackendError::Refused(
+                    "network_enabled = true: no upstream resolver (set [sandbox.jail.network].upstream_dns, or a nameserver in /etc/resolv.conf)".into(),
+                )
+            })?,
+    };
+    Ok(Some(warden_net::NetRequest {
+        egress: egress.clone(),
+        pool: settings.pool,
+        pool6: settings.pool6,
+        upstream_dns,
+    }))
+}
+
+/// The first `nameserver` of a resolv.conf, on port 53.
+fn first_nameserver(resolv_conf: &str) -> Option<std::net::SocketAddr> {
+    resolv_conf.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next() == Some("nameserver"))
+            .then(|| words.next()?.parse::<std::net::IpAddr>().ok())
+            .flatten()
+            .map(|ip| std::net::SocketAddr::new(ip, 53))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_first_nameserver_is_the_upstream() {
+        let conf = "# comment\nsearch x\nnameserver 192.0.2.53\nnameserver 8.8.8.8\n";
+        assert_eq!(
+            super::first_nameserver(conf),
+            Some("192.0.2.53:53".parse().unwrap())
+        );
+        assert_eq!(super::first_nameserver("nameserver bogus\n"), None);
+    }
+}

@@ -130,15 +130,16 @@ impl Admission {
     /// Waits for a slot, or refuses at once when the caller's own limit is reached or the
     /// queue is full.
     pub async fn admit(&self, caller: &Caller) -> Result<Admitted, Refusal> {
-        let own = match &caller.slots {
-            Some(key) => Some(key.semaphore.clone().try_acquire_owned().map_err(|_| {
-                Refusal::KeyBusy {
-                    key: caller.owner.clone().unwrap_or_default(),
-                    max: key.max,
-                }
-            })?),
-            None => None,
-        };
+        let own =
+            match &caller.slots {
+                Some(key) => Some(key.semaphore.clone().try_acquire_owned().map_err(|_| {
+                    Refusal::KeyBusy {
+                        key: caller.owner.clone().unwrap_or_default(),
+                        max: key.max,
+                    }
+                })?),
+                None => None,
+            };
         let place = self
             .places
             .clone()

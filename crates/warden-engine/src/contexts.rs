@@ -532,7 +532,10 @@ mod tests {
         let engine = Engine::new(Arc::new(Settings::builtin()))
             .with_backend(BackendKind::Jail, Arc::new(FakeBackend(sandbox.clone())));
         let sandboxes = Sandboxes::new(engine, 4);
-        let info = sandboxes.create(&Caller::default(), CreateSandbox::default()).await.unwrap();
+        let info = sandboxes
+            .create(&Caller::default(), CreateSandbox::default())
+            .await
+            .unwrap();
         (sandboxes, sandbox, info.id)
     }
 
@@ -545,7 +548,10 @@ mod tests {
     }
 
     async fn exec(s: &Sandboxes, id: &str, req: SandboxExec) -> Result<ExecResult, EngineError> {
-        s.start_exec(&Caller::default(), id, req).await?.finish().await
+        s.start_exec(&Caller::default(), id, req)
+            .await?
+            .finish()
+            .await
     }
 
     #[tokio::test]
@@ -716,7 +722,10 @@ mod tests {
             EngineError::ContextNotFound(victim.clone())
         );
         assert!(s.destroy_context(None, &id, &victim).await.is_err());
-        let restarted = s.restart_context(&Caller::default(), &id, &list[1].id).await.unwrap();
+        let restarted = s
+            .restart_context(&Caller::default(), &id, &list[1].id)
+            .await
+            .unwrap();
         assert_eq!(restarted.restarts, 1);
         assert!(matches!(
             s.list_contexts(None, "sb-none"),

@@ -31,7 +31,7 @@ use warden_types::{ExecEvent, ExecResult};
 pub enum Streamed {
     Event(ExecEvent),
     /// The last item: the result, or why the run failed after it was admitted.
-    End(Result<ExecResult, EngineError>),
+    End(Box<Result<ExecResult, EngineError>>),
 }
 
 /// An admitted, checked execution, ready to run (see the module docs).
@@ -49,11 +49,11 @@ pub struct Execution {
 enum Target {
     OneShot {
         backend: Arc<dyn Backend>,
-        plan: ExecPlan,
+        plan: Box<ExecPlan>,
     },
     InSandbox {
         sandboxes: Sandboxes,
-        prepared: PreparedExec,
+        prepared: Box<PreparedExec>,
     },
 }
 
@@ -153,7 +153,10 @@ impl Engine {
                 trace,
                 profile,
                 language,
-                target: Target::OneShot { backend, plan },
+                target: Target::OneShot {
+                    backend,
+                    plan: Box::new(plan),
+                },
             }),
             Err(e) => {
                 self.report(&profile, &language, Err(&e), trace);
@@ -203,7 +206,7 @@ impl Sandboxes {
                 profile,
                 target: Target::InSandbox {
                     sandboxes: self.clone(),
-                    prepared,
+                    prepared: Box::new(prepared),
                 },
             }),
             Err(e) => {
@@ -239,12 +242,12 @@ impl Execution {
         trace.stage("run");
         let outcome = match target {
             Target::OneShot { backend, plan } => {
-                backend.exec(plan, events).await.map_err(EngineError::from)
+                backend.exec(*plan, events).await.map_err(EngineError::from)
             }
             Target::InSandbox {
                 sandboxes,
                 prepared,
-            } => sandboxes.run_exec(prepared, events).await,
+            } => sandboxes.run_exec(*prepared, events).await,
         };
         drop(admitted);
         engine.report(&profile, &language, outcome.as_ref(), trace);
@@ -273,7 +276,7 @@ impl Execution {
                 }
             };
             let (outcome, ()) = tokio::join!(self.run(Some(events_tx)), forward);
-            let _ = tx.send(Streamed::End(outcome)).await;
+            let _ = tx.send(Streamed::End(Box::new(outcome))).await;
         });
         rx
     }

@@ -643,7 +643,10 @@ mod tests {
         let s = sandboxes(backend.clone());
         s.start_pools();
         wait_ready(&s, 1).await;
-        let other = s.create(&Caller::default(), create(Some(100))).await.unwrap();
+        let other = s
+            .create(&Caller::default(), create(Some(100)))
+            .await
+            .unwrap();
         assert_eq!(status(&s).taken, 0);
         assert_eq!(status(&s).ready, 1);
         assert!(s.list_contexts(None, &other.id).unwrap().is_empty());
@@ -652,7 +655,9 @@ mod tests {
         assert_eq!(built[1].spec.limits.memory_mb, 100);
         assert!(built[1].contexts.lock().unwrap().is_empty());
         // The profile's own limit, asked explicitly, is the same build: pooled.
-        s.create(&Caller::default(), create(Some(200))).await.unwrap();
+        s.create(&Caller::default(), create(Some(200)))
+            .await
+            .unwrap();
         assert_eq!(status(&s).taken, 1);
         s.destroy_all().await;
     }

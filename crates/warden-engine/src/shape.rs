@@ -100,15 +100,21 @@ impl CappedOutput {
         self.truncated
     }
 
-    /// The stream as the result's text: lossy UTF-8, ending with the truncation marker when it
-    /// was cut.
+    /// The stream as the result's text (see [`capped_text`]).
     pub fn into_text(self) -> String {
-        let mut text = String::from_utf8_lossy(&self.kept).into_owned();
-        if self.truncated {
-            text.push_str(&truncation_marker(self.cap));
-        }
-        text
+        capped_text(self.kept, self.truncated, self.cap)
     }
+}
+
+/// A stream kept up to the output cap `cap` as the result's text: lossy UTF-8, ending with the
+/// truncation marker when it was cut (for a backend that counts the cap itself, as the jail's
+/// supervisor does while it relays).
+pub fn capped_text(kept: Vec<u8>, truncated: bool, cap: u64) -> String {
+    let mut text = String::from_utf8_lossy(&kept).into_owned();
+    if truncated {
+        text.push_str(&truncation_marker(cap));
+    }
+    text
 }
 
 /// The artifact for a file of the output folder: `name` relative to it, `/`-separated, already
@@ -129,6 +135,16 @@ pub fn artifact(name: String, bytes: Vec<u8>) -> Artifact {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_truncated_stream_ends_with_the_marker() {
+        assert_eq!(capped_text(b"abc".to_vec(), false, 3), "abc");
+        assert_eq!(
+            capped_text(b"abc".to_vec(), true, 3),
+            "abc\n[warden: output truncated at 3 bytes]\n"
+        );
+        assert_eq!(capped_text(vec![b'a', 0xff], false, 9), "a\u{fffd}");
+    }
 
     #[test]
     fn split_characters_are_held_until_whole() {

@@ -12,10 +12,10 @@ use crate::cgroup::Hierarchy;
 use crate::helper::HELPER_ENV;
 use crate::plan::JailPlan;
 use crate::protocol::{self, HelperError, Tag};
-use crate::utf8::Utf8Carry;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden_engine::shape::Utf8Carry;
 use warden_engine::{BackendError, EventSender};
 use warden_types::{ExecEvent, ExecResult};
 

@@ -32,7 +32,6 @@ pub mod settings;
 pub mod supervisor;
 mod sys;
 pub mod tables;
-mod utf8;
 pub mod workspace;
 
 pub use backend::JailBackend;

@@ -780,8 +780,8 @@ impl<W: Write> Session<'_, W> {
         let limit = self.plan.limits.max_output_bytes;
         let [stdout, stderr] = kept.bytes;
         ExecResult {
-            stdout: supervisor::finish_text(stdout, kept.truncated[0], limit),
-            stderr: supervisor::finish_text(stderr, kept.truncated[1], limit),
+            stdout: warden_engine::shape::capped_text(stdout, kept.truncated[0], limit),
+            stderr: warden_engine::shape::capped_text(stderr, kept.truncated[1], limit),
             exit_code,
             signal,
             reason,

@@ -19,6 +19,7 @@ use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Instant;
+use warden_engine::shape::capped_text;
 use warden_types::{ExecResult, Reason};
 
 #[derive(Debug, thiserror::Error)]
@@ -461,12 +462,12 @@ pub fn run_with(
     trace("artifacts collected");
 
     let result = ExecResult {
-        stdout: finish_text(
+        stdout: capped_text(
             relay.stdout,
             relay.stdout_truncated,
             plan.limits.max_output_bytes,
         ),
-        stderr: finish_text(
+        stderr: capped_text(
             relay.stderr,
             relay.stderr_truncated,
             plan.limits.max_output_bytes,
@@ -524,19 +525,6 @@ fn reason(relay: &Relay, oom: bool, pids_hit: bool, signaled: bool) -> Reason {
         relay.timed_out,
         signaled,
     )
-}
-
-/// The marker appended to a stream cut at the output cap.
-pub fn truncation_marker(limit: u64) -> String {
-    format!("\n[warden: output truncated at {limit} bytes]\n")
-}
-
-pub(crate) fn finish_text(bytes: Vec<u8>, truncated: bool, limit: u64) -> String {
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    if truncated {
-        text.push_str(&truncation_marker(limit));
-    }
-    text
 }
 
 /// Kills (a no-op once it is exiting) and reaps the sandbox's init.
@@ -795,16 +783,6 @@ mod tests {
         assert_eq!(exit_of(Some(libc::SIGSEGV)), (None, Some(libc::SIGSEGV)));
         // No status: init was killed, and the program with its namespace.
         assert_eq!(exit_of(None), (None, Some(libc::SIGKILL)));
-    }
-
-    #[test]
-    fn a_truncated_stream_ends_with_the_marker() {
-        assert_eq!(finish_text(b"abc".to_vec(), false, 3), "abc");
-        assert_eq!(
-            finish_text(b"abc".to_vec(), true, 3),
-            "abc\n[warden: output truncated at 3 bytes]\n"
-        );
-        assert_eq!(finish_text(vec![b'a', 0xff], false, 9), "a\u{fffd}");
     }
 
     fn status_of(messages: &[u8]) -> Result<Option<i32>, JailError> {

@@ -200,11 +200,7 @@ impl WardenMcp {
         Ok(reply::ran(&result, self.max_len()))
     }
 
-    async fn destroy(
-        &self,
-        caller: Caller,
-        a: SandboxArgs,
-    ) -> Result<CallToolResult, ToolError> {
+    async fn destroy(&self, caller: Caller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
         let id = self
             .sandboxes
             .destroy(caller.owner.as_deref(), &a.sandbox_name)
@@ -251,11 +247,7 @@ impl WardenMcp {
         Ok(reply::ran(&result, self.max_len()))
     }
 
-    async fn write(
-        &self,
-        caller: Caller,
-        a: WriteFileArgs,
-    ) -> Result<CallToolResult, ToolError> {
+    async fn write(&self, caller: Caller, a: WriteFileArgs) -> Result<CallToolResult, ToolError> {
         let path = workspace_path(&a.path)?;
         let bytes = match a.encoding {
             Encoding::Text => a.content.into_bytes(),

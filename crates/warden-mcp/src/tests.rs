@@ -687,10 +687,7 @@ impl Observer for Heard {
 #[tokio::test]
 async fn the_engine_reports_every_mcp_execution_with_its_stages() {
     let heard = Arc::new(Heard::default());
-    let mcp = server_on(
-        engine().with_observer(heard.clone()),
-        McpOptions::default(),
-    );
+    let mcp = server_on(engine().with_observer(heard.clone()), McpOptions::default());
     let s = Session::start(mcp).await;
     s.call("execute_code", json!({"code": "print(\"x\")"}))
         .await;

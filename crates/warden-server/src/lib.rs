@@ -397,14 +397,16 @@ async fn respond(execution: warden_engine::Execution, stream: bool) -> Response 
     let lines = futures_util::stream::unfold(execution.stream(), |mut items| async move {
         let line = match items.recv().await? {
             Streamed::Event(event) => ndjson(&event),
-            Streamed::End(Ok(result)) => ndjson(&ExecEvent::End(Box::new(result))),
-            Streamed::End(Err(e)) => {
-                let e = ApiError::from(e);
-                ndjson(&ExecEvent::Error {
-                    name: e.code.to_owned(),
-                    value: e.message,
-                })
-            }
+            Streamed::End(outcome) => match *outcome {
+                Ok(result) => ndjson(&ExecEvent::End(Box::new(result))),
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    ndjson(&ExecEvent::Error {
+                        name: e.code.to_owned(),
+                        value: e.message,
+                    })
+                }
+            },
         };
         Some((Ok::<_, std::io::Error>(line), items))
     });

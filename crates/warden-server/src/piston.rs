@@ -208,8 +208,10 @@ async fn execute_inner(
                 ExecEvent::Stdout { text, .. } | ExecEvent::Stderr { text, .. },
             )) => output.push_str(&text),
             Some(Streamed::Event(_)) => {}
-            Some(Streamed::End(outcome)) => break outcome?,
-            None => return Err(EngineError::Internal("the run ended without a result".into()).into()),
+            Some(Streamed::End(outcome)) => break (*outcome)?,
+            None => {
+                return Err(EngineError::Internal("the run ended without a result".into()).into());
+            }
         }
     };
     let version = state.versions.version_of(&language).await;

@@ -73,7 +73,8 @@ async fn shutdown_signal() {
 
 pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
     let mut settings = load_settings(config)?;
-    args.limits.apply(&mut std::sync::Arc::make_mut(&mut settings).server)?;
+    args.limits
+        .apply(&mut std::sync::Arc::make_mut(&mut settings).server)?;
     if !args.listen.ip().is_loopback() && settings.server.api_keys.is_empty() {
         anyhow::bail!(
             "--listen {}: a non-loopback address needs API keys ([[server.api_keys]] in the settings); listen on 127.0.0.1 or [::1], or configure keys",

@@ -672,7 +672,11 @@ fn the_settings_raise_the_live_sandbox_cap_past_64() {
     assert_eq!(json(&body)["free_slots"], 3, "{body}");
     let mut ids = Vec::new();
     for i in 0..70 {
-        let (status, body) = post(&server.addr, "/v1/sandboxes", &format!(r#"{{"name": "s{i}"}}"#));
+        let (status, body) = post(
+            &server.addr,
+            "/v1/sandboxes",
+            &format!(r#"{{"name": "s{i}"}}"#),
+        );
         assert_eq!(status, 201, "sandbox {i}: {body}");
         ids.push(json(&body)["id"].as_str().unwrap().to_owned());
     }

@@ -7,6 +7,7 @@ use warden_types::{ExecResult, Reason};
 struct RecordingBackend {
     plans: Mutex<Vec<ExecPlan>>,
     refuse: Option<String>,
+    checks: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait::async_trait]
@@ -15,6 +16,8 @@ impl Backend for RecordingBackend {
         "recording"
     }
     fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match &self.refuse {
             Some(why) => Err(BackendError::Refused(why.clone())),
             None => Ok(()),
@@ -177,5 +180,85 @@ async fn a_backend_refusal_is_passed_on_and_a_missing_backend_is_named() {
     assert_eq!(
         err.to_string(),
         "profile \"standard\" uses the jail backend, which is not available: gone"
+    );
+}
+
+/// Counts what the engine reports.
+#[derive(Debug, Default)]
+struct Reports(Mutex<Vec<(String, Vec<&'static str>)>>);
+
+impl Observer for Reports {
+    fn execution(&self, record: ExecRecord<'_>) {
+        let outcome = match record.outcome {
+            Ok(r) => r.reason.to_string(),
+            Err(e) => e.code().to_owned(),
+        };
+        let stages = record.trace.stages.iter().map(|s| s.0).collect();
+        self.0.lock().unwrap().push((outcome, stages));
+    }
+}
+
+#[tokio::test]
+async fn one_engine_call_checks_once_runs_once_and_reports_once() {
+    let b = Arc::new(RecordingBackend::default());
+    let reports = Arc::new(Reports::default());
+    let engine = engine(b.clone()).with_observer(reports.clone());
+    let execution = engine
+        .start(&Caller::default(), req("print(1)"))
+        .await
+        .unwrap();
+    assert_eq!(execution.profile(), "standard");
+    assert_eq!(execution.language(), "python");
+    // Checked before it was handed out; nothing ran yet, nothing reported yet.
+    assert_eq!(b.checks.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert!(b.plans.lock().unwrap().is_empty());
+    assert!(reports.0.lock().unwrap().is_empty());
+    assert_eq!(engine.admission().running(), 1);
+    execution.finish().await.unwrap();
+    assert_eq!(b.checks.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(b.plans.lock().unwrap().len(), 1);
+    assert_eq!(engine.admission().running(), 0);
+    // A refusal by a policy is reported too, without a run stage.
+    engine
+        .start(&Caller::default(), req("import os"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        *reports.0.lock().unwrap(),
+        [
+            ("exited".to_owned(), vec!["queue", "policies", "run"]),
+            ("policy_violation".to_owned(), vec!["queue", "policies"]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_stream_ends_with_the_result_and_a_dropped_execution_frees_its_slot() {
+    let b = Arc::new(RecordingBackend::default());
+    let engine = engine(b.clone());
+    let mut items = engine
+        .start(&Caller::default(), req("print(1)"))
+        .await
+        .unwrap()
+        .stream();
+    let mut last = None;
+    while let Some(item) = items.recv().await {
+        last = Some(item);
+    }
+    match last {
+        Some(Streamed::End(outcome)) => assert_eq!(outcome.unwrap().stdout, "ok\n"),
+        other => panic!("{other:?}"),
+    }
+    let dropped = engine
+        .start(&Caller::default(), req("print(1)"))
+        .await
+        .unwrap();
+    assert_eq!(engine.admission().running(), 1);
+    drop(dropped);
+    assert_eq!(engine.admission().running(), 0);
+    assert_eq!(
+        b.plans.lock().unwrap().len(),
+        1,
+        "the dropped one never ran"
     );
 }

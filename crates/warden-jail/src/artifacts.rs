@@ -10,7 +10,6 @@
 use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_WORK};
 use crate::sys;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -175,23 +174,9 @@ impl Walk<'_> {
         }
         self.total += size;
         let name = rel.to_string_lossy().into_owned();
-        self.artifacts.push(Artifact {
-            mime_type: mime_type(&name, &bytes).to_owned(),
-            sha256: hex(&Sha256::digest(&bytes)),
-            size,
-            name,
-            bytes,
-        });
+        // Hash and MIME type as every backend makes them.
+        self.artifacts.push(warden_engine::shape::artifact(name, bytes));
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The MIME type from the extension, else from the content (one table for every backend).
-pub fn mime_type(name: &str, bytes: &[u8]) -> &'static str {
-    warden_types::mime_type(name, bytes)
 }
 
 #[cfg(test)]
@@ -257,7 +242,10 @@ mod tests {
         assert_eq!(arts.len(), 2);
         assert_eq!(arts[0].name, "a.csv");
         assert_eq!(arts[0].mime_type, "text/csv");
-        assert_eq!(arts[0].sha256, hex(&Sha256::digest(b"x,y\n1,2\n")));
+        assert_eq!(
+            arts[0].sha256,
+            "81bf9fa83c6f7f151bd491a98cd7d933de3965289e3ebd77c6c425f7eaa16392"
+        );
         assert_eq!(arts[1].name, "sub/b.bin");
         assert_eq!(arts[1].mime_type, "application/octet-stream");
     }

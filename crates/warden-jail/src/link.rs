@@ -22,7 +22,7 @@ pub(crate) fn attach_network(
     };
     let attached = warden_net::attach(
         &network.request,
-        started.network_namespace_path()?,
+        started.network_namespace_path(plan)?,
         std::path::Path::new(warden_net::RUN_DIR),
         Box::new(warden_net::sys::RealSys),
     )

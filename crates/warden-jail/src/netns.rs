@@ -15,7 +15,9 @@
 //! - the namespace is owned by init's user namespace, as when init's clone made it, so init
 //!   can enter and configure it and nothing of the host can be reached from it;
 //! - no program runs before init has entered it: a maker that failed makes the supervisor
-//!   refuse the sandbox, and init's step then fails on the closed socket (fail closed);
+//!   refuse the sandbox, and init's step then fails on the closed socket (fail closed); a
+//!   maker that failed only because init had already exited ([`NetnsMaker::init_was_gone`])
+//!   still fails the sandbox, but its error gives way to the one that ended init;
 //! - the maker shares the supervisor's memory, so it makes only raw system calls (no libc
 //!   wrapper: those write `errno`, which is the supervisor thread's) and reports through
 //!   [`Job`], which the supervisor reads only after reaping it.
@@ -72,6 +74,8 @@ pub struct NetnsMaker {
     /// The maker's stack (a heap buffer: it does not move with the struct).
     _stack: Vec<u8>,
     made: Option<OwnedFd>,
+    /// Set by `finish`: the maker failed because init had exited (see `init_was_gone`).
+    init_gone: bool,
 }
 
 impl std::fmt::Debug for NetnsMaker {
@@ -110,6 +114,7 @@ impl NetnsMaker {
             job,
             _stack: stack,
             made: None,
+            init_gone: false,
         })
     }
 
@@ -131,6 +136,7 @@ impl NetnsMaker {
                 // owns it.
                 self.made = Some(unsafe { OwnedFd::from_raw_fd(netns) });
             } else if failed != Op::None {
+                self.init_gone = failed == Op::EnterUserNamespace && errno == libc::ESRCH;
                 return Err(io::Error::new(
                     io::Error::from_raw_os_error(errno).kind(),
                     format!(
@@ -150,6 +156,13 @@ impl NetnsMaker {
             .as_ref()
             .map(|fd| fd.as_fd())
             .ok_or_else(|| io::Error::other("the network namespace was not made"))
+    }
+
+    /// Whether the maker, once [`finish`](Self::finish)ed, failed only because init had
+    /// already exited (entering its user namespace through the pidfd: `ESRCH`). That failure
+    /// is a consequence, not a cause: whatever ended init says why the sandbox failed.
+    pub fn init_was_gone(&self) -> bool {
+        self.init_gone
     }
 }
 
@@ -378,5 +391,30 @@ mod tests {
             "{err}"
         );
         assert!(maker.finish().is_err());
+        assert!(
+            !maker.init_was_gone(),
+            "init was there: a failure of the maker's own"
+        );
+    }
+
+    #[test]
+    fn a_maker_whose_init_has_exited_says_so() {
+        // Init ended (a step of its own failed) before the maker entered its user namespace:
+        // the maker's failure is only a consequence, and says so.
+        let child = Paused::start(libc::CLONE_NEWUSER);
+        let pidfd = crate::sys::pidfd_open(child.0).expect("pidfd");
+        crate::sys::kill(child.0, libc::SIGKILL).unwrap();
+        assert!(
+            crate::sys::wait_readable(pidfd.as_fd(), 5000).unwrap(),
+            "exited"
+        );
+        let mut maker = NetnsMaker::start(pidfd.as_fd()).expect("start");
+        assert!(!maker.init_was_gone(), "not known before finish");
+        let err = maker.finish().expect_err("no namespace").to_string();
+        assert!(
+            err.starts_with("enter the sandbox's user namespace: "),
+            "{err}"
+        );
+        assert!(maker.init_was_gone(), "{err}");
     }
 }

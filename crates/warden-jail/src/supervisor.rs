@@ -114,14 +114,19 @@ impl Started {
     }
 
     /// The sandbox's network namespace as a path a host tool can open (`ip … netns PATH`):
-    /// this process's descriptor of it. Waits until it is made.
-    pub fn network_namespace_path(&mut self) -> Result<String, JailError> {
-        let fd = self.netns.finish().map_err(netns_refused)?;
-        Ok(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            fd.as_raw_fd()
-        ))
+    /// this process's descriptor of it. Waits until it is made. A maker that failed because
+    /// init is gone (a step init runs before its plan failed) gives way to init's report.
+    pub fn network_namespace_path(&mut self, plan: &JailPlan) -> Result<String, JailError> {
+        match self.netns.finish().map(|fd| fd.as_raw_fd()) {
+            Ok(fd) => Ok(format!("/proc/{}/fd/{fd}", std::process::id())),
+            Err(e) if self.netns.init_was_gone() => Err(init_gone(
+                self.pid,
+                self.status_r.as_fd(),
+                plan,
+                netns_refused(e),
+            )),
+            Err(e) => Err(netns_refused(e)),
+        }
     }
 }
 
@@ -284,13 +289,28 @@ pub(crate) fn launch(
     // init's first step). Sleeping here gives init that CPU; the cgroup work fits in the time
     // init takes to build its root. Init reads the namespace after that (the step "enter
     // network namespace").
-    let made = netns.finish().map_err(netns_refused)?;
-    if let Err(e) = sys::send_fd(ws_parent.as_fd(), made) {
-        // Init is gone or going: a step it ran may have said why.
-        let _ = sys::kill(pid, libc::SIGKILL);
-        read_status(status_r.as_fd(), plan)?;
-        return Err(os("send the network namespace")(e));
-    }
+    //
+    // A hand-over that failed because init is already gone (the maker could not enter its
+    // user namespace: ESRCH; or init's end of the socket is closed) is a consequence, never
+    // the error: init ended at a step of its own, one it runs on its plan while this process
+    // goes on below. Which of the two comes first is up to the scheduler; so that the error
+    // does not depend on it, the cgroup's steps still run and their refusal (a limit this
+    // host cannot apply) is reported first, else init's report (see `init_gone`), as when
+    // init ends after the hand-over. Only failure paths pay for this. (E.g. run by an unprivileged user: init cannot drop its
+    // groups, setgroups being denied in its user namespace, and no cgroup can be created.)
+    let (handed, maker_failed) = match netns.finish() {
+        Ok(made) => (
+            sys::send_fd(ws_parent.as_fd(), made).map_err(os("send the network namespace")),
+            false,
+        ),
+        Err(e) => (Err(netns_refused(e)), true),
+    };
+    let init_gone = match handed {
+        Ok(()) => None,
+        // A maker that failed for a reason of its own refuses the sandbox (fail closed).
+        Err(e) if maker_failed && !netns.init_was_gone() => return Err(e),
+        Err(handover) => Some(init_gone(pid, status_r.as_fd(), plan, handover)),
+    };
     drop(netns);
     let hierarchy = match &plan.cgroups {
         Some(h) => h.clone(),
@@ -304,6 +324,9 @@ pub(crate) fn launch(
         crate::cgroup::ensure_fast_attach();
     }
     cgroup.0.set_limits(&plan.cgroup)?;
+    if let Some(e) = init_gone {
+        return Err(e);
+    }
     cgroup.0.attach(pid)?;
     trace("cgroup limits set and attached");
     before_go()?;
@@ -323,6 +346,22 @@ pub(crate) fn launch(
         ctl_r,
         start: Instant::now(),
     })
+}
+
+/// Why a sandbox whose init is gone before its program could start failed: init's report
+/// (the step that ended it) if it sent one, else `otherwise` (what failed here for want of
+/// init). Kills init first, so the status pipe ends even if init is still going.
+fn init_gone(
+    pid: libc::pid_t,
+    status_r: BorrowedFd<'_>,
+    plan: &JailPlan,
+    otherwise: JailError,
+) -> JailError {
+    let _ = sys::kill(pid, libc::SIGKILL);
+    match read_status(status_r, plan) {
+        Err(reported) => reported,
+        Ok(_) => otherwise,
+    }
 }
 
 /// Sends a plan (length, then JSON) and rings the receiver's doorbell: from the supervisor to

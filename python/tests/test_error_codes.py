@@ -8,8 +8,12 @@ from pathlib import Path
 
 from warden_sandbox.exceptions import _BY_CODE, SecurityViolationError, error_from_body
 
-SERVER = Path(__file__).resolve().parents[2] / "crates" / "warden-server" / "src"
+CRATES = Path(__file__).resolve().parents[2] / "crates"
+SERVER = CRATES / "warden-server" / "src"
 CODE = re.compile(r'(?:StatusCode|S)::[A-Z_]+\s*,\s*"([a-z_]+)"')
+# The engine's codes (one list for every front-end): the arms of `EngineError::code`.
+ENGINE_CODE_FN = re.compile(r"pub fn code\(&self\) -> &'static str \{(.*?)\n    \}\n", re.S)
+ARM = re.compile(r'=>\s*"([a-z_]+)"')
 
 
 def daemon_codes() -> set:
@@ -17,6 +21,9 @@ def daemon_codes() -> set:
     for source in SERVER.rglob("*.rs"):
         if source.name != "tests.rs":
             codes |= set(CODE.findall(source.read_text()))
+    engine = ENGINE_CODE_FN.search((CRATES / "warden-engine" / "src" / "lib.rs").read_text())
+    assert engine, "EngineError::code not found"
+    codes |= set(ARM.findall(engine.group(1)))
     return codes
 
 

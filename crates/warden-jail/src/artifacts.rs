@@ -175,7 +175,8 @@ impl Walk<'_> {
         self.total += size;
         let name = rel.to_string_lossy().into_owned();
         // Hash and MIME type as every backend makes them.
-        self.artifacts.push(warden_engine::shape::artifact(name, bytes));
+        self.artifacts
+            .push(warden_engine::shape::artifact(name, bytes));
     }
 }
 

@@ -226,8 +226,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Refuses a plan this backend cannot apply on this host, before anything is started.
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError>;
 
-    /// Runs the plan to the end. Output events go to `events` as they happen, if given; the
-    /// final result is returned (and not sent as an event: the caller decides).
+    /// Runs the plan to the end. The plan passed [`Backend::check`] (the engine checks once,
+    /// before this; a backend does not check again). Output events go to `events` as they
+    /// happen, if given; the final result is returned (and not sent as an event: the caller
+    /// decides).
     async fn exec(
         &self,
         plan: ExecPlan,

@@ -410,7 +410,7 @@ impl Backend for KubeBackend {
         plan: ExecPlan,
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
-        self.check(&plan)?;
+        // The engine checked the plan (`Backend::check`, once, before handing it here).
         let spec = SandboxSpec {
             id: one_shot_id(),
             profile: plan.profile.clone(),

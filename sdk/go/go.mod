@@ -1,0 +1,3 @@
+module github.com/warden-sandbox/warden/sdk/go
+
+go 1.19

@@ -206,8 +206,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, context.C
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		e := c.transportError(ctx, r.op(), err, false)
 		cancel()
-		return nil, nil, c.transportError(ctx, r.op(), err, false)
+		return nil, nil, e
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, cancel, nil

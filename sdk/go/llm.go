@@ -1,0 +1,147 @@
+package sdk
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The LLM-facing report of an execution: what an agent's model reads back after it ran code.
+// The same text as the Rust crates' warden_types::llm and the Python SDK's format_result, so a
+// result reads the same whatever the SDK:
+//
+//	STDOUT:
+//	12.0
+//
+//	STDERR:
+//	warning
+//
+//	ERROR:
+//	the program exited with code 1
+//
+//	FILES:
+//	- plot.png (image/png, 3 bytes)
+//
+// Sections appear only when they have something to say (STDOUT, STDERR, RESULT, OUTPUTS,
+// ERROR, NOTE, FILES, in this order), separated by one blank line; a silent success is
+// "(no output)". Each section's body is cut to maxLen characters (0: no cut) by Truncate,
+// which keeps the beginning and the end around a visible marker; artifact bytes never appear.
+
+// DefaultMaxOutputLength is the default cap of a report's section, in characters (the
+// daemon's max_output_length default).
+const DefaultMaxOutputLength = 2000
+
+// Truncate cuts text to maxLen characters (Unicode code points), keeping its first half and
+// last half around "\n[... N characters truncated ...]\n". maxLen 0, or a short enough text:
+// the text as is.
+func Truncate(text string, maxLen int) string {
+	n := utf8.RuneCountInString(text)
+	if maxLen <= 0 || n <= maxLen {
+		return text
+	}
+	runes := []rune(text)
+	head := maxLen / 2
+	tail := maxLen - head
+	return fmt.Sprintf("%s\n[... %d characters truncated ...]\n%s",
+		string(runes[:head]), n-maxLen, string(runes[n-tail:]))
+}
+
+func trimEnd(s string) string { return strings.TrimRightFunc(s, unicode.IsSpace) }
+
+// whyNotSuccess is why a run did not succeed, in a sentence; "" for a success.
+func whyNotSuccess(r *ExecResult) string {
+	if r.IsSuccess() {
+		return ""
+	}
+	switch r.Reason {
+	case ReasonTimeout:
+		return "the time limit ended the run (timeout); every process was killed"
+	case ReasonMemory:
+		return "the memory limit was hit (memory); the program was killed"
+	case ReasonPids:
+		return "the process limit was hit (pids): too many processes or threads"
+	case ReasonOutput:
+		return "the output passed its size limit (output); the run was stopped"
+	case ReasonSignal:
+		if r.Signal != nil {
+			return fmt.Sprintf("the program was killed by signal %d", *r.Signal)
+		}
+		return "the program was killed by a signal"
+	default:
+		if r.ExitCode != nil {
+			return fmt.Sprintf("the program exited with code %d", *r.ExitCode)
+		}
+		return "the program ended without an exit code"
+	}
+}
+
+func outputSection(title, text string, stopped bool, stream string, maxLen int) (string, bool) {
+	text = trimEnd(text)
+	if text == "" {
+		return "", false
+	}
+	body := Truncate(text, maxLen)
+	if stopped {
+		body += fmt.Sprintf("\n[... the sandbox stopped keeping %s here: output limit ...]", stream)
+	}
+	return title + ":\n" + body, true
+}
+
+// FormatForLLM is the report of one execution, each section cut to maxLen characters.
+func FormatForLLM(r *ExecResult, maxLen int) string {
+	var sections []string
+	if s, ok := outputSection("STDOUT", r.Stdout, r.StdoutTruncated, "stdout", maxLen); ok {
+		sections = append(sections, s)
+	}
+	if s, ok := outputSection("STDERR", r.Stderr, r.StderrTruncated, "stderr", maxLen); ok {
+		sections = append(sections, s)
+	}
+	if r.Text != nil {
+		sections = append(sections, "RESULT:\n"+Truncate(*r.Text, maxLen))
+	}
+	var outputs strings.Builder
+	for i, res := range r.Results {
+		main := ""
+		if res.IsMainResult {
+			main = " (the cell's value)"
+		}
+		fmt.Fprintf(&outputs, "- output %d%s: %s\n", i+1, main, strings.Join(res.MimeTypes, ", "))
+	}
+	if outputs.Len() > 0 {
+		sections = append(sections, "OUTPUTS:\n"+Truncate(trimEnd(outputs.String()), maxLen))
+	}
+	if e := r.Error; e != nil {
+		text := e.Name + ": " + e.Value
+		if e.Traceback != "" {
+			text = trimEnd(e.Traceback) + "\n" + text
+		}
+		sections = append(sections, "ERROR:\n"+Truncate(text, maxLen))
+	} else if why := whyNotSuccess(r); why != "" {
+		sections = append(sections, "ERROR:\n"+Truncate(why, maxLen))
+	}
+	if r.ContextRestarted != nil && *r.ContextRestarted {
+		sections = append(sections, "NOTE:\nthe interpreter was restarted: variables defined before this cell are gone")
+	}
+	var files strings.Builder
+	for _, a := range r.Artifacts {
+		fmt.Fprintf(&files, "- %s (%s, %d bytes)\n", a.Name, a.MimeType, a.Size)
+	}
+	for _, s := range r.SkippedArtifacts {
+		fmt.Fprintf(&files, "- %s: not returned (%s)\n", s.Name, s.Why)
+	}
+	if files.Len() > 0 {
+		sections = append(sections, "FILES:\n"+Truncate(trimEnd(files.String()), maxLen))
+	}
+	if len(sections) == 0 {
+		return "(no output)"
+	}
+	return strings.Join(sections, "\n\n")
+}
+
+// FormatErrorForLLM is the report of a request refused before anything ran (a policy
+// violation, an unknown sandbox or language, a bad argument): message as an ERROR: section,
+// cut to maxLen characters.
+func FormatErrorForLLM(message string, maxLen int) string {
+	return "ERROR:\n" + Truncate(trimEnd(message), maxLen)
+}

@@ -145,9 +145,12 @@ impl Admission {
             .clone()
             .try_acquire_owned()
             .map_err(|_| Refusal::Busy)?;
-        self.counts.queued.fetch_add(1, Ordering::Relaxed);
-        let slot = self.slots.clone().acquire_owned().await;
-        self.counts.queued.fetch_sub(1, Ordering::Relaxed);
+        let slot = {
+            // Counted as waiting until the wait ends, also when the caller goes away mid-wait
+            // (the future dropped): the guard's drop takes it off.
+            let _waiting = Waiting::new(&self.counts);
+            self.slots.clone().acquire_owned().await
+        };
         let slot = slot.map_err(|_| Refusal::Closed)?;
         self.counts.running.fetch_add(1, Ordering::Relaxed);
         Ok(Admitted {
@@ -156,6 +159,22 @@ impl Admission {
             _slot: slot,
             counts: self.counts.clone(),
         })
+    }
+}
+
+/// One request waiting for a slot, counted while it lives.
+struct Waiting<'a>(&'a Counts);
+
+impl<'a> Waiting<'a> {
+    fn new(counts: &'a Counts) -> Waiting<'a> {
+        counts.queued.fetch_add(1, Ordering::Relaxed);
+        Waiting(counts)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -205,6 +224,25 @@ mod tests {
         drop(first);
         waiting.await.unwrap().unwrap();
         assert_eq!((admission.running(), admission.queued()), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_caller_that_goes_away_while_waiting_is_no_longer_counted() {
+        let admission = Admission::new(limits(1, 4));
+        let held = admission.admit(&Caller::default()).await.unwrap();
+        let waiting = tokio::spawn({
+            let admission = admission.clone();
+            async move { admission.admit(&Caller::default()).await.map(drop) }
+        });
+        while admission.queued() == 0 {
+            tokio::task::yield_now().await;
+        }
+        waiting.abort();
+        let _ = waiting.await;
+        assert_eq!((admission.running(), admission.queued()), (1, 0));
+        drop(held);
+        // Its queue place was given back too: four may wait again.
+        assert_eq!(admission.free_slots(), 1);
     }
 
     #[tokio::test]

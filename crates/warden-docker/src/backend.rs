@@ -57,6 +57,9 @@ pub struct DockerSettings {
     pub user: String,
     /// How networked containers get their controlled egress.
     pub network: network::NetSettings,
+    /// The OCI seccomp profile (JSON) every container runs under: the binary gives Warden's
+    /// own table (`warden_jail::seccomp::oci`); `None` leaves the engine's default.
+    pub seccomp_profile: Option<std::sync::Arc<str>>,
 }
 
 impl Default for DockerSettings {
@@ -66,6 +69,7 @@ impl Default for DockerSettings {
             call_timeout: Duration::from_secs(30),
             user: "65534:65534".into(),
             network: network::NetSettings::default(),
+            seccomp_profile: None,
         }
     }
 }
@@ -223,6 +227,7 @@ impl DockerBackend {
             labels,
             role,
             cmd,
+            seccomp_profile: self.shared.settings.seccomp_profile.clone(),
         }
     }
 }

@@ -6,8 +6,9 @@
 //! (`/workspace`, `/tmp`, `/code`); no host path is mounted but a networked container's
 //! resolv.conf (read-only, a file Warden writes with its resolver's address, see
 //! [`crate::network`]); the network mode is `none` and the network disabled; every
-//! capability is dropped and `no-new-privileges` is set, under the engine's default seccomp
-//! profile; the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
+//! capability is dropped and `no-new-privileges` is set, under Warden's own seccomp table (as
+//! an OCI profile, the settings' `seccomp_profile`; the engine's default only when none is
+//! given); the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
 //! capped; the container carries Warden's labels so that leftovers can be found after a crash.
 
 use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
@@ -91,6 +92,8 @@ pub struct ContainerPlan {
     /// once its keeper is ready), bound read-only on `/etc/resolv.conf` — the one host path a
     /// container sees, and it holds nothing but that line.
     pub resolv_conf: Option<String>,
+    /// The OCI seccomp profile (JSON) the container runs under; `None`: the engine's default.
+    pub seccomp_profile: Option<std::sync::Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -123,6 +126,8 @@ pub struct PlanInput<'a> {
     pub role: Role,
     /// The one-shot's command (the wrapper and the program); ignored for a persistent one.
     pub cmd: Vec<String>,
+    /// See [`ContainerPlan::seccomp_profile`].
+    pub seccomp_profile: Option<std::sync::Arc<str>>,
 }
 
 /// The environment every program sees (the image's own is replaced, not merged).
@@ -207,6 +212,7 @@ impl ContainerPlan {
             role: input.role,
             network: input.network_enabled,
             resolv_conf: None,
+            seccomp_profile: input.seccomp_profile,
         })
     }
 
@@ -239,8 +245,13 @@ impl ContainerPlan {
             network_mode: Some("none".into()),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".into()]),
-            // The engine's default seccomp profile applies unless one is named; it is kept.
-            security_opt: Some(vec!["no-new-privileges".into()]),
+            // Warden's seccomp table, given as the profile's JSON (the engine's API takes the
+            // content, not a path); the engine's default only without one.
+            security_opt: Some(
+                std::iter::once("no-new-privileges".to_owned())
+                    .chain(self.seccomp_profile.iter().map(|p| format!("seccomp={p}")))
+                    .collect(),
+            ),
             privileged: Some(false),
             ipc_mode: Some("private".into()),
             tmpfs: Some(HashMap::from([
@@ -317,6 +328,7 @@ mod tests {
             labels,
             role: Role::Persistent,
             cmd: vec![],
+            seccomp_profile: Some("{\"defaultAction\":\"SCMP_ACT_ERRNO\"}".into()),
         }
     }
 

@@ -126,7 +126,17 @@ pub fn docker_backend(settings: &Settings) -> DockerBackend {
             keeper_exe: std::env::current_exe().ok(),
             run_dir: warden_net::RUN_DIR.into(),
         },
+        seccomp_profile: Some(seccomp_profile()),
     })
+}
+
+/// Warden's seccomp table as the OCI profile containers run under (the jail's own filter is
+/// compiled from the same table at build time).
+pub fn seccomp_profile() -> Arc<str> {
+    warden_jail::seccomp::oci::profile()
+        .expect("the checked-in seccomp table builds (it is compiled at build time too)")
+        .to_string()
+        .into()
 }
 
 fn language_from_extension(path: &Path) -> Option<&'static str> {

@@ -6,6 +6,7 @@
 //! search over the syscall number; every syscall not allowed returns ENOSYS; every `[[deny]]`
 //! entry returns its own errno (EPERM).
 
+pub mod oci;
 #[allow(dead_code)]
 pub mod table;
 

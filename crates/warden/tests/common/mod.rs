@@ -146,14 +146,21 @@ pub fn jail_settings() -> warden_jail::JailSettings {
     }
 }
 
-/// The docker backend's settings for tests: the engine's defaults, and the real binary as
-/// the network keeper of networked containers.
+/// The docker backend's settings for tests: the engine's defaults, the real binary as the
+/// network keeper of networked containers, and Warden's seccomp table as the containers'
+/// profile (as the binary gives it).
 pub fn docker_settings() -> warden_docker::DockerSettings {
     warden_docker::DockerSettings {
         network: warden_docker::NetSettings {
             keeper_exe: Some(warden()),
             ..Default::default()
         },
+        seccomp_profile: Some(
+            warden_jail::seccomp::oci::profile()
+                .unwrap()
+                .to_string()
+                .into(),
+        ),
         ..Default::default()
     }
 }

@@ -65,6 +65,14 @@ pub struct ServerSettings {
     /// Sandboxes with a lifetime alive at once (warm pools not counted). Default: 64.
     /// `--max-sandboxes` overrides it.
     pub max_sandboxes: usize,
+    /// Connections held at once; at the cap the oldest idle one is closed to let a new one
+    /// in. Default: 4096.
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's head (request line and headers); the
+    /// connection is closed after that. Default: 10.
+    pub request_head_timeout_seconds: f64,
+    /// Seconds a client has to send a request's body; 408 after that. Default: 60.
+    pub request_body_timeout_seconds: f64,
     /// Bearer API keys. With none, `warden serve` listens only on loopback; with some, every
     /// request but health, metrics and the API description must carry one, and a key sees
     /// only its own sandboxes.
@@ -84,6 +92,9 @@ impl Default for ServerSettings {
             max_concurrent: 8,
             max_queued: 64,
             max_sandboxes: 64,
+            max_connections: 4096,
+            request_head_timeout_seconds: 10.0,
+            request_body_timeout_seconds: 60.0,
             api_keys: Vec::new(),
             api_keys_file: None,
             otlp: OtlpSettings::default(),
@@ -808,9 +819,27 @@ impl Settings {
         for (key, value) in [
             ("server.max_concurrent", self.server.max_concurrent),
             ("server.max_sandboxes", self.server.max_sandboxes),
+            ("server.max_connections", self.server.max_connections),
         ] {
             if value == 0 {
                 return Err((key.into(), "must be at least 1".into()));
+            }
+        }
+        for (key, value) in [
+            (
+                "server.request_head_timeout_seconds",
+                self.server.request_head_timeout_seconds,
+            ),
+            (
+                "server.request_body_timeout_seconds",
+                self.server.request_body_timeout_seconds,
+            ),
+        ] {
+            if !(value.is_finite() && (0.1..=3600.0).contains(&value)) {
+                return Err((
+                    key.into(),
+                    "must be a number of seconds in [0.1, 3600]".into(),
+                ));
             }
         }
         if let Some(endpoint) = &self.server.otlp.endpoint

@@ -13,6 +13,7 @@ mod compat;
 pub mod decode;
 mod error;
 pub mod fuzz;
+pub mod listen;
 mod mcp;
 mod metrics;
 mod observe;
@@ -268,6 +269,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 
 /// A JSON body's rejection as the API's error.
 pub(crate) fn json_rejection(rejection: JsonRejection) -> ApiError {
+    if let Some(e) = body_timeout(&rejection) {
+        return e;
+    }
     let (status, code) = match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => {
@@ -278,6 +282,23 @@ pub(crate) fn json_rejection(rejection: JsonRejection) -> ApiError {
         _ => (StatusCode::BAD_REQUEST, "invalid_json"),
     };
     ApiError::new(status, code, rejection.body_text())
+}
+
+/// A body that did not arrive in `[server] request_body_timeout_seconds` (see `listen.rs`):
+/// 408, not the caller's malformed input.
+pub(crate) fn body_timeout(rejection: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(e) = cause {
+        if e.is::<tower_http::timeout::TimeoutError>() {
+            return Some(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                "the request's body did not arrive in time; send it at once after the head",
+            ));
+        }
+        cause = e.source();
+    }
+    None
 }
 
 /// `Path` whose rejections (a segment that is not percent-encoded UTF-8, …) are API errors in

@@ -8,6 +8,7 @@ use crate::{ApiError, ApiJson, ApiPath, AppState, Caller, respond, timeout_from}
 use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -215,6 +216,25 @@ pub(crate) async fn exec_in_to_end(
     Ok(execution.finish().await?)
 }
 
+/// A raw body's rejection as the API's error: too large (413), too slow (408), else 400.
+fn bytes_rejection(rejection: BytesRejection) -> ApiError {
+    if let Some(e) = crate::body_timeout(&rejection) {
+        return e;
+    }
+    match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            rejection.body_text(),
+        ),
+        _ => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            rejection.body_text(),
+        ),
+    }
+}
+
 pub(crate) fn workspace_path(path: &str) -> Result<WorkspacePath, ApiError> {
     WorkspacePath::new(path)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", format!("path: {e}")))
@@ -224,9 +244,10 @@ pub async fn upload(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiPath((id, path)): ApiPath<(String, String)>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let result = async {
+        let body = body.map_err(bytes_rejection)?;
         let path = workspace_path(&path)?;
         let size = body.len();
         state
@@ -309,9 +330,12 @@ pub async fn create_context(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match CreateContextBody::from_body(&body) {
+    let body = match body
+        .map_err(bytes_rejection)
+        .and_then(|body| CreateContextBody::from_body(&body))
+    {
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };

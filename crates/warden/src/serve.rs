@@ -57,6 +57,24 @@ pub fn admission_of(server: &warden_config::ServerSettings) -> AdmissionLimits {
     }
 }
 
+/// Every held connection is a descriptor, and so is every sandbox's workspace: the soft limit
+/// (1024 by default) would bind long before `[server] max_connections`; the hard one is the
+/// administrator's to set.
+fn raise_descriptor_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed by pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// Ctrl-C or SIGTERM (what a service manager or `docker stop` sends).
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -82,6 +100,8 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         );
     }
     let limits = ServerLimits::from_settings(&settings.server);
+    let state_settings = settings.server.clone();
+    raise_descriptor_limit();
     let admission = admission_of(&settings.server);
     let engine = engine_with(settings, None, HelperMode::Exec)?.with_admission(admission);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -108,13 +128,14 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
         eprintln!("warden: listening on http://{}", listener.local_addr()?);
         let stopping = state.clone();
-        axum::serve(listener, router(state.clone()))
-            .with_graceful_shutdown(async move {
-                shutdown_signal().await;
-                // Open MCP sessions (at /mcp) would otherwise hold the shutdown up.
-                stopping.stop_mcp();
-            })
-            .await?;
+        // Head and body deadlines, a bound on connections that sheds idle ones first.
+        let conn_limits = warden_server::listen::ConnLimits::from_settings(&state_settings);
+        warden_server::listen::serve(listener, router(state.clone()), conn_limits, async move {
+            shutdown_signal().await;
+            // Open MCP sessions (at /mcp) would otherwise hold the shutdown up.
+            stopping.stop_mcp();
+        })
+        .await?;
         reaper.abort();
         state.sandboxes().destroy_all().await;
         anyhow::Ok(0)

@@ -164,6 +164,7 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "bad_path": InvalidRequestError,
     "unsupported_media_type": InvalidRequestError,
     "body_too_large": PayloadTooLargeError,
+    "request_timeout": InvalidRequestError,
     "not_found": NotFoundError,
     "sandbox_not_found": NotFoundError,
     "name_taken": ConflictError,

@@ -478,24 +478,37 @@ async fn cpu_quota_is_hard(s: &Subject) -> Outcome {
 
 // ---- isolation -------------------------------------------------------------------------
 
+/// No interface but loopback (read from the kernel through netlink, `if_nameindex`), and a
+/// connection to the outside is refused at once — not timed out (packets left), not refused
+/// by a peer (`ECONNREFUSED`: something answered). How it is refused is the backend's: no
+/// route in an empty network namespace (`ENETUNREACH`; gVisor's netstack: `EHOSTUNREACH`),
+/// or Landlock's TCP rule before any routing (`EACCES`, the jail).
 async fn network_is_off(s: &Subject) -> Outcome {
     let r = s
         .py(r#"
-import socket
+import errno, socket
 for host, port in [("1.1.1.1", 53), ("169.254.169.254", 80), ("8.8.8.8", 443)]:
     c = socket.socket()
     c.settimeout(2)
     try:
         c.connect((host, port))
         print("connected", host)
+    except socket.timeout:
+        print("timeout", host)
     except OSError as e:
-        print("refused", host)
-import os
-print(sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else ["lo"])
+        print(errno.errorcode.get(e.errno, e.errno), host)
+print(sorted(n for _, n in socket.if_nameindex()))
 "#)
         .await;
-    assert!(!r.stdout.contains("connected"), "{r:?}");
-    assert!(r.stdout.ends_with("['lo']\n"), "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{r:?}");
+    for (line, host) in lines.iter().zip(["1.1.1.1", "169.254.169.254", "8.8.8.8"]) {
+        let refused = ["ENETUNREACH", "EHOSTUNREACH", "EACCES", "EPERM"]
+            .iter()
+            .any(|errno| *line == format!("{errno} {host}"));
+        assert!(refused, "{host}: {line:?}, not refused at once: {r:?}");
+    }
+    assert_eq!(lines[3], "['lo']", "{r:?}");
     Ok(())
 }
 

@@ -73,13 +73,30 @@ func wardenBinary() (string, error) {
 	return "", fmt.Errorf("no warden binary: set WARDEN_BIN or build it (cargo build -p warden)")
 }
 
-// unavailable fails the test under CI and skips it otherwise.
+// unavailable fails the test under CI and skips it otherwise, recorded in the skip log that
+// scripts/test.sh lists (WARDEN_SKIP_LOG, as the Rust tests' tests/support/prerequisite.rs).
 func unavailable(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatalf("cannot run (CI is set, so this fails): %s", why)
 	}
+	recordSkip(t, why)
 	t.Skipf("skipped: %s (set WARDEN_BIN and run as root)", why)
+}
+
+// recordSkip appends `SKIPPED: go::<test>: <why>` to $WARDEN_SKIP_LOG, when it is set.
+func recordSkip(t testing.TB, why string) {
+	t.Helper()
+	log := os.Getenv("WARDEN_SKIP_LOG")
+	if log == "" {
+		return
+	}
+	f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatalf("record the skip in %s: %v", log, err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "SKIPPED: go::%s: %s\n", t.Name(), why)
 }
 
 // startDaemon starts `warden serve` on a free loopback port with extra flags.

@@ -212,10 +212,11 @@ fn results_over_the_budget_are_replaced_by_a_note() {
 
 #[test]
 fn figures_become_png_results_and_dataframes_html() {
-    if !has_module("matplotlib") || !has_module("pandas") {
-        eprintln!("skipped: no matplotlib or pandas for {PYTHON}");
-        return;
-    }
+    prerequisite!(
+        (!has_module("matplotlib") || !has_module("pandas")).then(|| format!(
+            "needs matplotlib and pandas for {PYTHON} (scripts/setup.sh installs them)"
+        ))
+    );
     let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };

@@ -83,8 +83,86 @@ async fn one_shot_runs_report_output_codes_limits_and_artifacts() {
             .iter()
             .any(|s| s.why.contains("symlink"))
     );
-    let r = b.exec(plan("import urllib.request\nurllib.request.urlopen('http://169.254.169.254/', timeout=3)"), None).await.unwrap();
-    assert_ne!(r.exit_code, Some(0), "metadata reachable: {r:?}");
+    let r = b
+        .exec(plan(&metadata_probe("169.254.169.254", 80)), None)
+        .await
+        .unwrap();
+    if let Err(why) = metadata_blocked(&r.stdout, r.exit_code) {
+        panic!("{why}: {r:?}");
+    }
+}
+
+/// A program that connects to `host:port` and says what became of it: `reached`, or
+/// `blocked: ` and the errno's name (`timeout` when nothing answered).
+fn metadata_probe(host: &str, port: u16) -> String {
+    format!(
+        r#"
+import errno, socket
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect(("{host}", {port}))
+    print("reached")
+except socket.timeout:
+    print("blocked: timeout")
+except OSError as e:
+    print("blocked:", errno.errorcode.get(e.errno, e.errno))
+"#
+    )
+}
+
+/// The metadata address is blocked only when the probe ran to its end and the connection
+/// failed the way a network policy makes it fail (dropped: a timeout; rejected: refused or
+/// unreachable). Any other failure (the program did not run, no python, a crash) proves
+/// nothing.
+fn metadata_blocked(stdout: &str, exit_code: Option<i32>) -> Result<(), String> {
+    const BLOCKED: [&str; 5] = [
+        "blocked: timeout\n",
+        "blocked: ECONNREFUSED\n",
+        "blocked: EHOSTUNREACH\n",
+        "blocked: ENETUNREACH\n",
+        "blocked: EPERM\n",
+    ];
+    if exit_code != Some(0) {
+        return Err(format!(
+            "the probe did not run to its end (exit {exit_code:?})"
+        ));
+    }
+    if !BLOCKED.contains(&stdout) {
+        return Err(format!("the metadata address was not blocked: {stdout:?}"));
+    }
+    Ok(())
+}
+
+/// The live check above can fail: the same probe, run here on the host, against a port that
+/// answers (reached: not blocked), a closed port (refused: blocked), and a broken probe.
+#[test]
+fn the_metadata_check_fails_unless_the_connection_is_blocked() {
+    let run = |code: &str| {
+        let out = std::process::Command::new("python3")
+            .args(["-c", code])
+            .output()
+            .expect("python3 (scripts/setup.sh installs it)");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            out.status.code(),
+        )
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = listener.local_addr().unwrap().port();
+    let (stdout, code) = run(&metadata_probe("127.0.0.1", open));
+    assert_eq!(stdout, "reached\n");
+    assert!(metadata_blocked(&stdout, code).is_err());
+    drop(listener);
+    let (stdout, code) = run(&metadata_probe("127.0.0.1", open));
+    assert_eq!(stdout, "blocked: ECONNREFUSED\n");
+    metadata_blocked(&stdout, code).unwrap();
+    let (stdout, code) =
+        run(&metadata_probe("127.0.0.1", open).replace("socket.socket()", "socket.sock()"));
+    assert!(
+        metadata_blocked(&stdout, code).is_err(),
+        "{stdout:?} {code:?}"
+    );
 }
 
 #[tokio::test]

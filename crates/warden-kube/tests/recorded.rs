@@ -2,7 +2,7 @@
 //! the API server sends: Pods, EventLists, Status errors, exec statuses), served by an
 //! in-process tower service: how API errors and pod phases become Warden's errors.
 
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -432,9 +432,160 @@ async fn the_created_pod_is_the_typed_one() {
     assert!(matches!(b.pod_for(&long), Err(BackendError::Refused(_))));
 }
 
-#[test]
-fn methods_are_what_the_role_grants() {
-    // The requests above use GET/POST/DELETE on pods, GET on events (list), GET/POST on
-    // networkpolicies: exactly the verbs of objects::role (checked in its unit test).
-    let _ = Method::GET;
+/// What RBAC asks of a logged request: (API group, resource with subresource, verbs any one
+/// of which grants it), for requests in the sandbox namespace. A WebSocket exec is a GET
+/// upgrade: older API servers check `get` on pods/exec, newer ones `create`, so both must be
+/// granted.
+fn rbac(request: &str) -> (String, String, Vec<&'static str>) {
+    let (method, url) = request.split_once(' ').unwrap();
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => panic!("{request}: not a namespaced resource"),
+    };
+    let [namespace_word, namespace, resource, rest @ ..] = rest else {
+        panic!("{request}: not a namespaced resource");
+    };
+    assert_eq!(
+        (*namespace_word, *namespace),
+        ("namespaces", "warden-sandboxes"),
+        "{request}: outside the sandbox namespace (the Role grants nothing there)"
+    );
+    let (resource, named) = match rest {
+        [] => (resource.to_string(), false),
+        [_name] => (resource.to_string(), true),
+        [_name, sub] => (format!("{resource}/{sub}"), true),
+        _ => panic!("{request}: unexpected path"),
+    };
+    let verbs = match (method, named) {
+        ("GET", _) if resource.ends_with("/exec") => vec!["get", "create"],
+        ("GET", _) if query.contains("watch=") => vec!["watch"],
+        ("GET", true) => vec!["get"],
+        ("GET", false) => vec!["list"],
+        ("POST", _) => vec!["create"],
+        ("DELETE", true) => vec!["delete"],
+        ("DELETE", false) => vec!["deletecollection"],
+        ("PUT", _) => vec!["update"],
+        ("PATCH", _) => vec!["patch"],
+        other => panic!("{request}: method {other:?}"),
+    };
+    (group.to_owned(), resource, verbs)
+}
+
+/// Every request Warden makes — each call of the cluster interface, and the backend's
+/// start-up, sandbox life and orphan removal — is granted by `objects::role`, and every verb
+/// the Role grants is used (nothing granted beyond what Warden needs).
+#[tokio::test]
+async fn methods_are_what_the_role_grants() {
+    // Each call of the `Cluster` interface, against recorded answers.
+    let policy: k8s_openapi::api::networking::v1::NetworkPolicy =
+        serde_json::from_str(&fixture("network_policy_deny_all_as_served.json")).unwrap();
+    let (c, log) = cluster(vec![
+        answer(&format!("POST {PODS}"), 201, "pod_ready.json"),
+        answer(&format!("GET {PODS}/warden-sb-1"), 200, "pod_ready.json"),
+        answer(&format!("GET {PODS}"), 200, "pod_list.json"),
+        answer(&format!("DELETE {PODS}/"), 200, "pod_ready.json"),
+        answer(
+            "GET /api/v1/namespaces/warden-sandboxes/events",
+            200,
+            "events_image_pull.json",
+        ),
+        answer(
+            &format!("GET {POLICIES}/"),
+            200,
+            "network_policy_deny_all_as_served.json",
+        ),
+        answer(
+            &format!("POST {POLICIES}"),
+            201,
+            "network_policy_deny_all_as_served.json",
+        ),
+    ]);
+    c.create_pod(&pod_json("pod_ready.json")).await.unwrap();
+    c.get_pod("warden-sb-1").await.unwrap();
+    c.pod_events("warden-sb-1").await.unwrap();
+    c.delete_pod("warden-sb-1").await.unwrap();
+    c.list_pods("app.kubernetes.io/name=warden-sandbox")
+        .await
+        .unwrap();
+    c.get_network_policy("warden-sandbox-deny-all")
+        .await
+        .unwrap();
+    c.create_network_policy(&policy).await.unwrap();
+    // No WebSocket peer here: the upgrade is refused, but the request was made.
+    assert!(c.exec("warden-sb-1", vec!["true".into()]).await.is_err());
+    // The API server's version is public discovery information (system:public-info-viewer),
+    // outside any Role.
+    let _ = c.version().await;
+    let mut requests = log.lock().unwrap().clone();
+    assert_eq!(requests.len(), 9, "one request per call: {requests:#?}");
+    assert_eq!(requests.pop().as_deref(), Some("GET /version"));
+
+    // The backend's own sequences: start-up, a sandbox that starts, one that does not,
+    // orphan removal.
+    let (b, log) = backend(
+        vec![
+            answer(&format!("POST {PODS}"), 201, "pod_ready.json"),
+            answer(&format!("GET {PODS}/warden-sb-1"), 200, "pod_ready.json"),
+            // Gone after its deletion.
+            answer(
+                &format!("GET {PODS}/warden-sb-1"),
+                404,
+                "status_not_found.json",
+            ),
+            answer(&format!("DELETE {PODS}/"), 200, "pod_ready.json"),
+        ],
+        settings(),
+    )
+    .await;
+    let sb = b.create_sandbox(spec("sb-1")).await.unwrap();
+    sb.destroy().await.unwrap();
+    requests.extend(log.lock().unwrap().clone());
+    let (b, log) = backend(
+        vec![
+            answer(&format!("GET {PODS}"), 200, "pod_list.json"),
+            answer(&format!("DELETE {PODS}/"), 200, "pod_ready.json"),
+        ],
+        settings(),
+    )
+    .await;
+    b.remove_orphans(&[]).await.unwrap();
+    requests.extend(log.lock().unwrap().clone());
+    let (_, failed) =
+        failing_start("pod_unschedulable.json", "events_failed_scheduling.json").await;
+    requests.extend(failed);
+
+    let role = warden_kube::objects::role(&warden_kube::objects::DeployParams {
+        warden_namespace: "warden".into(),
+        sandbox_namespace: "warden-sandboxes".into(),
+        image: "warden:test".into(),
+        settings_toml: String::new(),
+        egress_blocked_cidrs: vec![],
+    });
+    let mut granted: Vec<(String, String, String)> = Vec::new();
+    for rule in role.rules.unwrap() {
+        for group in rule.api_groups.unwrap_or_default() {
+            for resource in rule.resources.clone().unwrap_or_default() {
+                for verb in &rule.verbs {
+                    granted.push((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+    }
+    let mut used = std::collections::BTreeSet::new();
+    for request in &requests {
+        let (group, resource, verbs) = rbac(request);
+        for verb in &verbs {
+            let grant = (group.clone(), resource.clone(), verb.to_string());
+            assert!(
+                granted.contains(&grant),
+                "{request} needs {verb} on {group}/{resource}, which the Role does not grant"
+            );
+            used.insert(grant);
+        }
+    }
+    let unused: Vec<_> = granted.iter().filter(|g| !used.contains(*g)).collect();
+    assert!(unused.is_empty(), "granted but never used: {unused:?}");
 }

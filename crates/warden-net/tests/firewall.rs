@@ -5,15 +5,12 @@
 //! hold even without them. The "internet" is a namespace this test makes (203.0.113.10) whose
 //! server records every HTTP request, UDP datagram and ICMP packet that reaches it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use warden_net::plan::NetRequest;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn sh(cmd: &str) -> String {
     let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
@@ -165,10 +162,7 @@ time.sleep(0.5)
 
 #[test]
 fn root_inside_the_namespace_gets_no_further_than_the_rules() {
-    if !root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
+    require_root!();
     let internet = Internet::new();
     let mut victim = Command::new("unshare")
         .args(["--net", "--", "sleep", "120"])

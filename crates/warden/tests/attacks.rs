@@ -13,10 +13,9 @@
 //!   declares it in the table (`gaps`) and the run prints `gap: …` — never a silent pass. The
 //!   host's checks (the daemon alive and answering, nothing left running, the witness alive,
 //!   the host's services untouched, no secret shown) are never waived;
-//! - a backend that is not on this host (no engine, no runsc) is reported as `unavailable: …`
-//!   on stderr, not passed; an engine without the suite's image fails.
-//!
-//! Real sandboxes need root (CI runs as root); without root each test says so and returns.
+//! - a backend that is not on this host (no engine, no runsc), or no root, is a reported skip
+//!   (`prerequisite!`: `SKIPPED: …` in the skip log; under CI a failure), never a pass; an
+//!   engine without the suite's image fails.
 
 mod common;
 
@@ -104,25 +103,10 @@ impl Backend {
 
     /// Why this backend cannot be tested on this host, if it cannot.
     fn unavailable(self) -> Option<String> {
-        if self == Backend::Jail {
-            return None;
-        }
-        let out = Command::new("docker")
-            .args(["info", "--format", "{{json .Runtimes}}"])
-            .output();
-        match out {
-            Err(e) => Some(format!("no docker command ({e})")),
-            Ok(o) if !o.status.success() => Some(format!(
-                "the Docker engine does not answer: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Ok(o)
-                if self == Backend::Gvisor
-                    && !String::from_utf8_lossy(&o.stdout).contains("runsc") =>
-            {
-                Some("runsc is not registered with the engine (scripts/setup-gvisor.sh)".into())
-            }
-            Ok(_) => None,
+        match self {
+            Backend::Jail => None,
+            Backend::Docker => common::missing_docker(),
+            Backend::Gvisor => common::missing_runsc(),
         }
     }
 
@@ -637,19 +621,8 @@ fn check_result(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
 
 /// Runs every attack against `backend` (the policy bypasses twice: policies on and off).
 fn run_suite(backend: Backend) {
-    if common::not_root() {
-        eprintln!("skipped: the adversarial suite builds real sandboxes and needs root");
-        return;
-    }
-    if let Some(why) = backend.unavailable() {
-        // Past the test harness's capture, so every run shows it: not passed, unavailable.
-        let _ = writeln!(
-            std::io::stderr(),
-            "unavailable: {} attacks: {why}",
-            backend.name()
-        );
-        return;
-    }
+    require_root!();
+    prerequisite!(backend.unavailable());
     let table = table();
     let mut suite = Suite {
         backend,

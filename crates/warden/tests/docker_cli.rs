@@ -71,7 +71,7 @@ fn runsc_registered() -> bool {
 
 #[test]
 fn run_uses_the_docker_backend_and_leaves_no_container() {
-    require_root!();
+    require_docker!();
     let (v, status, pid) = run(
         "docker",
         "import os, sys\nprint(os.getuid(), os.uname().nodename)\nopen('output/r.txt', 'w').write('r')\nsys.exit(4)",
@@ -86,14 +86,14 @@ fn run_uses_the_docker_backend_and_leaves_no_container() {
 
 #[test]
 fn javascript_runs_in_its_own_image() {
-    require_root!();
+    require_docker!();
     let (v, _, _) = run("node", "console.log(6 * 7)", &["-l", "javascript"]);
     assert_eq!(v["stdout"], "42\n", "{v}");
 }
 
 #[test]
 fn a_missing_image_is_refused_with_a_clear_error_and_never_pulled() {
-    require_root!();
+    require_docker!();
     let start = Instant::now();
     let (v, status, _) = run("missing_image", "print(1)", &[]);
     assert_eq!(status, 125);
@@ -110,7 +110,7 @@ fn a_missing_image_is_refused_with_a_clear_error_and_never_pulled() {
 /// the `docker_*` tests of jail_network.rs), IPv6 allow entries included.
 #[test]
 fn a_networked_profile_gets_controlled_egress() {
-    require_root!();
+    require_docker!();
     let (v, status, pid) = run(
         "networked",
         "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))\n\
@@ -142,7 +142,7 @@ fn a_networked_profile_gets_controlled_egress() {
 
 #[test]
 fn gvisor_runs_under_runsc_or_is_refused() {
-    require_root!();
+    require_docker!();
     let (v, status, _) = run("gvisor", "import platform\nprint(platform.release())", &[]);
     if runsc_registered() {
         // gVisor's Sentry answers the kernel's version itself (the host's is 6.x).
@@ -249,7 +249,7 @@ fn request(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String) {
 
 #[test]
 fn sandboxes_over_http_on_docker_share_a_workspace_and_leave_nothing() {
-    require_root!();
+    require_docker!();
     let (mut child, a) = serve();
     let (status, body) = request(&a, "POST", "/v1/sandboxes", br#"{"profile": "docker"}"#);
     assert_eq!(status, 201, "{body}");
@@ -293,7 +293,7 @@ fn sandboxes_over_http_on_docker_share_a_workspace_and_leave_nothing() {
 
 #[test]
 fn serve_runs_docker_profiles_and_removes_containers_left_by_a_dead_daemon() {
-    require_root!();
+    require_docker!();
     // A container as a crashed daemon would have left it: Warden's labels, a dead pid.
     let stale = format!("warden-stale-{}", std::process::id());
     let made = Command::new("docker")

@@ -418,13 +418,6 @@ impl EngineProxy {
 /// test's running container (made by this same process, by another backend) for an orphan.
 static DOCKER: Mutex<()> = Mutex::new(());
 
-fn docker_available() -> bool {
-    std::process::Command::new("docker")
-        .arg("info")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// Containers, running or not, that this process made.
 fn my_containers() -> Vec<String> {
     let out = std::process::Command::new("docker")
@@ -445,13 +438,7 @@ fn my_containers() -> Vec<String> {
 #[test]
 fn the_docker_engine_going_away_mid_run_is_a_clear_error_and_nothing_is_left() {
     require_root!();
-    if !docker_available() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "unavailable: docker faults: the Docker engine does not answer"
-        );
-        return;
-    }
+    prerequisite!(common::missing_docker());
     let _alone = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
     use warden_engine::Backend;
     let dir = tempfile::tempdir().unwrap();
@@ -564,13 +551,7 @@ fn the_docker_engine_going_away_mid_run_is_a_clear_error_and_nothing_is_left() {
 #[test]
 fn orphan_removal_leaves_other_pid_namespaces_containers_alone() {
     require_root!();
-    if !docker_available() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "unavailable: docker faults: the Docker engine does not answer"
-        );
-        return;
-    }
+    prerequisite!(common::missing_docker());
     let _alone = DOCKER.lock().unwrap_or_else(|e| e.into_inner());
     use warden_engine::Backend;
     let tag = format!("orphan-ns-{}", std::process::id());

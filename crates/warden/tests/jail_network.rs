@@ -501,7 +501,7 @@ fn open_internet_but_never_the_host_lan_metadata_or_ipv6() {
 
 #[test]
 fn docker_open_internet_but_never_the_host_lan_metadata_or_ipv6() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     open_internet_but_never_private(&world, "d_open");
     assert_eq!(warden_containers(), Vec::<String>::new());
@@ -647,7 +647,7 @@ fn allow_domains_answers_and_pins_only_listed_names() {
 
 #[test]
 fn docker_allow_domains_answers_and_pins_only_listed_names() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     allow_domains(&world, "d_listed");
     assert_eq!(warden_containers(), Vec::<String>::new());
@@ -703,7 +703,7 @@ fn allow_and_deny_cidrs() {
 
 #[test]
 fn docker_allow_and_deny_cidrs() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     allow_and_deny(&world, "d_lan", "d_deny");
     assert_eq!(warden_containers(), Vec::<String>::new());
@@ -761,7 +761,7 @@ fn ipv6_allow_domains_pins_aaaa_answers_and_lists_work() {
 
 #[test]
 fn docker_ipv6_allow_domains_pins_aaaa_answers_and_lists_work() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     ipv6_lists(&world, "d_v6list", "d_v6deny");
     assert_eq!(warden_containers(), Vec::<String>::new());
@@ -1302,7 +1302,7 @@ fn a_context_in_a_networked_sandbox_gets_its_egress() {
 /// (pins stay between executions), and leaves nothing after destroy.
 #[test]
 fn docker_a_persistent_networked_container_keeps_its_rules_and_leaves_nothing() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     use warden_engine::{Backend, ExecPlan, SandboxSpec};
     let limits = warden_types::Limits {
@@ -1489,7 +1489,7 @@ fn new_connections_are_rate_limited() {
 
 #[test]
 fn docker_what_cannot_be_enforced_is_refused() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     ipv6_allow_cidrs(&world, "d_v6");
     let (v, status) = world.run("d_gvisor", "print(1)");
@@ -1509,7 +1509,7 @@ fn docker_what_cannot_be_enforced_is_refused() {
 
 #[test]
 fn docker_many_networked_containers_leave_nothing() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     let cycles: usize = std::env::var("WARDEN_NET_DOCKER_CYCLES")
         .ok()
@@ -1618,7 +1618,7 @@ fn remove_containers() {
 
 #[test]
 fn docker_a_crash_leaves_nothing_that_the_keeper_or_the_next_start_does_not_remove() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     // The CLI (or daemon) dies: its keeper sees its input close and removes the rules, the
     // resolver and the lease at once; the orphaned container (which a daemon's start removes)
@@ -1677,7 +1677,7 @@ fn docker_a_crash_leaves_nothing_that_the_keeper_or_the_next_start_does_not_remo
 /// /proc of its own, it cannot see the container's process: networked profiles are refused.
 #[test]
 fn docker_a_cli_that_is_pid_1_waits_for_its_keeper() {
-    require_root!();
+    require_docker!();
     let world = World::new();
     let settings = world.settings();
     // Warden is pid 1 in its namespace: its containers' label says so.

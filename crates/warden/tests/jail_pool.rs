@@ -481,10 +481,10 @@ seen = (os.getuid(), fields['Seccomp'].strip(), fields['NoNewPrivs'].strip(),
 #[test]
 fn the_data_science_libraries_are_imported_before_the_first_cell() {
     require_root!();
-    if !std::path::Path::new("/usr/lib/python3/dist-packages/pandas").exists() {
-        eprintln!("skipped: pandas is not installed (scripts/setup.sh installs it)");
-        return;
-    }
+    prerequisite!(common::missing_path(
+        "/usr/lib/python3/dist-packages/pandas",
+        "scripts/setup.sh installs it"
+    ));
     let daemon = start(DATA_SCIENCE);
     let a = daemon.server.addr.as_str();
     let c = anonymous(a);

@@ -53,24 +53,9 @@ pub fn settings() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../warden/tests/fixtures/test-settings.toml")
 }
 
-pub fn not_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid != "0"))
-        .unwrap_or(true)
-}
-
-#[macro_export]
-macro_rules! require_root {
-    () => {
-        if $crate::common::not_root() {
-            eprintln!("skipped: this test starts `warden serve`, whose sandboxes need root");
-            return;
-        }
-    };
-}
+#[path = "../../../../tests/support/prerequisite.rs"]
+mod prerequisite;
+pub use prerequisite::*;
 
 /// A running daemon; stopped with SIGTERM (it destroys its sandboxes) when dropped.
 pub struct Daemon {

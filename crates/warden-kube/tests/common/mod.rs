@@ -15,24 +15,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use warden_kube::commands::Layout;
 
-pub fn not_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid != "0"))
-        .unwrap_or(true)
-}
-
-#[macro_export]
-macro_rules! require_root {
-    () => {
-        if $crate::common::not_root() {
-            eprintln!("skipped: this test switches uid and makes a pid namespace: it needs root");
-            return;
-        }
-    };
-}
+#[path = "../../../../tests/support/prerequisite.rs"]
+mod prerequisite;
+pub use prerequisite::*;
 
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
 

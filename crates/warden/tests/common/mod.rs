@@ -16,27 +16,9 @@ pub fn settings() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/test-settings.toml")
 }
 
-/// Whether this process lacks root. Tests that build real sandboxes need root (CI runs as
-/// root); elsewhere `require_root!()` says so and returns, rather than fail for lack of
-/// privileges.
-pub fn not_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid != "0"))
-        .unwrap_or(true)
-}
-
-#[macro_export]
-macro_rules! require_root {
-    () => {
-        if $crate::common::not_root() {
-            eprintln!("skipped: this test builds real sandboxes and needs root");
-            return;
-        }
-    };
-}
+#[path = "../../../../tests/support/prerequisite.rs"]
+mod prerequisite;
+pub use prerequisite::*;
 
 /// Runs `warden <args>` in an outer pid namespace with `stdin` as input.
 pub fn warden_cmd(args: &[&str], stdin: &str) -> Output {

@@ -1,0 +1,5 @@
+//! What the firewall tests share: the run-time prerequisites (root).
+
+#[path = "../../../../tests/support/prerequisite.rs"]
+mod prerequisite;
+pub use prerequisite::*;

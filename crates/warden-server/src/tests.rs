@@ -739,6 +739,125 @@ async fn api_keys_are_required_and_each_key_sees_its_own_sandboxes() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// The source document's routes and Piston's under API keys: 401 without a key, and a key
+/// sees, runs in and destroys only its own sandboxes (another key's are not found).
+#[tokio::test]
+async fn compatibility_routes_honour_api_keys() {
+    let app = keyed_app();
+    let id_path = "/api/v1/execute/some-id";
+    let routes: [(&str, &str, &str); 6] = [
+        (
+            "POST",
+            "/api/v1/sandbox/create",
+            r#"{"language": "python", "name": "doc"}"#,
+        ),
+        (
+            "POST",
+            "/api/v1/execute",
+            r#"{"sandbox_id": "some-id", "code": "1"}"#,
+        ),
+        ("POST", id_path, r#"{"code": "1"}"#),
+        (
+            "POST",
+            "/api/v1/sandbox/destroy",
+            r#"{"sandbox_id": "some-id"}"#,
+        ),
+        (
+            "POST",
+            "/api/v2/execute",
+            r#"{"language": "python", "version": "*", "files": [{"content": "print(1)"}]}"#,
+        ),
+        ("GET", "/api/v2/runtimes", ""),
+    ];
+    for (method, path, body) in routes {
+        for key in [None, Some("wrong")] {
+            let (status, text) = call_as(&app, key, method, path, body).await;
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {key:?}: {text}"
+            );
+        }
+    }
+    let (status, body) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/api/v1/sandbox/create",
+        r#"{"language": "python", "name": "doc"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let execute = format!(r#"{{"sandbox_id": "{id}", "code": "print(2)"}}"#);
+    let execute_in = format!("/api/v1/execute/{id}");
+    let destroy = format!(r#"{{"sandbox_id": "{id}"}}"#);
+    // Another key: not found on every route that names the sandbox, and nothing destroyed.
+    for (path, body) in [
+        ("/api/v1/execute", execute.as_str()),
+        (execute_in.as_str(), r#"{"code": "print(2)"}"#),
+        ("/api/v1/sandbox/destroy", destroy.as_str()),
+    ] {
+        let (status, text) = call_as(&app, Some("key-b"), "POST", path, body).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "key-b: POST {path}: {text}");
+    }
+    // The owner: runs in it through both execute routes.
+    for (path, body) in [
+        ("/api/v1/execute", execute.as_str()),
+        (execute_in.as_str(), r#"{"code": "print(2)"}"#),
+    ] {
+        let (status, text) = call_as(&app, Some("key-a"), "POST", path, body).await;
+        assert_eq!(status, StatusCode::OK, "key-a: POST {path}: {text}");
+        assert!(text.contains(r#""stdout":"print(2)""#), "{text}");
+    }
+    // The key's own limit of one live sandbox holds on the compatibility route too; b has its
+    // own and may reuse the name.
+    let (status, text) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/api/v1/sandbox/create",
+        r#"{"language": "python", "name": "other"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    let (status, text) = call_as(
+        &app,
+        Some("key-b"),
+        "POST",
+        "/api/v1/sandbox/create",
+        r#"{"language": "python", "name": "doc"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    // Piston's one-shot route runs for any valid key.
+    for key in ["key-a", "key-b"] {
+        let (status, text) = call_as(&app, Some(key), "POST", routes[4].1, routes[4].2).await;
+        assert_eq!(status, StatusCode::OK, "{key}: {text}");
+        assert!(text.contains("print(1)"), "{text}");
+        let (status, _) = call_as(&app, Some(key), "GET", "/api/v2/runtimes", "").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // The owner destroys it; then it is gone for everyone.
+    let (status, text) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/api/v1/sandbox/destroy",
+        &destroy,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains(r#""success":true"#), "{text}");
+    for key in ["key-a", "key-b"] {
+        let (status, _) = call_as(&app, Some(key), "POST", "/api/v1/execute", &execute).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{key}");
+    }
+}
+
 #[tokio::test]
 async fn executions_are_traced_to_an_otlp_collector_when_one_is_configured() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -13,6 +13,8 @@ use warden_types::{ExecResult, Reason};
 #[derive(Debug, Default)]
 struct EchoBackend {
     gate: Option<Arc<Semaphore>>,
+    /// Its check refuses every plan with this reason.
+    refuse: Option<&'static str>,
 }
 
 #[async_trait::async_trait]
@@ -21,7 +23,10 @@ impl Backend for EchoBackend {
         "echo"
     }
     fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
-        Ok(())
+        match self.refuse {
+            Some(why) => Err(BackendError::Refused(why.into())),
+            None => Ok(()),
+        }
     }
     async fn exec(
         &self,
@@ -163,6 +168,48 @@ async fn health_and_readiness() {
     assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
     let (s, v, _) = send(app(), Request::get("/readyz").body(Body::empty()).unwrap()).await;
     assert_eq!((s, v["free_slots"].as_u64()), (StatusCode::OK, Some(8)));
+    assert_eq!(v["status"], "ready");
+}
+
+/// `/readyz` is the backend's check of the default profile's plan: a refusal (a kernel
+/// without a required part of Landlock, a missing cgroup controller) or a backend that is not
+/// there is 503 with the reason, and `free_slots` stays.
+#[tokio::test]
+async fn readiness_is_the_default_profiles_check() {
+    let refusing = EchoBackend {
+        refuse: Some(
+            "landlock = \"all\": this kernel's Landlock ABI is 5, so it cannot enforce scope",
+        ),
+        ..Default::default()
+    };
+    let readyz = || Request::get("/readyz").body(Body::empty()).unwrap();
+    let (s, v, _) = send(app_with(refusing, ServerLimits::default()), readyz()).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["status"], "not_ready");
+    assert_eq!(v["free_slots"], 8);
+    assert_eq!(v["code"], "refused", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot enforce scope"),
+        "{v}"
+    );
+    // No backend for the default profile's kind.
+    let engine = Engine::new(Arc::new(Settings::builtin()));
+    let (s, v, _) = send(app_on(engine, ServerLimits::default()), readyz()).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("jail"), "{v}");
+    // Only the default profile counts: a refusing backend of another kind does not matter.
+    let engine = engine_with(EchoBackend::default()).with_backend(
+        BackendKind::Docker,
+        Arc::new(EchoBackend {
+            refuse: Some("docker down"),
+            ..Default::default()
+        }),
+    );
+    let (s, _, _) = send(app_on(engine, ServerLimits::default()), readyz()).await;
+    assert_eq!(s, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -240,6 +287,7 @@ async fn a_full_queue_answers_429_with_retry_after() {
     let gate = Arc::new(Semaphore::new(0));
     let engine = engine_with(EchoBackend {
         gate: Some(gate.clone()),
+        ..Default::default()
     })
     .with_admission(warden_engine::AdmissionLimits {
         max_concurrent: 1,

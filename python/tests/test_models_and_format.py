@@ -17,7 +17,7 @@ from warden_sandbox import (
     format_result,
 )
 from warden_sandbox.models import EndEvent, UnknownEvent, parse_event
-from warden_sandbox.tool import truncate
+from warden_sandbox.tool import sanitize, truncate
 
 
 def result(**fields) -> ExecResult:  # type: ignore[no-untyped-def]
@@ -105,3 +105,56 @@ def test_base64_is_strict() -> None:
     good = base64.b64encode(b"\x00\xff").decode()
     a = Artifact.model_validate({"name": "b", "size": 2, "mime_type": "x", "sha256": "x", "bytes": good})
     assert a.content == b"\x00\xff"
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("\x1b[31mred\x1b[0m plain", "red plain"),
+        ("\x1b[1;38;5;208mbold\x1b[m", "bold"),
+        ("\x1b[2J\x1b[Hcleared", "cleared"),
+        ("\x1b[?25lhidden cursor\x1b[?25h", "hidden cursor"),
+        ("\x1b]0;window title\x07text", "text"),
+        ("\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\", "link"),
+        ("\x1bP1$r0m\x1b\\dcs", "dcs"),
+        ("\x1b_apc\x07\x1b^pm\x07\x1bXsos\x07after", "after"),
+        ("\x1b7saved\x1b8", "saved"),
+        ("\x1b(Bcharset", "charset"),
+        ("\x1b=keypad\x1b>", "keypad"),
+        ("\x9b31m8-bit csi", "8-bit csi"),
+        ("\x9d0;title\x9c8-bit osc", "8-bit osc"),
+        ("lone escape at the end\x1b", "lone escape at the end"),
+        ("\x1b\x1b[31mtwo", "two"),
+        ("\x1b]0;no end\nvisible", "\nvisible"),
+        ("\x1b[31\néa", "\néa"),
+        ("a\tb\nc", "a\tb\nc"),
+        ("bell\x07 nul\x00 bs\x08 del\x7f c1\x85.", "bell nul bs del c1."),
+        ("\x01\x02\x0b\x0c\x1c\x1f", ""),
+        (b"bad \xff\xfe bytes", "bad \ufffd\ufffd bytes"),
+        ("lone \udcff surrogate", "lone \ufffd surrogate"),
+        ("ünïcödé ✓ 😀", "ünïcödé ✓ 😀"),
+        ("windows\r\nlines\r\n", "windows\nlines\n"),
+        ("10%\r50%\r100%\ndone", "100%\ndone"),
+        ("progress 100%\r\n", "progress 100%\n"),
+        ("kept\r", "kept"),
+        ("\r\r", ""),
+    ],
+)
+def test_sanitize_is_the_rust_formatters(text, want) -> None:  # type: ignore[no-untyped-def]
+    assert sanitize(text) == want
+
+
+def test_escapes_and_controls_never_reach_the_model() -> None:
+    art = Artifact(name="out\x1b[8m.csv", size=3, mime_type="text/csv", sha256="00", content=b"a,b")
+    r = result(
+        stdout="\x1b[32mok\x1b[0m 3 tests\r\n\x1b]0;pwned\x07downloading 10%\rdownloading 100%\n\tdone\x07\n",
+        stderr="\x1b[1;31mwarning\x1b[0m: \x1b[4mdeprecated\x1b[24m \ufffd\x00\n",
+        exit_code=1,
+        artifacts=[art],
+    )
+    assert format_result(r) == (
+        "STDOUT:\nok 3 tests\ndownloading 100%\n\tdone\n\n"
+        "STDERR:\nwarning: deprecated \ufffd\n\n"
+        "ERROR:\nthe program exited with code 1\n\n"
+        "FILES:\n- out.csv (text/csv, 3 bytes)"
+    )

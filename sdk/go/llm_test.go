@@ -71,6 +71,16 @@ func TestReportMatchesTheRustSnapshots(t *testing.T) {
 			t.Fatalf("got:\n%s\nwant:\n%s", got, want)
 		}
 	})
+	t.Run("escapes_and_controls_never_reach_the_model", func(t *testing.T) {
+		r := baseResult()
+		r.Stdout = "\x1b[32mok\x1b[0m 3 tests\r\n\x1b]0;pwned\x07downloading 10%\rdownloading 100%\n\tdone\x07\n"
+		r.Stderr = "\x1b[1;31mwarning\x1b[0m: \x1b[4mdeprecated\x1b[24m \ufffd\x00\n"
+		r.ExitCode = intp(1)
+		r.Artifacts = []Artifact{{Name: "out\x1b[8m.csv", MimeType: "text/csv", Size: 3}}
+		if got, want := FormatForLLM(r, 2000), rustSnapshot(t, "escapes_and_controls_never_reach_the_model"); got != want {
+			t.Fatalf("got:\n%q\nwant:\n%q", got, want)
+		}
+	})
 	t.Run("each_limit_has_its_sentence", func(t *testing.T) {
 		var lines []string
 		for _, c := range []struct {
@@ -123,6 +133,46 @@ func TestReportLikeTheRustUnitTests(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 	if got := FormatErrorForLLM(strings.Repeat("x", 50), 10); got != "ERROR:\nxxxxx\n[... 40 characters truncated ...]\nxxxxx" {
+		t.Fatalf("%q", got)
+	}
+}
+
+// The cases of warden-types' sanitize tests.
+func TestSanitize(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"\x1b[31mred\x1b[0m plain", "red plain"},
+		{"\x1b[1;38;5;208mbold\x1b[m", "bold"},
+		{"\x1b[2J\x1b[Hcleared", "cleared"},
+		{"\x1b[?25lhidden cursor\x1b[?25h", "hidden cursor"},
+		{"\x1b]0;window title\x07text", "text"},
+		{"\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\", "link"},
+		{"\x1bP1$r0m\x1b\\dcs", "dcs"},
+		{"\x1b_apc\x07\x1b^pm\x07\x1bXsos\x07after", "after"},
+		{"\x1b7saved\x1b8", "saved"},
+		{"\x1b(Bcharset", "charset"},
+		{"\x1b=keypad\x1b>", "keypad"},
+		{"\u009b31m8-bit csi", "8-bit csi"},
+		{"\u009d0;title\u009c8-bit osc", "8-bit osc"},
+		{"lone escape at the end\x1b", "lone escape at the end"},
+		{"\x1b\x1b[31mtwo", "two"},
+		{"\x1b]0;no end\nvisible", "\nvisible"},
+		{"\x1b[31\néa", "\néa"},
+		{"a\tb\nc", "a\tb\nc"},
+		{"bell\x07 nul\x00 bs\x08 del\x7f c1\u0085.", "bell nul bs del c1."},
+		{"\x01\x02\x0b\x0c\x1c\x1f", ""},
+		{"bad \xff\xfe bytes", "bad \ufffd\ufffd bytes"},
+		{"ünïcödé ✓ 😀", "ünïcödé ✓ 😀"},
+		{"windows\r\nlines\r\n", "windows\nlines\n"},
+		{"10%\r50%\r100%\ndone", "100%\ndone"},
+		{"progress 100%\r\n", "progress 100%\n"},
+		{"kept\r", "kept"},
+		{"\r\r", ""},
+	} {
+		if got := Sanitize(c.in); got != c.want {
+			t.Errorf("Sanitize(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if got := FormatErrorForLLM("\x1b[31mrefused\x1b[0m\n", 2000); got != "ERROR:\nrefused" {
 		t.Fatalf("%q", got)
 	}
 }

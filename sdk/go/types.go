@@ -237,6 +237,11 @@ type Health struct {
 	Status string `json:"status"`
 	// FreeSlots is, from /readyz, the execution slots free now.
 	FreeSlots *int64 `json:"free_slots,omitempty"`
+	// Reason is, from /readyz answering 503 (Status "not_ready"), why the default profile
+	// cannot run now.
+	Reason string `json:"reason,omitempty"`
+	// Code is, from /readyz answering 503, the error code a request would get.
+	Code string `json:"code,omitempty"`
 }
 
 // ExecuteRequest is a one-shot execution (POST /v1/execute): code run once in a fresh

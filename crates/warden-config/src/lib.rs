@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use warden_policy::PolicySettings;
 use warden_types::egress::{Cidr, EgressPolicy};
+use warden_types::landlock::LandlockRequirement;
 use warden_types::{Language, Limits};
 
 /// The embedded default settings: the source document's `standard` and `data_science` profiles.
@@ -265,6 +266,15 @@ pub struct Profile {
     /// `import pandas as pd`, which then costs a dictionary lookup. Default: none. Dotted
     /// module names; allowed by the profile's `forbidden_imports` list when that policy is on.
     pub preload_modules: Vec<String>,
+    /// What the profile requires of Landlock (the jail backend's containment step):
+    /// `"available"` (every part this kernel offers, at least the filesystem rules), `"all"`
+    /// (every part Warden uses: a kernel below Landlock ABI 6 refuses the profile) or a list
+    /// of parts with `"filesystem"` among them (`filesystem`, `truncate`, `tcp`,
+    /// `device_ioctl`, `scope`). A kernel that cannot enforce a required part refuses the
+    /// profile, with the reason, before anything runs; parts not required are still enforced
+    /// where the kernel offers them. Default: "available". Other backends do not use Landlock:
+    /// a profile of theirs may not set it.
+    pub landlock: LandlockRequirement,
 }
 
 /// The most sandboxes a profile's pool may hold.
@@ -295,6 +305,7 @@ impl Default for Profile {
             container_runtime: None,
             pool_size: 0,
             preload_modules: Vec::new(),
+            landlock: LandlockRequirement::Available,
         }
     }
 }
@@ -1031,6 +1042,18 @@ impl Settings {
                         "must be an OCI runtime's name such as \"runsc\" or \"runc\"".into(),
                     ));
                 }
+            }
+            if p.landlock != LandlockRequirement::Available
+                && self.backend_of(p) != BackendKind::Jail
+            {
+                return Err((
+                    key("landlock"),
+                    format!(
+                        "Landlock is the jail backend's; the {} backend does not use it, so it cannot enforce landlock = {}",
+                        self.backend_of(p).as_str(),
+                        p.landlock
+                    ),
+                ));
             }
             validate_pool(p, &self.runtime(&p.runtime.language), &key)?;
         }

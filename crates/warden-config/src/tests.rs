@@ -150,7 +150,7 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`, `container_runtime`, `pool_size`, `preload_modules`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `egress`, `container_runtime`, `pool_size`, `preload_modules`, `landlock`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
@@ -366,6 +366,46 @@ fn bad_egress_rules_name_the_key() {
     insta::assert_snapshot!(
         err("[sandbox.jail.network]\npool = \"10.0.0.0/31\"\n"),
         @"test.toml: sandbox.jail.network.pool: must be an IPv4 range from /8 to /30"
+    );
+}
+
+#[test]
+fn the_landlock_requirement_parses_and_bad_values_name_the_key() {
+    use warden_types::landlock::{LandlockPart, LandlockRequirement};
+    let builtin = Settings::builtin();
+    for p in builtin.sandbox.profiles.values() {
+        assert_eq!(p.landlock, LandlockRequirement::Available);
+    }
+    let s = Settings::from_toml(
+        "[sandbox.profiles.strict]\nlandlock = \"all\"\n[sandbox.profiles.net]\nlandlock = [\"filesystem\", \"tcp\"]\n[sandbox]\ndefault_profile = \"strict\"\n",
+        "t",
+    )
+    .unwrap();
+    assert_eq!(
+        s.profile("strict").unwrap().landlock,
+        LandlockRequirement::All
+    );
+    assert_eq!(
+        s.profile("net").unwrap().landlock,
+        LandlockRequirement::Parts([LandlockPart::Filesystem, LandlockPart::Tcp].into())
+    );
+    for (value, why) in [
+        ("\"strict\"", "unknown level \"strict\""),
+        ("[\"filesystem\", \"udp\"]", "unknown part \"udp\""),
+        ("[\"tcp\"]", "must name \"filesystem\""),
+        ("true", "\"available\", \"all\" or a list"),
+    ] {
+        let e = err(&format!(
+            "[sandbox.profiles.standard]\nlandlock = {value}\n"
+        ));
+        assert!(
+            e.starts_with("test.toml: sandbox.profiles.standard.landlock: ") && e.contains(why),
+            "{value}: {e}"
+        );
+    }
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.d]\nbackend = \"docker\"\nlandlock = \"all\"\n[sandbox]\ndefault_profile = \"d\"\n"),
+        @r#"test.toml: sandbox.profiles.d.landlock: Landlock is the jail backend's; the docker backend does not use it, so it cannot enforce landlock = "all""#
     );
 }
 

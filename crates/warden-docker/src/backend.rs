@@ -741,6 +741,19 @@ impl Backend for DockerBackend {
         Ok(())
     }
 
+    /// The check, and the engine answers a ping within the call deadline.
+    async fn ready(&self, plan: &ExecPlan) -> Result<(), BackendError> {
+        self.check(plan)?;
+        let sh = &self.shared;
+        let unreachable =
+            |e: DockerError| BackendError::Refused(format!("the docker engine is not usable: {e}"));
+        let docker = sh.docker().await.map_err(unreachable)?;
+        sh.call("ping", "", docker.ping())
+            .await
+            .map_err(unreachable)?;
+        Ok(())
+    }
+
     async fn exec(
         &self,
         plan: ExecPlan,

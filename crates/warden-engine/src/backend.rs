@@ -226,6 +226,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Refuses a plan this backend cannot apply on this host, before anything is started.
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError>;
 
+    /// Whether the plan could run now, for readiness probes: [`Backend::check`], and what the
+    /// backend must reach to run it (the docker engine answers). Starts nothing. Default: the
+    /// check.
+    async fn ready(&self, plan: &ExecPlan) -> Result<(), BackendError> {
+        self.check(plan)
+    }
+
     /// Runs the plan to the end. The plan passed [`Backend::check`] (the engine checks once,
     /// before this; a backend does not check again). Output events go to `events` as they
     /// happen, if given; the final result is returned (and not sent as an event: the caller

@@ -329,6 +329,15 @@ impl Engine {
             })
     }
 
+    /// Whether the default profile can run now (for `/readyz`): its plan resolves (for an
+    /// empty program), its backend is configured, and the backend says it is ready for the
+    /// plan ([`Backend::ready`]: its check, and its engine reachable). Starts nothing.
+    pub async fn ready(&self) -> Result<(), EngineError> {
+        let (profile, plan) = self.prepare(&ExecRequest::default())?;
+        let backend = self.backend_for(&profile)?;
+        Ok(backend.ready(&plan).await?)
+    }
+
     /// Asks every configured backend to remove what an earlier process left (after a crash).
     pub async fn remove_orphans(&self) -> Vec<(&'static str, Result<usize, BackendError>)> {
         let mut out = Vec::new();

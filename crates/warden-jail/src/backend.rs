@@ -8,20 +8,25 @@
 //! its cgroup, the helper then tears down; killed outright after a grace period), and a helper
 //! that outlives the plan's timeout by a safety margin is killed — a stuck helper becomes an
 //! error, never a hang; `check` refuses what this host cannot enforce (a networked sandbox
-//! without Warden's link and firewall, a missing cgroup controller).
+//! without Warden's link and firewall, a part of Landlock the profile requires, a missing
+//! cgroup controller), and `create_sandbox` refuses the same; every plan carries the Landlock
+//! ABI the check found for its profile, which init enforces as a hard requirement.
 
 use crate::cgroup::Hierarchy;
 use crate::client::{KillHelperOnDrop, blocking, converse, encode_plan, exec_helper};
+use crate::contain::landlock::{LandlockKernel, RealKernel};
 use crate::plan::{CODE_DIR, JailPlan, PlanInput};
 use crate::prestart::{HelperParts, Prestarted};
 use crate::sandbox::{JailSandbox, SandboxPart};
 use crate::settings::{JailSettings, net_request};
 use crate::workspace::Workspace;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use warden_types::ExecResult;
+use warden_types::landlock::LandlockRequirement;
 
 #[derive(Debug)]
 pub struct JailBackend {
@@ -36,6 +41,10 @@ pub struct JailBackend {
     /// before it runs it), so that a request's network is computed once. Offline plans never
     /// touch it.
     checked_network: std::sync::Mutex<Option<warden_net::NetRequest>>,
+    /// What each profile requires of Landlock (a profile not named here: "available").
+    landlock: BTreeMap<String, LandlockRequirement>,
+    /// The kernel's Landlock, asked once per process.
+    landlock_kernel: Arc<dyn LandlockKernel>,
 }
 
 impl JailBackend {
@@ -46,7 +55,31 @@ impl JailBackend {
             forked: std::sync::Mutex::new(Vec::new()),
             prestarted: std::sync::Mutex::new(None),
             checked_network: std::sync::Mutex::new(None),
+            landlock: BTreeMap::new(),
+            landlock_kernel: Arc::new(RealKernel),
         }
+    }
+
+    /// What each profile requires of Landlock (the profiles' `landlock` settings); a profile
+    /// not named requires what the kernel offers.
+    pub fn with_landlock(mut self, per_profile: BTreeMap<String, LandlockRequirement>) -> Self {
+        self.landlock = per_profile;
+        self
+    }
+
+    /// Another view of the kernel's Landlock (tests: a [`crate::contain::landlock::FakeKernel`]).
+    pub fn with_landlock_kernel(mut self, kernel: Arc<dyn LandlockKernel>) -> Self {
+        self.landlock_kernel = kernel;
+        self
+    }
+
+    /// The Landlock ABI a profile's sandboxes enforce on this kernel, or why the profile
+    /// cannot run here.
+    pub fn landlock_abi(&self, profile: &str) -> Result<u32, BackendError> {
+        let requirement = self.landlock.get(profile).cloned().unwrap_or_default();
+        requirement
+            .enforce_on(self.landlock_kernel.abi())
+            .map_err(|shortfall| BackendError::Refused(shortfall.to_string()))
     }
 
     /// Hands over a helper forked early; the next run uses it.
@@ -89,16 +122,21 @@ impl JailBackend {
             network,
         })
         .map_err(|e| BackendError::Refused(e.to_string()))
+        .and_then(|mut jail_plan| {
+            jail_plan.landlock = Some(self.landlock_abi(&plan.profile)?);
+            Ok(jail_plan)
+        })
     }
 }
 
 impl JailBackend {
-    fn sandbox_part(&self) -> SandboxPart {
+    fn sandbox_part(&self, landlock: u32) -> SandboxPart {
         SandboxPart {
             helper_exe: self.settings.helper_exe.clone(),
             host_paths: self.settings.host_paths.clone(),
             ids: self.settings.ids,
             fast_cgroup_attach: self.settings.fast_cgroup_attach,
+            landlock,
         }
     }
 }
@@ -135,6 +173,7 @@ impl Backend for JailBackend {
                 "container_runtime = {runtime:?}: the jail backend is not a container runtime; use backend = \"docker\" for it"
             )));
         }
+        self.landlock_abi(&plan.profile)?;
         let hierarchy = self
             .hierarchy
             .as_ref()
@@ -229,6 +268,7 @@ impl Backend for JailBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        let landlock = self.landlock_abi(&spec.profile)?;
         let network = net_request(&self.settings.network, spec.network_enabled, &spec.egress)?;
         if let Some(request) = &network {
             warden_net::check(request)
@@ -238,7 +278,7 @@ impl Backend for JailBackend {
             .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}")))?;
         Ok(Arc::new(JailSandbox::new(
             spec.id,
-            self.sandbox_part(),
+            self.sandbox_part(landlock),
             network,
             workspace,
         )))
@@ -389,5 +429,68 @@ mod tests {
             plan.network.unwrap().request.egress.deny_cidrs,
             vec!["10.0.0.0/8".parse().unwrap()]
         );
+    }
+
+    fn on_kernel(abi: u32, requirement: &str) -> JailBackend {
+        let requirement: LandlockRequirement = serde_json::from_str(requirement).unwrap();
+        backend()
+            .with_landlock([("p".to_owned(), requirement)].into())
+            .with_landlock_kernel(Arc::new(crate::contain::landlock::FakeKernel(abi)))
+    }
+
+    #[test]
+    fn a_kernel_without_a_required_part_of_landlock_refuses_the_profile_before_anything_runs() {
+        let plan = exec_plan(false, &[]);
+        let refused = |b: JailBackend| match b.check(&plan) {
+            Err(BackendError::Refused(why)) => why,
+            other => panic!("not refused: {other:?}"),
+        };
+        assert_eq!(
+            refused(on_kernel(3, r#"["filesystem", "tcp"]"#)),
+            "landlock = [\"filesystem\", \"tcp\"]: this kernel's Landlock ABI is 3, so it cannot enforce tcp (ABI 4: no TCP bind; TCP connect only when networked)"
+        );
+        assert!(refused(on_kernel(5, r#""all""#)).contains("cannot enforce scope (ABI 6"));
+        assert!(
+            refused(on_kernel(0, r#""available""#))
+                .contains("this kernel does not enforce Landlock")
+        );
+        // A sandbox with a lifetime is refused the same way, before its workspace exists.
+        let spec = SandboxSpec {
+            id: "t".into(),
+            profile: "p".into(),
+            limits: plan.limits.clone(),
+            network_enabled: false,
+            egress: Default::default(),
+            image: None,
+            container_runtime: None,
+            labels: Default::default(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let created = runtime.block_on(on_kernel(5, r#""all""#).create_sandbox(spec));
+        assert!(
+            matches!(&created, Err(BackendError::Refused(why)) if why.contains("scope")),
+            "{created:?}"
+        );
+    }
+
+    #[test]
+    fn the_plan_enforces_every_part_the_kernel_offers_up_to_the_newest_warden_uses() {
+        let plan = exec_plan(false, &[]);
+        for (abi, requirement, enforced) in [
+            (7, r#""available""#, 6),
+            (6, r#""all""#, 6),
+            (5, r#""available""#, 5),
+            (3, r#"["filesystem"]"#, 3),
+            (1, r#""available""#, 1),
+        ] {
+            let b = on_kernel(abi, requirement);
+            assert_eq!(b.plan(&plan).unwrap().landlock, Some(enforced), "ABI {abi}");
+        }
+        // A profile without a setting requires what the kernel offers.
+        let b = backend().with_landlock_kernel(Arc::new(crate::contain::landlock::FakeKernel(4)));
+        assert_eq!(b.plan(&plan).unwrap().landlock, Some(4));
+        assert!(b.plan(&plan).is_ok() && on_kernel(3, r#""all""#).plan(&plan).is_err());
     }
 }

@@ -114,7 +114,11 @@ pub struct JailPlan {
     pub cgroup: CgroupPlan,
     /// Seccomp allow-list on (always, unless a test turns it off to compare).
     pub seccomp: bool,
-    pub landlock: bool,
+    /// Landlock: every part Warden uses up to this ABI, each a hard requirement (the backend
+    /// sets the ABI its check found this kernel enforces for the profile's requirement; the
+    /// default is the newest Warden uses, which an older kernel refuses at init); `None`
+    /// only for tests that compare.
+    pub landlock: Option<u32>,
     /// Print how long each step took to stderr (`WARDEN_TRACE_TIMING=1` in the engine's
     /// environment); for finding where start-up time goes.
     #[serde(default)]
@@ -426,7 +430,7 @@ impl JailPlan {
             hostname: "sandbox".into(),
             mounts,
             seccomp: true,
-            landlock: true,
+            landlock: Some(warden_types::landlock::LandlockPart::NEWEST_ABI),
             trace_timing: false,
             fast_cgroup_attach: false,
             cgroups: None,

@@ -58,17 +58,49 @@ fn seccomp() -> Probe {
     }
 }
 
-fn landlock() -> Probe {
-    let abi = crate::contain::landlock::kernel_abi();
-    Probe {
+/// Landlock on a kernel of ABI `abi`: the ABI, then each part Warden uses, enforced or not
+/// (a part not enforced is `ok: false`: profiles that require it are refused, the others run
+/// without it).
+pub fn landlock(abi: u32) -> Vec<Probe> {
+    use warden_types::landlock::LandlockPart;
+    let newest = LandlockPart::NEWEST_ABI;
+    let mut probes = vec![Probe {
         name: "landlock",
         ok: abi >= 1,
-        detail: if abi >= 1 {
-            format!("ABI {abi}")
-        } else {
-            "not supported by this kernel".into()
+        detail: match abi {
+            0 => "not supported by this kernel: every jail profile is refused".into(),
+            a if a >= newest => {
+                format!("ABI {a}: every part Warden uses (ABI {newest}) is enforced")
+            }
+            a => format!(
+                "ABI {a}: parts of later ABIs are not enforced; profiles that require them are refused"
+            ),
         },
+    }];
+    for part in LandlockPart::ALL {
+        let enforced = part.abi() <= abi;
+        probes.push(Probe {
+            name: match part {
+                LandlockPart::Filesystem => "  filesystem",
+                LandlockPart::Truncate => "  truncate",
+                LandlockPart::Tcp => "  tcp",
+                LandlockPart::DeviceIoctl => "  device_ioctl",
+                LandlockPart::Scope => "  scope",
+            },
+            ok: enforced,
+            detail: format!(
+                "{} (ABI {}){}",
+                part.describe(),
+                part.abi(),
+                if enforced {
+                    ""
+                } else {
+                    ": NOT enforced by this kernel"
+                }
+            ),
+        });
     }
+    probes
 }
 
 fn cgroups() -> Vec<Probe> {
@@ -129,6 +161,51 @@ pub fn run_all() -> Vec<Probe> {
     probes.extend(cgroups());
     probes.push(cgroup_attach());
     probes.push(seccomp());
-    probes.push(landlock());
+    probes.extend(landlock(crate::contain::landlock::LandlockKernel::abi(
+        &crate::contain::landlock::RealKernel,
+    )));
     probes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(abi: u32) -> String {
+        landlock(abi)
+            .iter()
+            .map(|p| {
+                let mark = if p.ok { "ok " } else { "NO " };
+                format!("{mark} {:<14} {}", p.name, p.detail)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn doctor_lists_each_part_of_landlock_enforced_or_not() {
+        assert_eq!(
+            lines(7),
+            "\
+ok  landlock       ABI 7: every part Warden uses (ABI 6) is enforced
+ok    filesystem   writes only beneath the workspace, /tmp, /dev/shm (ABI 1)
+ok    truncate     truncation only beneath the writable folders (ABI 3)
+ok    tcp          no TCP bind; TCP connect only when networked (ABI 4)
+ok    device_ioctl no ioctl on other devices (ABI 5)
+ok    scope        signals and abstract unix sockets stay in the sandbox (ABI 6)"
+        );
+        assert_eq!(
+            lines(3),
+            "\
+ok  landlock       ABI 3: parts of later ABIs are not enforced; profiles that require them are refused
+ok    filesystem   writes only beneath the workspace, /tmp, /dev/shm (ABI 1)
+ok    truncate     truncation only beneath the writable folders (ABI 3)
+NO    tcp          no TCP bind; TCP connect only when networked (ABI 4): NOT enforced by this kernel
+NO    device_ioctl no ioctl on other devices (ABI 5): NOT enforced by this kernel
+NO    scope        signals and abstract unix sockets stay in the sandbox (ABI 6): NOT enforced by this kernel"
+        );
+        let none = landlock(0);
+        assert!(none.iter().all(|p| !p.ok));
+        assert!(none[0].detail.contains("every jail profile is refused"));
+    }
 }

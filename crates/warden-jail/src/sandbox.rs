@@ -29,6 +29,8 @@ pub(crate) struct SandboxPart {
     pub(crate) host_paths: Vec<PathBuf>,
     pub(crate) ids: IdMap,
     pub(crate) fast_cgroup_attach: bool,
+    /// The Landlock ABI every run enforces (the backend's check for the sandbox's profile).
+    pub(crate) landlock: u32,
 }
 
 /// A jail sandbox with a lifetime: a workspace tmpfs held by the daemon; each execution is a
@@ -153,6 +155,7 @@ impl JailSandbox {
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         plan.session = true;
         plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        plan.landlock = Some(b.landlock);
         plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
         Ok(plan)
     }
@@ -219,6 +222,7 @@ impl BackendSandbox for JailSandbox {
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        jail_plan.landlock = Some(b.landlock);
         jail_plan.known_outputs = {
             let workspace = workspace.clone();
             blocking(move || Ok(workspace.output_stamps())).await?

@@ -159,12 +159,14 @@ pub struct DestroyRequest {
     pub force: bool,
 }
 
+/// Destroys a sandbox of the caller's (with API keys, another key's sandbox is not found).
 pub async fn destroy(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<DestroyRequest>,
 ) -> Response {
     let _ = (req.namespace, req.force);
-    match destroy_sandbox(&state, None, &req.sandbox_id).await {
+    match destroy_sandbox(&state, caller.owner(), &req.sandbox_id).await {
         Ok(id) => Json(serde_json::json!({
             "success": true,
             "message": format!("sandbox {id} destroyed"),

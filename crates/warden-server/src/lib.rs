@@ -217,11 +217,31 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
-async fn readyz(State(state): State<AppState>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({
-        "status": "ready",
-        "free_slots": state.engine.admission().free_slots(),
-    }))
+/// Ready when the default profile can run now (the engine's [`Engine::ready`]: its backend's
+/// check, and its engine reachable for a container backend); else 503 with the reason, as the
+/// API's error would say it. `free_slots` either way.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let free_slots = state.engine.admission().free_slots();
+    match state.engine.ready().await {
+        Ok(()) => Json(serde_json::json!({
+            "status": "ready",
+            "free_slots": free_slots,
+        }))
+        .into_response(),
+        Err(e) => {
+            let e = ApiError::from(e);
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({
+                    "status": "not_ready",
+                    "reason": e.message,
+                    "code": e.code,
+                    "free_slots": free_slots,
+                })),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// `Json` whose rejections are API errors naming what is wrong.

@@ -99,9 +99,15 @@ pub struct Uploaded {
 
 #[derive(Debug, serde::Serialize, JsonSchema)]
 pub struct Health {
+    /// `ok` (`/healthz`); `ready` or, answered with 503, `not_ready` (`/readyz`).
     pub status: String,
     /// `/readyz` only: execution slots free now.
     pub free_slots: Option<usize>,
+    /// `/readyz` when not ready: why the default profile cannot run now (the backend's
+    /// refusal, its engine unreachable).
+    pub reason: Option<String>,
+    /// `/readyz` when not ready: the error code the same refusal of a request would have.
+    pub code: Option<String>,
 }
 
 /// The sandboxed server's create answer.
@@ -147,7 +153,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "get",
         path: "/readyz",
-        summary: "Readiness, with the free execution slots",
+        summary: "Readiness: the default profile can run now (else 503 with the reason), with the free execution slots",
         request: Body::None,
         status: 200,
         response: Body::Json(schema::<Health>),

@@ -13,6 +13,8 @@ use warden_types::{ExecResult, Reason};
 #[derive(Debug, Default)]
 struct EchoBackend {
     gate: Option<Arc<Semaphore>>,
+    /// Its check refuses every plan with this reason.
+    refuse: Option<&'static str>,
 }
 
 #[async_trait::async_trait]
@@ -21,7 +23,10 @@ impl Backend for EchoBackend {
         "echo"
     }
     fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
-        Ok(())
+        match self.refuse {
+            Some(why) => Err(BackendError::Refused(why.into())),
+            None => Ok(()),
+        }
     }
     async fn exec(
         &self,
@@ -163,6 +168,48 @@ async fn health_and_readiness() {
     assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
     let (s, v, _) = send(app(), Request::get("/readyz").body(Body::empty()).unwrap()).await;
     assert_eq!((s, v["free_slots"].as_u64()), (StatusCode::OK, Some(8)));
+    assert_eq!(v["status"], "ready");
+}
+
+/// `/readyz` is the backend's check of the default profile's plan: a refusal (a kernel
+/// without a required part of Landlock, a missing cgroup controller) or a backend that is not
+/// there is 503 with the reason, and `free_slots` stays.
+#[tokio::test]
+async fn readiness_is_the_default_profiles_check() {
+    let refusing = EchoBackend {
+        refuse: Some(
+            "landlock = \"all\": this kernel's Landlock ABI is 5, so it cannot enforce scope",
+        ),
+        ..Default::default()
+    };
+    let readyz = || Request::get("/readyz").body(Body::empty()).unwrap();
+    let (s, v, _) = send(app_with(refusing, ServerLimits::default()), readyz()).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["status"], "not_ready");
+    assert_eq!(v["free_slots"], 8);
+    assert_eq!(v["code"], "refused", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot enforce scope"),
+        "{v}"
+    );
+    // No backend for the default profile's kind.
+    let engine = Engine::new(Arc::new(Settings::builtin()));
+    let (s, v, _) = send(app_on(engine, ServerLimits::default()), readyz()).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("jail"), "{v}");
+    // Only the default profile counts: a refusing backend of another kind does not matter.
+    let engine = engine_with(EchoBackend::default()).with_backend(
+        BackendKind::Docker,
+        Arc::new(EchoBackend {
+            refuse: Some("docker down"),
+            ..Default::default()
+        }),
+    );
+    let (s, _, _) = send(app_on(engine, ServerLimits::default()), readyz()).await;
+    assert_eq!(s, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -240,6 +287,7 @@ async fn a_full_queue_answers_429_with_retry_after() {
     let gate = Arc::new(Semaphore::new(0));
     let engine = engine_with(EchoBackend {
         gate: Some(gate.clone()),
+        ..Default::default()
     })
     .with_admission(warden_engine::AdmissionLimits {
         max_concurrent: 1,
@@ -737,6 +785,125 @@ async fn api_keys_are_required_and_each_key_sees_its_own_sandboxes() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// The source document's routes and Piston's under API keys: 401 without a key, and a key
+/// sees, runs in and destroys only its own sandboxes (another key's are not found).
+#[tokio::test]
+async fn compatibility_routes_honour_api_keys() {
+    let app = keyed_app();
+    let id_path = "/api/v1/execute/some-id";
+    let routes: [(&str, &str, &str); 6] = [
+        (
+            "POST",
+            "/api/v1/sandbox/create",
+            r#"{"language": "python", "name": "doc"}"#,
+        ),
+        (
+            "POST",
+            "/api/v1/execute",
+            r#"{"sandbox_id": "some-id", "code": "1"}"#,
+        ),
+        ("POST", id_path, r#"{"code": "1"}"#),
+        (
+            "POST",
+            "/api/v1/sandbox/destroy",
+            r#"{"sandbox_id": "some-id"}"#,
+        ),
+        (
+            "POST",
+            "/api/v2/execute",
+            r#"{"language": "python", "version": "*", "files": [{"content": "print(1)"}]}"#,
+        ),
+        ("GET", "/api/v2/runtimes", ""),
+    ];
+    for (method, path, body) in routes {
+        for key in [None, Some("wrong")] {
+            let (status, text) = call_as(&app, key, method, path, body).await;
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {key:?}: {text}"
+            );
+        }
+    }
+    let (status, body) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/api/v1/sandbox/create",
+        r#"{"language": "python", "name": "doc"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let execute = format!(r#"{{"sandbox_id": "{id}", "code": "print(2)"}}"#);
+    let execute_in = format!("/api/v1/execute/{id}");
+    let destroy = format!(r#"{{"sandbox_id": "{id}"}}"#);
+    // Another key: not found on every route that names the sandbox, and nothing destroyed.
+    for (path, body) in [
+        ("/api/v1/execute", execute.as_str()),
+        (execute_in.as_str(), r#"{"code": "print(2)"}"#),
+        ("/api/v1/sandbox/destroy", destroy.as_str()),
+    ] {
+        let (status, text) = call_as(&app, Some("key-b"), "POST", path, body).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "key-b: POST {path}: {text}");
+    }
+    // The owner: runs in it through both execute routes.
+    for (path, body) in [
+        ("/api/v1/execute", execute.as_str()),
+        (execute_in.as_str(), r#"{"code": "print(2)"}"#),
+    ] {
+        let (status, text) = call_as(&app, Some("key-a"), "POST", path, body).await;
+        assert_eq!(status, StatusCode::OK, "key-a: POST {path}: {text}");
+        assert!(text.contains(r#""stdout":"print(2)""#), "{text}");
+    }
+    // The key's own limit of one live sandbox holds on the compatibility route too; b has its
+    // own and may reuse the name.
+    let (status, text) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/api/v1/sandbox/create",
+        r#"{"language": "python", "name": "other"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+    let (status, text) = call_as(
+        &app,
+        Some("key-b"),
+        "POST",
+        "/api/v1/sandbox/create",
+        r#"{"language": "python", "name": "doc"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    // Piston's one-shot route runs for any valid key.
+    for key in ["key-a", "key-b"] {
+        let (status, text) = call_as(&app, Some(key), "POST", routes[4].1, routes[4].2).await;
+        assert_eq!(status, StatusCode::OK, "{key}: {text}");
+        assert!(text.contains("print(1)"), "{text}");
+        let (status, _) = call_as(&app, Some(key), "GET", "/api/v2/runtimes", "").await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // The owner destroys it; then it is gone for everyone.
+    let (status, text) = call_as(
+        &app,
+        Some("key-a"),
+        "POST",
+        "/api/v1/sandbox/destroy",
+        &destroy,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains(r#""success":true"#), "{text}");
+    for key in ["key-a", "key-b"] {
+        let (status, _) = call_as(&app, Some(key), "POST", "/api/v1/execute", &execute).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{key}");
+    }
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 
 mod bytes_b64;
 pub mod egress;
+pub mod landlock;
 pub mod llm;
 
 use schemars::JsonSchema;

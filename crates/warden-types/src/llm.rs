@@ -31,6 +31,12 @@
 //!
 //! A successful run that printed nothing and made no file reads `(no output)`.
 //!
+//! Every section's body is first made fit for a model by [`sanitize`]: terminal escape sequences
+//! (colours, cursor moves, window titles, hyperlinks) and control characters are removed,
+//! newlines and tabs kept, carriage returns resolved as a terminal would show the line, and
+//! text that was not UTF-8 shows as U+FFFD (the engine decodes output lossily; the SDKs, which
+//! may get other text, replace it the same way).
+//!
 //! Invariants: pure functions, no I/O; every section's body is cut to `max_len` characters
 //! (Unicode scalar values; `0` means no cut) by [`truncate`], which keeps the beginning and the
 //! end around a visible `[... N characters truncated ...]` marker, so a cut is never silent;
@@ -38,6 +44,106 @@
 
 use crate::{ExecResult, Reason};
 use std::fmt::Write as _;
+use std::iter::Peekable;
+use std::str::Chars;
+
+/// `text` as a model should read it: what a terminal would show, without its invisible
+/// parts.
+///
+/// - Escape sequences are removed whole: CSI (`ESC [` … a final byte, e.g. colours and cursor
+///   moves), OSC, DCS, SOS, PM and APC strings (`ESC ]` … up to BEL or `ESC \`, e.g. window
+///   titles and hyperlinks; a newline also ends them, so an unterminated one cannot hide the
+///   lines after it), the other `ESC` sequences (`ESC 7`, `ESC ( B`, …), and their 8-bit forms
+///   (U+009B CSI, U+009D OSC, …). A lone `ESC` is dropped.
+/// - Control characters (Unicode's `Cc`: U+0000–U+001F, U+007F–U+009F) are dropped, except
+///   `\n` and `\t`.
+/// - `\r\n` is a newline; a line with other carriage returns keeps what follows the last one
+///   that has text after it (a progress bar's last state: `10%\r100%` reads `100%`).
+/// - U+FFFD, the replacement of bytes that were not UTF-8, is kept: visible, never silent.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => skip_escape(&mut chars),
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            '\n' | '\t' | '\r' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    if !out.contains('\r') {
+        return out;
+    }
+    out.split('\n')
+        .map(|line| {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            line.rsplit('\r').find(|s| !s.is_empty()).unwrap_or("")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// After an `ESC`: the rest of its sequence.
+fn skip_escape(chars: &mut Peekable<Chars<'_>>) {
+    match chars.peek().copied() {
+        Some('[') => {
+            chars.next();
+            skip_csi(chars);
+        }
+        Some(']' | 'P' | 'X' | '^' | '_') => {
+            chars.next();
+            skip_string(chars);
+        }
+        Some('\u{20}'..='\u{2f}') => {
+            while chars
+                .next_if(|c| matches!(c, '\u{20}'..='\u{2f}'))
+                .is_some()
+            {}
+            chars.next_if(|c| matches!(c, '\u{30}'..='\u{7e}'));
+        }
+        Some('\u{30}'..='\u{7e}') => {
+            chars.next();
+        }
+        // A lone ESC: dropped, what follows is text.
+        _ => {}
+    }
+}
+
+/// After a CSI: parameters, intermediates and the final byte. A character that cannot be
+/// part of the sequence ends it and stays.
+fn skip_csi(chars: &mut Peekable<Chars<'_>>) {
+    while chars
+        .next_if(|c| matches!(c, '\u{20}'..='\u{3f}'))
+        .is_some()
+    {}
+    chars.next_if(|c| matches!(c, '\u{40}'..='\u{7e}'));
+}
+
+/// After an OSC, DCS, SOS, PM or APC: up to its terminator (BEL, `ESC \` or U+009C, taken
+/// with it) or a newline (kept).
+fn skip_string(chars: &mut Peekable<Chars<'_>>) {
+    while let Some(&c) = chars.peek() {
+        match c {
+            '\n' => return,
+            '\u{7}' | '\u{9c}' => {
+                chars.next();
+                return;
+            }
+            '\u{1b}' => {
+                chars.next();
+                if chars.next_if_eq(&'\\').is_none() {
+                    skip_escape(chars);
+                }
+                return;
+            }
+            _ => {
+                chars.next();
+            }
+        }
+    }
+}
 
 /// `text` cut to `max_len` characters, keeping its first half and last half around a marker
 /// that says how many characters were left out. `max_len == 0` or a short enough text: as is.
@@ -95,6 +201,7 @@ fn output_section(
     stream: &str,
     max_len: usize,
 ) -> Option<String> {
+    let text = sanitize(text);
     let text = text.trim_end();
     if text.is_empty() {
         return None;
@@ -128,7 +235,7 @@ pub fn format_for_llm(result: &ExecResult, max_len: usize) -> String {
     ));
     // A notebook cell's value: its text, and the rich outputs named (never their bytes).
     if let Some(text) = &result.cell.text {
-        sections.push(format!("RESULT:\n{}", truncate(text, max_len)));
+        sections.push(format!("RESULT:\n{}", truncate(&sanitize(text), max_len)));
     }
     let mut outputs = String::new();
     for (i, r) in result.cell.results.iter().enumerate() {
@@ -143,7 +250,7 @@ pub fn format_for_llm(result: &ExecResult, max_len: usize) -> String {
     if !outputs.is_empty() {
         sections.push(format!(
             "OUTPUTS:\n{}",
-            truncate(outputs.trim_end(), max_len)
+            truncate(sanitize(&outputs).trim_end(), max_len)
         ));
     }
     if let Some(e) = &result.cell.error {
@@ -151,7 +258,7 @@ pub fn format_for_llm(result: &ExecResult, max_len: usize) -> String {
         if !e.traceback.is_empty() {
             text = format!("{}\n{text}", e.traceback.trim_end());
         }
-        sections.push(format!("ERROR:\n{}", truncate(&text, max_len)));
+        sections.push(format!("ERROR:\n{}", truncate(&sanitize(&text), max_len)));
     } else if let Some(why) = why_not_success(result) {
         sections.push(format!("ERROR:\n{}", truncate(&why, max_len)));
     }
@@ -169,7 +276,10 @@ pub fn format_for_llm(result: &ExecResult, max_len: usize) -> String {
         let _ = writeln!(files, "- {}: not returned ({})", s.name, s.why);
     }
     if !files.is_empty() {
-        sections.push(format!("FILES:\n{}", truncate(files.trim_end(), max_len)));
+        sections.push(format!(
+            "FILES:\n{}",
+            truncate(sanitize(&files).trim_end(), max_len)
+        ));
     }
     if sections.is_empty() {
         "(no output)".to_owned()
@@ -179,10 +289,14 @@ pub fn format_for_llm(result: &ExecResult, max_len: usize) -> String {
 }
 
 /// The report of a request refused before anything ran (a policy violation, an unknown
-/// sandbox or language, a bad argument): `message` as an `ERROR:` section, cut to `max_len`.
+/// sandbox or language, a bad argument): `message` as an `ERROR:` section, sanitized and cut
+/// to `max_len`.
 /// The message should say what to change, as the engine's errors do.
 pub fn format_error_for_llm(message: &str, max_len: usize) -> String {
-    format!("ERROR:\n{}", truncate(message.trim_end(), max_len))
+    format!(
+        "ERROR:\n{}",
+        truncate(sanitize(message).trim_end(), max_len)
+    )
 }
 
 #[cfg(test)]
@@ -364,6 +478,82 @@ mod tests {
         );
         assert!(text.contains("characters truncated ...]"), "{text}");
         assert!(text.ends_with("- f49.csv (text/csv, 3 bytes)"), "{text}");
+    }
+
+    #[test]
+    fn sanitize_removes_escape_sequences_whole() {
+        for (input, want) in [
+            ("\x1b[31mred\x1b[0m plain", "red plain"),
+            ("\x1b[1;38;5;208mbold\x1b[m", "bold"),
+            ("\x1b[2J\x1b[Hcleared", "cleared"),
+            ("\x1b[?25lhidden cursor\x1b[?25h", "hidden cursor"),
+            ("\x1b]0;window title\x07text", "text"),
+            (
+                "\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\",
+                "link",
+            ),
+            ("\x1bP1$r0m\x1b\\dcs", "dcs"),
+            ("\x1b_apc\x07\x1b^pm\x07\x1bXsos\x07after", "after"),
+            ("\x1b7saved\x1b8", "saved"),
+            ("\x1b(Bcharset", "charset"),
+            ("\x1b=keypad\x1b>", "keypad"),
+            ("\u{9b}31m8-bit csi", "8-bit csi"),
+            ("\u{9d}0;title\u{9c}8-bit osc", "8-bit osc"),
+            ("lone escape at the end\x1b", "lone escape at the end"),
+            ("\x1b\x1b[31mtwo", "two"),
+            // An unterminated string ends at the line's end: it hides no later line.
+            ("\x1b]0;no end\nvisible", "\nvisible"),
+            // A character that cannot be in a CSI ends it and stays.
+            ("\x1b[31\néa", "\néa"),
+        ] {
+            assert_eq!(sanitize(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn sanitize_drops_control_characters_and_keeps_newlines_and_tabs() {
+        assert_eq!(sanitize("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            sanitize("bell\x07 nul\0 bs\x08 del\x7f c1\u{85}."),
+            "bell nul bs del c1."
+        );
+        assert_eq!(sanitize("\x01\x02\x0b\x0c\x1c\x1f"), "");
+        // Text that was not UTF-8 (decoded lossily by the engine) stays visible.
+        assert_eq!(
+            sanitize(&String::from_utf8_lossy(b"bad \xff\xfe bytes")),
+            "bad \u{fffd}\u{fffd} bytes"
+        );
+        assert_eq!(sanitize("ünïcödé ✓ 😀"), "ünïcödé ✓ 😀");
+    }
+
+    #[test]
+    fn sanitize_resolves_carriage_returns_as_a_terminal_shows_them() {
+        assert_eq!(sanitize("windows\r\nlines\r\n"), "windows\nlines\n");
+        assert_eq!(sanitize("10%\r50%\r100%\ndone"), "100%\ndone");
+        assert_eq!(sanitize("progress 100%\r\n"), "progress 100%\n");
+        assert_eq!(sanitize("kept\r"), "kept");
+        assert_eq!(sanitize("\r\r"), "");
+    }
+
+    #[test]
+    fn escapes_and_controls_never_reach_the_model() {
+        let mut r = result();
+        r.stdout = "\x1b[32mok\x1b[0m 3 tests\r\n\x1b]0;pwned\x07downloading 10%\rdownloading 100%\n\tdone\x07\n".into();
+        r.stderr = "\x1b[1;31mwarning\x1b[0m: \x1b[4mdeprecated\x1b[24m \u{fffd}\x00\n".into();
+        r.exit_code = Some(1);
+        r.artifacts = vec![artifact("out\x1b[8m.csv", "text/csv", b"a,b")];
+        let text = format_for_llm(&r, 2000);
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{text:?}"
+        );
+        insta::assert_snapshot!(text);
+        assert_eq!(
+            format_error_for_llm("\x1b[31mrefused\x1b[0m\n", 2000),
+            "ERROR:\nrefused"
+        );
     }
 
     #[test]

@@ -138,7 +138,8 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                             pool6: settings.sandbox.jail.network.pool6,
                             upstream_dns: settings.sandbox.jail.network.upstream_dns,
                         },
-                    });
+                    })
+                    .with_landlock(crate::run::landlock_requirements(&settings));
                     warden_engine::Backend::check(&jail, &plan).map_err(|e| e.to_string())
                 }
             }

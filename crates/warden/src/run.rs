@@ -81,7 +81,20 @@ fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBacke
             pool6: jail.network.pool6,
             upstream_dns: jail.network.upstream_dns,
         },
-    }))
+    })
+    .with_landlock(landlock_requirements(settings)))
+}
+
+/// What each profile requires of Landlock (its `landlock` setting), for the jail's check.
+pub fn landlock_requirements(
+    settings: &Settings,
+) -> std::collections::BTreeMap<String, warden_types::landlock::LandlockRequirement> {
+    settings
+        .sandbox
+        .profiles
+        .iter()
+        .map(|(name, p)| (name.clone(), p.landlock.clone()))
+        .collect()
 }
 
 pub fn engine_with(

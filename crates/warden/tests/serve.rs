@@ -656,6 +656,37 @@ fn a_cell_timeout_over_http_interrupts_and_keeps_the_context() {
     request(a, "DELETE", &format!("/v1/sandboxes/{id}"), b"");
 }
 
+/// `/readyz` is whether the default profile can run now: a docker profile whose engine does
+/// not answer makes the daemon not ready (503, with the reason), and `free_slots` stays.
+#[test]
+fn readyz_is_503_with_the_reason_while_the_default_profile_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(
+        &settings,
+        "[sandbox]\ndefault_profile = \"dock\"\n\
+         [sandbox.docker]\nhost = \"unix:///nonexistent/warden-readyz.sock\"\n\
+         [sandbox.profiles.dock]\nbackend = \"docker\"\n\
+         [sandbox.profiles.dock.runtime]\nimage = \"warden-python:3.11\"\n",
+    )
+    .unwrap();
+    let server = common::serve_with(&settings);
+    let (status, body) = request(&server.addr, "GET", "/readyz", b"");
+    assert_eq!(status, 503, "{body}");
+    let v = json(&body);
+    assert_eq!(v["status"], "not_ready", "{body}");
+    assert!(v["free_slots"].as_u64().is_some(), "{body}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the docker engine is not usable"),
+        "{body}"
+    );
+    let (status, _) = request(&server.addr, "GET", "/healthz", b"");
+    assert_eq!(status, 200, "alive, only not ready");
+}
+
 /// `[server] max_sandboxes` raises the daemon's cap past the old fixed 64, and the cap still
 /// holds at its new value; `[server] max_concurrent` is the admission's bound (`/readyz`).
 #[test]

@@ -12,12 +12,13 @@ to ``max_output_length`` characters around a visible ``[... N characters truncat
 marker that keeps the beginning and the end; ``ERROR:`` says why the run did not succeed (exit
 code, the limit that stopped it, a policy refusal, an unknown language); ``FILES:`` lists the
 artifacts the code left in ``/workspace/output``. A run that succeeded silently is
-``(no output)``.
+``(no output)``. Every section's body first goes through :func:`sanitize` (terminal escape
+sequences and control characters removed), as in the daemon's Rust crates.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -33,6 +34,7 @@ __all__ = [
     "format_result",
     "format_error",
     "truncate",
+    "sanitize",
     "DEFAULT_MAX_OUTPUT_LENGTH",
 ]
 
@@ -67,6 +69,99 @@ class CodeInterpreterSchema(BaseModel):
     )
 
 
+_STRING_INTRODUCERS = "]PX^_"
+_C1_STRINGS = "\x90\x98\x9d\x9e\x9f"
+
+
+def _in(text: str, i: int, lo: int, hi: int) -> bool:
+    return i < len(text) and lo <= ord(text[i]) <= hi
+
+
+def _skip_csi(text: str, i: int) -> int:
+    while _in(text, i, 0x20, 0x3F):
+        i += 1
+    if _in(text, i, 0x40, 0x7E):
+        i += 1
+    return i
+
+
+def _skip_string(text: str, i: int) -> int:
+    while i < len(text):
+        c = text[i]
+        if c == "\n":
+            return i
+        if c in "\x07\x9c":
+            return i + 1
+        if c == "\x1b":
+            if i + 1 < len(text) and text[i + 1] == "\\":
+                return i + 2
+            return _skip_escape(text, i + 1)
+        i += 1
+    return i
+
+
+def _skip_escape(text: str, i: int) -> int:
+    if i >= len(text):
+        return i
+    c = text[i]
+    if c == "[":
+        return _skip_csi(text, i + 1)
+    if c in _STRING_INTRODUCERS:
+        return _skip_string(text, i + 1)
+    if _in(text, i, 0x20, 0x2F):
+        while _in(text, i, 0x20, 0x2F):
+            i += 1
+        if _in(text, i, 0x30, 0x7E):
+            i += 1
+        return i
+    if _in(text, i, 0x30, 0x7E):
+        return i + 1
+    return i  # a lone ESC: dropped, what follows is text
+
+
+def sanitize(text: Union[str, bytes]) -> str:
+    """``text`` as a model should read it, as the daemon's ``warden_types::llm::sanitize``
+    makes it: escape sequences removed whole (CSI ``ESC [`` ... a final byte; OSC, DCS, SOS, PM
+    and APC strings up to BEL, ``ESC \\`` or a newline, which is kept; other ``ESC`` sequences;
+    their 8-bit forms; a lone ``ESC``), control characters (U+0000-U+001F, U+007F-U+009F)
+    dropped except newlines and tabs, ``\\r\\n`` read as a newline, and a line with other
+    carriage returns reduced to what follows the last one that has text after it
+    (``10%\\r100%`` reads ``100%``). Bytes that are not UTF-8, and lone surrogates, become
+    U+FFFD, visibly."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    out: List[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        i += 1
+        o = ord(c)
+        if c == "\x1b":
+            i = _skip_escape(text, i)
+        elif c == "\x9b":
+            i = _skip_csi(text, i)
+        elif c in _C1_STRINGS:
+            i = _skip_string(text, i)
+        elif c in "\n\t\r":
+            out.append(c)
+        elif o < 0x20 or 0x7F <= o <= 0x9F:
+            pass
+        elif 0xD800 <= o <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(c)
+    clean = "".join(out)
+    if "\r" not in clean:
+        return clean
+    lines = []
+    for line in clean.split("\n"):
+        if line.endswith("\r"):
+            line = line[:-1]
+        lines.append(next((part for part in reversed(line.split("\r")) if part), ""))
+    return "\n".join(lines)
+
+
 def truncate(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, keeping its beginning and end around a marker
     that says how much was left out."""
@@ -97,13 +192,13 @@ def _why_not_success(result: SandboxResult) -> Optional[str]:
 def format_result(result: SandboxResult, max_output_length: int = DEFAULT_MAX_OUTPUT_LENGTH) -> str:
     """The LLM-facing report of one execution (see the module's documentation)."""
     sections: List[str] = []
-    stdout = result.stdout.rstrip()
+    stdout = sanitize(result.stdout).rstrip()
     if stdout:
         body = truncate(stdout, max_output_length)
         if result.stdout_truncated:
             body += "\n[... the sandbox stopped keeping stdout here: output limit ...]"
         sections.append(f"STDOUT:\n{body}")
-    stderr = result.stderr.rstrip()
+    stderr = sanitize(result.stderr).rstrip()
     if stderr:
         body = truncate(stderr, max_output_length)
         if result.stderr_truncated:
@@ -115,7 +210,7 @@ def format_result(result: SandboxResult, max_output_length: int = DEFAULT_MAX_OU
     files = [f"- {a.file_name} ({a.mime_type}, {a.size} bytes)" for a in result.artifacts]
     files += [f"- {s.name}: not returned ({s.why})" for s in result.skipped_artifacts]
     if files:
-        sections.append("FILES:\n" + "\n".join(files))
+        sections.append("FILES:\n" + sanitize("\n".join(files)))
     return "\n\n".join(sections) if sections else "(no output)"
 
 
@@ -134,7 +229,7 @@ def format_error(error: Exception, max_output_length: int = DEFAULT_MAX_OUTPUT_L
         text = f"invalid arguments: {problems}"
     else:
         text = str(error)
-    return f"ERROR:\n{truncate(text, max_output_length)}"
+    return f"ERROR:\n{truncate(sanitize(text).rstrip(), max_output_length)}"
 
 
 class CodeInterpreterTool:

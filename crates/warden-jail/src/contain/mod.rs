@@ -236,10 +236,11 @@ fn make_undumpable(_: &mut Ctx<'_>) -> Result<(), String> {
 }
 
 fn apply_landlock(ctx: &mut Ctx<'_>) -> Result<(), String> {
-    if !ctx.plan.landlock {
+    let Some(abi) = ctx.plan.landlock else {
         return Ok(());
-    }
+    };
     landlock::restrict(
+        abi,
         ctx.plan.network.is_some(),
         crate::tables::LANDLOCK_WRITABLE,
         crate::tables::LANDLOCK_DEVICES,

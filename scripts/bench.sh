@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 rounds="${1:-200}"
 docker_rounds="${2:-100}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
-bash scripts/setup.sh >&2
+bash scripts/setup-tests.sh >&2
 cargo build --release --quiet -p warden
 warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 work="$(mktemp -d)"

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Installs what Warden's tests and benchmarks need, idempotently. Safe to run again.
+# Installs what Warden needs to run (`scripts/warden`), idempotently: the jail's runtimes for
+# the built-in profiles and nothing else. What the tests and benchmarks need besides (Docker
+# images, gVisor, venvs, networking tools, a browser) is installed by scripts/setup-tests.sh
+# and the scripts of the features that use it; `warden doctor` names, for each missing
+# optional part, the one command that installs it. Safe to run again.
 set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-# bubblewrap and hyperfine: the speed benchmark's baselines; wrk: the daemon's load generator; util-linux: unshare for the outer pid
-# namespace that attack tests run in; nodejs: the javascript runtime; python-is-python3: the
-# source document's settings name the interpreter `python`; numpy, pandas, matplotlib: the
-# data_science profile's runtime (the jail binds the host's /usr).
-for pkg in bubblewrap hyperfine wrk util-linux nodejs python3 python-is-python3 bash \
-  python3-numpy python3-pandas python3-matplotlib; do
+# python3 and python-is-python3: the python runtime (the source document's settings name the
+# interpreter `python`); nodejs: the javascript runtime; bash: the bash runtime; numpy, pandas,
+# matplotlib: the data_science profile's runtime (the jail binds the host's /usr).
+for pkg in python3 python-is-python3 nodejs bash python3-numpy python3-pandas python3-matplotlib; do
   have "$pkg" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -21,12 +23,3 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
-
-# The Python SDK's venv (pytest, langchain-core, openai) for its tests.
-bash "$(dirname "$0")/setup-python-sdk.sh"
-bash "$(dirname "$0")/setup-net.sh"
-
-bash "$(dirname "$0")/setup-docker-images.sh"
-bash "$(dirname "$0")/setup-gvisor.sh"
-# The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
-bash "$(dirname "$0")/setup-mcp-client.sh"

@@ -11,7 +11,7 @@ total="${1:-10000}"
 clients="${2:-32}"
 max_seconds="${3:-1800}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
-bash scripts/setup.sh >&2
+bash scripts/setup-tests.sh >&2
 cargo build --release --quiet -p warden
 python3 bench/soak.py "$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden" --total "$total" --clients "$clients" \
   --max-seconds "$max_seconds"

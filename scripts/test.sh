@@ -42,7 +42,7 @@ summary() {
   return "$status"
 }
 trap summary EXIT
-bash scripts/setup.sh
+bash scripts/setup-tests.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked 2>&1 | tee "$outputs"/cargo.log
@@ -60,3 +60,7 @@ bash scripts/setup-go-sdk.sh
 )
 # The REST API against its own /openapi.json: schemathesis, bounded to 60 s (scripts/schemathesis.sh).
 WARDEN_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden" bash scripts/schemathesis.sh 60
+# The playground page in a real browser: Debian's chromium, headless, driven by Playwright for
+# Python (scripts/setup-playground-tests.sh installs both), against the same binary.
+bash scripts/setup-playground-tests.sh
+WARDEN_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden" "${WARDEN_PLAYWRIGHT_VENV:-/var/cache/warden/venv-playwright}/bin/python" -m pytest -q -p no:cacheprovider tests/playground

@@ -244,7 +244,16 @@ class Driver:
         pyplot = sys.modules.get("matplotlib.pyplot")
         if pyplot is None or self.pyplot_patched:
             return
-        pyplot.show = self._show
+        driver = self
+
+        # A plain function, not the bound method: pyplot's switch_backend (run at the first
+        # figure) sets `show.__signature__`, which a bound method refuses — with matplotlib
+        # imported before the first cell (preload_modules), the first figure failed.
+        def show(*args, **kwargs):
+            """pyplot.show(): the open figures become PNG results now, and are closed."""
+            driver._show(*args, **kwargs)
+
+        pyplot.show = show
         self.pyplot_patched = True
 
     def _flush_figures(self):

@@ -210,6 +210,24 @@ fn results_over_the_budget_are_replaced_by_a_note() {
     d.finish();
 }
 
+/// With pyplot imported before the first cell (a profile's `preload_modules`), show() is
+/// patched before pyplot picks its backend; the first figure must still work.
+#[test]
+fn the_first_figure_works_with_pyplot_preloaded() {
+    if !has_module("matplotlib") {
+        eprintln!("skipped: no matplotlib for {PYTHON}");
+        return;
+    }
+    let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
+        return;
+    };
+    assert!(d.run("import matplotlib.pyplot as plt")["error"].is_null());
+    let r = d.run("fig, ax = plt.subplots()\nax.plot([1, 2, 3]);");
+    assert!(r["error"].is_null(), "{r}");
+    assert!(r["results"][0]["data"]["image/png"].is_string(), "{r}");
+    d.finish();
+}
+
 #[test]
 fn figures_become_png_results_and_dataframes_html() {
     prerequisite!(

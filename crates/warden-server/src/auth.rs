@@ -1,8 +1,8 @@
 //! API keys: `Authorization: Bearer <key>`, checked against the SHA-256 digests in
 //! `[[server.api_keys]]`.
 //!
-//! Invariants: with keys configured, every route but health, metrics and the API
-//! description answers 401 without a valid key; the key's name becomes the owner of what it
+//! Invariants: with keys configured, every route but health, metrics, the API description and
+//! the playground's page and assets answers 401 without a valid key; the key's name becomes the owner of what it
 //! creates, and a key sees only its own sandboxes; the keys themselves are never stored, only
 //! their digests, and digests are compared in constant time.
 
@@ -14,8 +14,23 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-/// Routes open without a key.
-const OPEN: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"];
+/// Routes open without a key: health, metrics, the API's description and the playground page
+/// (whose own API calls carry the key the user gives it).
+const OPEN: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/docs",
+    "/",
+];
+
+/// Open path prefixes: the playground's assets.
+const OPEN_PREFIXES: &[&str] = &["/playground/"];
+
+fn is_open(path: &str) -> bool {
+    OPEN.contains(&path) || OPEN_PREFIXES.iter().any(|p| path.starts_with(p))
+}
 
 #[derive(Debug)]
 pub struct KeyEntry {
@@ -95,7 +110,7 @@ impl Caller {
 }
 
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    if state.keys.is_empty() || OPEN.contains(&req.uri().path()) {
+    if state.keys.is_empty() || is_open(req.uri().path()) {
         req.extensions_mut().insert(Caller(None));
         return next.run(req).await;
     }

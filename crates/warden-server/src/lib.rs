@@ -20,6 +20,7 @@ mod observe;
 pub mod openapi;
 mod otlp;
 mod piston;
+pub mod playground;
 mod sandboxes;
 mod versions;
 
@@ -138,6 +139,9 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/openapi.json", get(openapi::openapi_json))
         .route("/docs", get(openapi::docs))
+        .route("/", get(playground::page))
+        .route("/playground/{file}", get(playground::asset))
+        .route("/v1/profiles", get(playground::profiles))
         .route("/v1/execute", post(execute))
         .route(
             "/v1/sandboxes",

@@ -8,6 +8,7 @@
 
 use crate::compat;
 use crate::piston::{PistonError, PistonRequest, PistonResponse, PistonRuntime};
+use crate::playground::ProfileList;
 use crate::sandboxes::{CreateBody, CreateContextBody, ExecBody};
 use crate::{AppState, ExecuteBody};
 use axum::Json;
@@ -35,6 +36,8 @@ pub enum Body {
     Text,
     /// HTML.
     Html,
+    /// A script or a style sheet (the playground's assets).
+    Asset,
 }
 
 #[derive(Debug)]
@@ -181,6 +184,30 @@ pub const OPERATIONS: &[Operation] = &[
         request: Body::None,
         status: 200,
         response: Body::Html,
+    },
+    Operation {
+        method: "get",
+        path: "/",
+        summary: "The playground: a notebook in the browser over this API (works offline)",
+        request: Body::None,
+        status: 200,
+        response: Body::Html,
+    },
+    Operation {
+        method: "get",
+        path: "/playground/{file}",
+        summary: "An asset of the playground page (scripts, styles; embedded)",
+        request: Body::None,
+        status: 200,
+        response: Body::Asset,
+    },
+    Operation {
+        method: "get",
+        path: "/v1/profiles",
+        summary: "The profiles and languages a request may name",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<ProfileList>),
     },
     Operation {
         method: "post",
@@ -364,6 +391,10 @@ fn content(body: Body, g: &mut SchemaGenerator) -> Option<Value> {
         }),
         Body::Text => json!({ "application/openmetrics-text": { "schema": { "type": "string" } } }),
         Body::Html => json!({ "text/html": { "schema": { "type": "string" } } }),
+        Body::Asset => json!({
+            "text/javascript": { "schema": { "type": "string" } },
+            "text/css": { "schema": { "type": "string" } },
+        }),
     })
 }
 

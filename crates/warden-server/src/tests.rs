@@ -651,7 +651,8 @@ async fn openapi_describes_exactly_the_routes_served() {
             .path
             .replace("{*path}", "x.txt")
             .replace("{id}", "nope")
-            .replace("{context}", "c");
+            .replace("{context}", "c")
+            .replace("{file}", "playground.js");
         let (status, body) = call(&app, &op.method.to_uppercase(), &path, "{}").await;
         assert!(
             status != StatusCode::METHOD_NOT_ALLOWED && !body.contains("no such route"),
@@ -986,4 +987,80 @@ fn an_otlp_endpoint_must_be_plain_http() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("server.otlp.endpoint"), "{err}");
+}
+
+#[tokio::test]
+async fn the_playground_is_served_open_and_embedded() {
+    // With keys configured, the page and its assets need none; the API still does.
+    let app = keyed_app();
+    let (status, page) = call_as(&app, None, "GET", "/", "").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("<title>Warden playground</title>"), "{page}");
+    // Nothing from elsewhere: every script and style sheet is one of the embedded assets.
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "{page}"
+    );
+    let mut referenced = 0;
+    for link in page.split("/playground/").skip(1) {
+        let file = link.split('"').next().unwrap();
+        assert!(
+            crate::playground::ASSETS
+                .iter()
+                .any(|(name, _, _)| *name == file),
+            "the page loads {file}, which is not embedded"
+        );
+        referenced += 1;
+    }
+    assert_eq!(referenced, crate::playground::ASSETS.len());
+    for (name, content_type, body) in crate::playground::ASSETS {
+        let req = Request::get(format!("/playground/{name}"))
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{name}");
+        assert_eq!(resp.headers()["content-type"], *content_type, "{name}");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(bytes.len(), body.len(), "{name}");
+        assert!(!body.contains("//# sourceMappingURL=http"), "{name}");
+    }
+    let (status, body) = call_as(&app, None, "GET", "/playground/nope.js", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _) = call_as(&app, None, "GET", "/playground/../v1/sandboxes", "").await;
+    assert_ne!(status, StatusCode::OK);
+    let (status, _) = call_as(&app, None, "GET", "/v1/profiles", "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = call_as(&app, None, "GET", "/v1/sandboxes", "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // The page may run only its own scripts.
+    let resp = app
+        .clone()
+        .oneshot(Request::get("/").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let csp = resp.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'") && csp.contains("connect-src 'self'"));
+}
+
+#[tokio::test]
+async fn profiles_lists_the_profiles_and_languages() {
+    let app = app();
+    let (status, body) = call(&app, "GET", "/v1/profiles", "").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["default_profile"], "standard");
+    let names: Vec<&str> = list["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"standard") && names.contains(&"data_science"),
+        "{body}"
+    );
+    assert_eq!(list["profiles"][1]["language"], "python", "{body}");
+    let languages = list["languages"].as_array().unwrap();
+    assert!(languages.iter().any(|l| l == "python"), "{body}");
+    assert!(languages.iter().any(|l| l == "javascript"), "{body}");
 }

@@ -51,6 +51,53 @@ fn command_present(settings: &Settings, command: &str) -> bool {
             .any(|p| p == Path::new("/usr"))
 }
 
+/// The one command that installs a runtime's command (Debian's package), when known.
+fn install_runtime(command: &str) -> Option<&'static str> {
+    let name = command.rsplit('/').next().unwrap_or(command);
+    Some(match name {
+        "python3" => "apt-get install python3",
+        "python" => "apt-get install python-is-python3",
+        "node" | "nodejs" => "apt-get install nodejs",
+        "bash" => "apt-get install bash",
+        "sh" | "dash" => "apt-get install dash",
+        "ruby" => "apt-get install ruby",
+        "php" => "apt-get install php-cli",
+        "perl" => "apt-get install perl",
+        "lua" | "lua5.4" => "apt-get install lua5.4",
+        _ => return None,
+    })
+}
+
+/// What networked profiles (`network_enabled = true`) need on the host: nftables, iproute2 and
+/// IPv4/IPv6 forwarding (`scripts/setup-net.sh`).
+fn networking_present() -> bool {
+    let tool = |name: &str| {
+        ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|dir| Path::new(dir).join(name).exists())
+    };
+    let on = |path: &str| std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "1");
+    tool("nft")
+        && tool("ip")
+        && on("/proc/sys/net/ipv4/ip_forward")
+        && on("/proc/sys/net/ipv6/conf/all/forwarding")
+}
+
+/// ` — install: CMD` after a missing part's line.
+fn hint(present: bool, install: Option<&str>) -> String {
+    match (present, install) {
+        (false, Some(cmd)) => format!(" — install: {cmd}"),
+        _ => String::new(),
+    }
+}
+
+const INSTALL_DATA_SCIENCE: &str =
+    "apt-get install python3-numpy python3-pandas python3-matplotlib";
+const INSTALL_DOCKER: &str = "apt-get install docker.io";
+const INSTALL_IMAGES: &str = "scripts/setup-docker-images.sh";
+const INSTALL_GVISOR: &str = "scripts/setup-gvisor.sh";
+const INSTALL_NET: &str = "scripts/setup-net.sh";
+
 /// Whether a docker profile can run here: the engine answers, the plan is one the docker
 /// backend accepts, its image is present and its OCI runtime registered.
 fn docker_verdict(
@@ -78,6 +125,27 @@ fn docker_verdict(
         ));
     }
     Ok(())
+}
+
+/// The optional parts of the host, each with whether it is here and the one command that
+/// installs it.
+fn optional_json(
+    docker: &Result<warden_docker::EngineProbe, String>,
+    data_science: bool,
+    networking: bool,
+) -> serde_json::Value {
+    let mut parts = vec![
+        serde_json::json!({"part": "data_science", "present": data_science, "install": INSTALL_DATA_SCIENCE}),
+        serde_json::json!({"part": "networking", "present": networking, "install": INSTALL_NET}),
+        serde_json::json!({"part": "docker_engine", "present": docker.is_ok(), "install": INSTALL_DOCKER}),
+    ];
+    if let Ok(p) = docker {
+        parts.push(serde_json::json!({"part": "gvisor", "present": p.runtimes.iter().any(|r| r == "runsc"), "install": INSTALL_GVISOR}));
+        for (image, ok) in &p.images {
+            parts.push(serde_json::json!({"part": format!("image {image}"), "present": ok, "install": INSTALL_IMAGES}));
+        }
+    }
+    serde_json::Value::Array(parts)
 }
 
 pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
@@ -160,9 +228,11 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                 lang.clone(),
                 rt.command[0].clone(),
                 command_present(&settings, &rt.command[0]),
+                install_runtime(&rt.command[0]),
             )
         })
         .collect();
+    let networking = networking_present();
     let jail_unsupported =
         warden_engine::Backend::unsupported(&crate::run::jail_backend(&settings)?);
     let docker_backend = crate::run::docker_backend(&settings);
@@ -203,8 +273,10 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                 Err(e) => serde_json::json!({ "ok": false, "detail": e }),
             },
             "kubernetes": kube_probe.as_ref().map(|(ok, detail)| serde_json::json!({ "ok": ok, "detail": detail })),
-            "runtimes": runtimes.iter().map(|(l, c, ok)| serde_json::json!({"language": l, "command": c, "present": ok})).collect::<Vec<_>>(),
+            "runtimes": runtimes.iter().map(|(l, c, ok, install)| serde_json::json!({"language": l, "command": c, "present": ok, "install": install})).collect::<Vec<_>>(),
             "data_science_packages": data_science,
+            "networking": networking,
+            "optional": optional_json(&docker, data_science, networking),
             "profiles": verdicts.iter().map(|(n, v)| serde_json::json!({"name": n, "runnable": v.is_ok(), "why": v.as_ref().err()})).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -214,6 +286,12 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         for p in &probes {
             println!("  {} {:<14} {}", mark(p.ok), p.name, p.detail);
         }
+        println!(
+            "  {} {:<14} nftables, iproute2 and forwarding for networked profiles{}",
+            mark(networking),
+            "networking",
+            hint(networking, Some(INSTALL_NET))
+        );
         println!("docker backend:");
         match &docker {
             Ok(p) => {
@@ -223,7 +301,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                 );
                 let runsc = p.runtimes.iter().any(|r| r == "runsc");
                 println!(
-                    "  {} {:<14} OCI runtimes: {}{}",
+                    "  {} {:<14} OCI runtimes: {}{}{}",
                     mark(runsc),
                     "gvisor",
                     p.runtimes.join(", "),
@@ -231,13 +309,23 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                         ""
                     } else {
                         " (runsc is not registered: profiles with container_runtime = \"runsc\" are refused)"
-                    }
+                    },
+                    hint(runsc, Some(INSTALL_GVISOR))
                 );
                 for (image, ok) in &p.images {
-                    println!("  {} {:<14} {image}", mark(*ok), "image");
+                    println!(
+                        "  {} {:<14} {image}{}",
+                        mark(*ok),
+                        "image",
+                        hint(*ok, Some(INSTALL_IMAGES))
+                    );
                 }
             }
-            Err(e) => println!("  NO  {:<14} {e}", "engine"),
+            Err(e) => println!(
+                "  NO  {:<14} {e}{}",
+                "engine",
+                hint(false, Some(INSTALL_DOCKER))
+            ),
         }
         println!("kubernetes backend:");
         match &kube_probe {
@@ -251,13 +339,20 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             ),
         }
         println!("runtimes:");
-        for (lang, cmd, ok) in &runtimes {
-            println!("  {} {:<14} {}", mark(*ok), lang, cmd);
+        for (lang, cmd, ok, install) in &runtimes {
+            println!(
+                "  {} {:<14} {}{}",
+                mark(*ok),
+                lang,
+                cmd,
+                hint(*ok, *install)
+            );
         }
         println!(
-            "  {} {:<14} numpy, pandas, matplotlib for python (scripts/setup.sh installs them)",
+            "  {} {:<14} numpy, pandas, matplotlib for python (the data_science profile){}",
             mark(data_science),
-            "data science"
+            "data science",
+            hint(data_science, Some(INSTALL_DATA_SCIENCE))
         );
         println!("profiles:");
         for (name, v) in &verdicts {

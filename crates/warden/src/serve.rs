@@ -126,7 +126,9 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         state.sandboxes().start_pools();
         let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
-        eprintln!("warden: listening on http://{}", listener.local_addr()?);
+        let addr = listener.local_addr()?;
+        eprintln!("warden: listening on http://{addr}");
+        eprintln!("warden: the playground is at http://{addr}/ (the API's description at /docs)");
         let stopping = state.clone();
         // Head and body deadlines, a bound on connections that sheds idle ones first.
         let conn_limits = warden_server::listen::ConnLimits::from_settings(&state_settings);

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The venv's python, as the setup script installs it; its absence is a failure, not a skip:
-/// `scripts/setup.sh` (run by `scripts/test.sh` and CI) installs it.
+/// `scripts/setup-tests.sh` (run by `scripts/test.sh` and CI) installs it.
 fn client_python() -> PathBuf {
     let venv = std::env::var_os("WARDEN_MCP_VENV")
         .map(PathBuf::from)
@@ -22,7 +22,7 @@ fn client_python() -> PathBuf {
     let python = venv.join("bin/python");
     assert!(
         python.exists(),
-        "{} is missing: run scripts/setup-mcp-client.sh (scripts/setup.sh does)",
+        "{} is missing: run scripts/setup-mcp-client.sh (scripts/setup-tests.sh does)",
         python.display()
     );
     python

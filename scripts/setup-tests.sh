@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything the tests and benchmarks need, idempotently: what Warden needs to run
+# (scripts/setup.sh), then the benchmarks' baselines, the networking tools, the Python SDK's
+# and the MCP client's venvs, the docker backend's images and gVisor. Called by scripts/test.sh
+# and the benchmark scripts; `scripts/warden` only runs scripts/setup.sh. Safe to run again.
+set -euo pipefail
+here="$(dirname "$0")"
+bash "$here/setup.sh"
+
+need=()
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# bubblewrap and hyperfine: the speed benchmark's baselines; wrk: the daemon's load generator;
+# util-linux: unshare for the outer pid namespace that attack tests run in.
+for pkg in bubblewrap hyperfine wrk util-linux; do
+  have "$pkg" || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup-tests: missing Debian packages ${need[*]}; run this script as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# The Python SDK's venv (pytest, langchain-core, openai) for its tests.
+bash "$here/setup-python-sdk.sh"
+# Networked sandboxes (network_enabled = true): nftables, iproute2, forwarding.
+bash "$here/setup-net.sh"
+bash "$here/setup-docker-images.sh"
+bash "$here/setup-gvisor.sh"
+# The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
+bash "$here/setup-mcp-client.sh"

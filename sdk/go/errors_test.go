@@ -166,6 +166,9 @@ func TestDaemonGone(t *testing.T) {
 	if err := <-done; !errors.Is(err, ErrDaemonGone) {
 		t.Fatalf("execute: %#v", err)
 	}
+	// Afterwards, on a new connection (a kept-alive one from the polls above may not have
+	// seen its reset yet, and a request on it would fail as "gone"): nothing listens.
+	c.http.CloseIdleConnections()
 	_, err = c.Execute(ctx, ExecuteRequest{Code: "print(1)"})
 	if !errors.Is(err, ErrConnection) || errors.Is(err, ErrDaemonGone) {
 		t.Fatalf("afterwards: %#v", err)

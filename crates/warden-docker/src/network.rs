@@ -51,7 +51,7 @@ pub struct NetSettings {
 impl Default for NetSettings {
     fn default() -> Self {
         NetSettings {
-            pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            pool: warden_net::DEFAULT_POOL.parse().expect("a valid CIDR"),
             pool6: warden_net::DEFAULT_POOL6.parse().expect("a valid CIDR"),
             upstream_dns: None,
             keeper_exe: None,

@@ -215,6 +215,24 @@ impl Engine {
         &self.settings
     }
 
+    /// The profile and language a request names, the defaults filled in: `[sandbox]`'s default
+    /// profile, that profile's language (empty for an unknown profile, which [`Engine::prepare`]
+    /// refuses). Also the labels of a refusal before they are resolved.
+    pub(crate) fn asked(&self, req: &ExecRequest) -> (String, String) {
+        let settings = &self.settings;
+        let profile = req
+            .profile
+            .clone()
+            .unwrap_or_else(|| settings.sandbox.default_profile.clone());
+        let language = req.language.clone().unwrap_or_else(|| {
+            settings
+                .profile(&profile)
+                .map(|p| p.runtime.language.clone())
+                .unwrap_or_default()
+        });
+        (profile, language)
+    }
+
     /// Resolves a request into the profile name, the profile and the backend-neutral plan,
     /// running the profile's policies. No side effects.
     pub fn prepare(&self, req: &ExecRequest) -> Result<(String, ExecPlan), EngineError> {
@@ -222,10 +240,7 @@ impl Engine {
         if !s.sandbox.enabled {
             return Err(EngineError::Disabled);
         }
-        let profile_name = req
-            .profile
-            .clone()
-            .unwrap_or_else(|| s.sandbox.default_profile.clone());
+        let (profile_name, wanted) = self.asked(req);
         let profile = s
             .profile(&profile_name)
             .ok_or_else(|| EngineError::UnknownProfile {
@@ -238,10 +253,6 @@ impl Engine {
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-        let wanted = req
-            .language
-            .clone()
-            .unwrap_or_else(|| profile.runtime.language.clone());
         let (language, runtime) =
             s.runtime(&wanted)
                 .ok_or_else(|| EngineError::UnknownLanguage {

@@ -108,23 +108,6 @@ impl Engine {
         }
     }
 
-    /// The profile and language a request asked for, before they are resolved (the labels of
-    /// a refusal).
-    fn asked(&self, req: &ExecRequest) -> (String, String) {
-        let settings = self.settings();
-        let profile = req
-            .profile
-            .clone()
-            .unwrap_or_else(|| settings.sandbox.default_profile.clone());
-        let language = req.language.clone().unwrap_or_else(|| {
-            settings
-                .profile(&profile)
-                .map(|p| p.runtime.language.clone())
-                .unwrap_or_default()
-        });
-        (profile, language)
-    }
-
     /// A one-shot execution in a fresh sandbox: admitted, resolved, its policies passed and
     /// its backend's check done. Refusals after admission are reported.
     pub async fn start(&self, caller: &Caller, req: ExecRequest) -> Result<Execution, EngineError> {

@@ -36,11 +36,6 @@ pub struct JailBackend {
     forked: std::sync::Mutex<Vec<libc::pid_t>>,
     /// A helper forked early by the caller, already creating its sandbox.
     prestarted: std::sync::Mutex<Option<Prestarted>>,
-    /// The network request `check` computed (and found enforceable) for a networked plan,
-    /// taken by the `exec` of a plan with the same egress rules (the engine checks a plan
-    /// before it runs it), so that a request's network is computed once. Offline plans never
-    /// touch it.
-    checked_network: std::sync::Mutex<Option<warden_net::NetRequest>>,
     /// What each profile requires of Landlock (a profile not named here: "available").
     landlock: BTreeMap<String, LandlockRequirement>,
     /// The kernel's Landlock, asked once per process.
@@ -54,7 +49,6 @@ impl JailBackend {
             hierarchy: Hierarchy::detect().map_err(|e| format!("cannot read cgroup layout: {e}")),
             forked: std::sync::Mutex::new(Vec::new()),
             prestarted: std::sync::Mutex::new(None),
-            checked_network: std::sync::Mutex::new(None),
             landlock: BTreeMap::new(),
             landlock_kernel: Arc::new(RealKernel),
         }
@@ -88,23 +82,10 @@ impl JailBackend {
         self
     }
 
-    /// What a networked plan asks of the host (`None` offline): the request `check` made for
-    /// the same rules, else computed here.
-    fn network_for(&self, plan: &ExecPlan) -> Result<Option<warden_net::NetRequest>, BackendError> {
-        if !plan.network_enabled {
-            return Ok(None);
-        }
-        let checked = self.checked_network.lock().expect("not poisoned").take();
-        match checked {
-            Some(request) if request.egress == plan.egress => Ok(Some(request)),
-            _ => net_request(&self.settings.network, plan.network_enabled, &plan.egress),
-        }
-    }
-
     /// Builds the helper's plan for an engine plan, its network included: final before any
     /// side effect.
     pub fn plan(&self, plan: &ExecPlan) -> Result<JailPlan, BackendError> {
-        let network = self.network_for(plan)?;
+        let network = net_request(&self.settings.network, plan.network_enabled, &plan.egress)?;
         let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
         let mut argv = plan.command.clone();
         argv.push(code_file.display().to_string());
@@ -166,7 +147,6 @@ impl Backend for JailBackend {
         {
             warden_net::check(&request)
                 .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
-            *self.checked_network.lock().expect("not poisoned") = Some(request);
         }
         if let Some(runtime) = &plan.container_runtime {
             return Err(BackendError::Refused(format!(
@@ -399,35 +379,6 @@ mod tests {
             Some(&crate::plan::MountOp::ResolvConf {
                 dest: "/etc/resolv.conf".into()
             })
-        );
-    }
-
-    #[test]
-    fn the_request_check_made_is_the_one_exec_runs_with() {
-        let b = backend();
-        let mut checked = net_request(&b.settings.network, true, &exec_plan(true, &[]).egress)
-            .unwrap()
-            .unwrap();
-        // Another upstream than the settings', to tell the checked request from a fresh one.
-        checked.upstream_dns = "192.0.2.99:53".parse().unwrap();
-        let put = |r: &warden_net::NetRequest| {
-            *b.checked_network.lock().unwrap() = Some(r.clone());
-        };
-        put(&checked);
-        // An offline plan leaves it alone.
-        assert_eq!(b.plan(&exec_plan(false, &[])).unwrap().network, None);
-        let plan = b.plan(&exec_plan(true, &[])).unwrap();
-        assert_eq!(upstream(&plan), Some("192.0.2.99:53".parse().unwrap()));
-        // Taken: the next plan computes its own.
-        let plan = b.plan(&exec_plan(true, &[])).unwrap();
-        assert_eq!(upstream(&plan), Some("192.0.2.53:53".parse().unwrap()));
-        // Other rules than the checked ones: computed for this plan.
-        put(&checked);
-        let plan = b.plan(&exec_plan(true, &["10.0.0.0/8"])).unwrap();
-        assert_eq!(upstream(&plan), Some("192.0.2.53:53".parse().unwrap()));
-        assert_eq!(
-            plan.network.unwrap().request.egress.deny_cidrs,
-            vec!["10.0.0.0/8".parse().unwrap()]
         );
     }
 

@@ -43,7 +43,7 @@ pub struct NetSettings {
 impl Default for NetSettings {
     fn default() -> Self {
         NetSettings {
-            pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
+            pool: warden_net::DEFAULT_POOL.parse().expect("a valid CIDR"),
             pool6: warden_net::DEFAULT_POOL6.parse().expect("a valid CIDR"),
             upstream_dns: None,
         }
@@ -63,7 +63,7 @@ pub(crate) fn net_request(
         Some(a) => a,
         None => std::fs::read_to_string("/etc/resolv.conf")
             .ok()
-            .and_then(|s| first_nameserver(&s))
+            .and_then(|s| warden_net::keeper::first_nameserver(&s))
             .ok_or_else(|| {
                 BackendError::Refused(
                     "network_enabled = true: no upstream resolver (set [sandbox.jail.network].upstream_dns, or a nameserver in /etc/resolv.conf)".into(),
@@ -76,28 +76,4 @@ pub(crate) fn net_request(
         pool6: settings.pool6,
         upstream_dns,
     }))
-}
-
-/// The first `nameserver` of a resolv.conf, on port 53.
-fn first_nameserver(resolv_conf: &str) -> Option<std::net::SocketAddr> {
-    resolv_conf.lines().find_map(|l| {
-        let mut words = l.split_whitespace();
-        (words.next() == Some("nameserver"))
-            .then(|| words.next()?.parse::<std::net::IpAddr>().ok())
-            .flatten()
-            .map(|ip| std::net::SocketAddr::new(ip, 53))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_first_nameserver_is_the_upstream() {
-        let conf = "# comment\nsearch x\nnameserver 192.0.2.53\nnameserver 8.8.8.8\n";
-        assert_eq!(
-            super::first_nameserver(conf),
-            Some("192.0.2.53:53".parse().unwrap())
-        );
-        assert_eq!(super::first_nameserver("nameserver bogus\n"), None);
-    }
 }

@@ -271,5 +271,6 @@ mod tests {
             Some("10.255.255.53:53".parse().unwrap())
         );
         assert_eq!(first_nameserver("search a\n"), None);
+        assert_eq!(first_nameserver("nameserver bogus\n"), None);
     }
 }

@@ -30,4 +30,4 @@ pub mod sys;
 
 pub use host::{Attached, HostError, RUN_DIR, attach, check, sweep};
 pub use plan::{Interface, NetPlan, NetRequest};
-pub use pool::DEFAULT_POOL6;
+pub use pool::{DEFAULT_POOL, DEFAULT_POOL6};

@@ -16,6 +16,9 @@ use warden_types::egress::Cidr;
 
 /// The prefix of every host-side interface, nft chain suffix and lock of Warden's sandboxes.
 pub const IF_PREFIX: &str = "wdsb";
+/// The default IPv4 pool: a /30 for each of 16 384 sandboxes, in a private range few hosts
+/// route to.
+pub const DEFAULT_POOL: &str = "10.213.0.0/16";
 /// The default IPv6 pool: a unique-local /64 (`fd57:6172:6465:6e::/64`, "Warden" in hex),
 /// blocked as ULA for every sandbox like the rest of fc00::/7.
 pub const DEFAULT_POOL6: &str = "fd57:6172:6465:6e::/64";

@@ -1,6 +1,6 @@
-//! Run-time prerequisites of the integration tests: the one way a test says it cannot run
-//! here. Included by each test crate's `common` module (`#[path]`), so every crate's tests
-//! report skips alike.
+//! Run-time prerequisites of the tests: the one way a test says it cannot run here. Included
+//! by each test crate's `common` module (`#[path]`), and by unit tests that need the host's
+//! kernel (warden-jail's Landlock), so every test reports skips alike.
 //!
 //! A test whose prerequisite is missing (root, the Docker engine, runsc, an interpreter or a
 //! package that the project's setup installs):
@@ -29,7 +29,12 @@ pub fn skip_log() -> std::path::PathBuf {
     std::env::var_os("WARDEN_SKIP_LOG")
         .map(Into::into)
         .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("warden-skipped.log")
+            // Cargo names its temporary folder for integration tests only; a crate's own unit
+            // tests (which include this file too) use the system's.
+            option_env!("CARGO_TARGET_TMPDIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(std::env::temp_dir)
+                .join("warden-skipped.log")
         })
 }
 

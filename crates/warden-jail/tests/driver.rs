@@ -214,10 +214,10 @@ fn results_over_the_budget_are_replaced_by_a_note() {
 /// patched before pyplot picks its backend; the first figure must still work.
 #[test]
 fn the_first_figure_works_with_pyplot_preloaded() {
-    if !has_module("matplotlib") {
-        eprintln!("skipped: no matplotlib for {PYTHON}");
-        return;
-    }
+    prerequisite!(
+        (!has_module("matplotlib"))
+            .then(|| format!("needs matplotlib for {PYTHON} (scripts/setup.sh installs it)"))
+    );
     let Some(mut d) = Driver::start(&RUNTIME, &[]) else {
         return;
     };

@@ -85,6 +85,8 @@ pub struct ServerSettings {
     /// OpenTelemetry traces over OTLP/HTTP (JSON): one span per execution with its stages.
     /// Off unless an endpoint is set.
     pub otlp: OtlpSettings,
+    /// The audit log of every decision that matters (docs/audit.md).
+    pub audit: AuditSettings,
 }
 
 impl Default for ServerSettings {
@@ -99,6 +101,27 @@ impl Default for ServerSettings {
             api_keys: Vec::new(),
             api_keys_file: None,
             otlp: OtlpSettings::default(),
+            audit: AuditSettings::default(),
+        }
+    }
+}
+
+/// `[server.audit]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// Where each event is written as a JSON line: `"stdout"`, or a file's path (appended to,
+    /// created with mode 0600). Default: none (events are only kept for `GET /v1/audit`).
+    pub log: Option<String>,
+    /// The last events kept in memory for `GET /v1/audit`. Default: 10000; 0 keeps none.
+    pub retained: usize,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        Self {
+            log: None,
+            retained: 10_000,
         }
     }
 }
@@ -137,6 +160,10 @@ pub struct ApiKey {
     /// Executions this key may run at once. Default: no limit of its own.
     #[serde(default)]
     pub max_concurrent: Option<usize>,
+    /// Reads every owner's events in `GET /v1/audit` (other keys read only their own).
+    /// Default: false.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// Which backend provides isolation.

@@ -11,6 +11,7 @@
 //! refused, never run on another backend.
 
 pub mod admission;
+pub mod audit;
 pub mod backend;
 pub mod contexts;
 pub mod observe;
@@ -20,6 +21,7 @@ pub mod sandboxes;
 pub mod shape;
 
 pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
+pub use audit::{AuditEvent, AuditLog, Decision, DestroyCause, Visible};
 pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};
 pub use pipeline::{Execution, Streamed};
 
@@ -162,6 +164,7 @@ pub struct Engine {
     unavailable: HashMap<BackendKind, String>,
     admission: Admission,
     observer: Option<Arc<dyn Observer>>,
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl Engine {
@@ -179,6 +182,7 @@ impl Engine {
             unavailable: HashMap::new(),
             admission,
             observer: None,
+            audit: None,
         }
     }
 
@@ -193,6 +197,24 @@ impl Engine {
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Engine {
         self.observer = Some(observer);
         self
+    }
+
+    /// Records every decision that matters in `log` (see [`audit`]).
+    pub fn with_audit(mut self, log: Arc<AuditLog>) -> Engine {
+        self.audit = Some(log);
+        self
+    }
+
+    /// The audit log, when there is one.
+    pub fn audit(&self) -> Option<&Arc<AuditLog>> {
+        self.audit.as_ref()
+    }
+
+    /// Records `owner`'s decision in the audit log, if there is one.
+    pub(crate) fn record(&self, owner: Option<&str>, decision: impl FnOnce() -> audit::Decision) {
+        if let Some(log) = &self.audit {
+            log.record(owner, decision());
+        }
     }
 
     /// The slots and queue every execution goes through.

@@ -10,6 +10,7 @@
 //! create may be answered with a warm sandbox from the profile's pool (see [`crate::pool`])
 //! only when it would have built exactly that sandbox; it is then registered like any other.
 
+use crate::audit::{Decision, DestroyCause};
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::pool::{BuildKey, Pools};
 use crate::{Caller, Engine, EngineError, ExecRequest};
@@ -345,6 +346,13 @@ impl Sandboxes {
             let _ = entry.handle.destroy().await;
             return Err(EngineError::TooManySandboxes { max: self.max_live });
         }
+        self.engine
+            .record(entry.owner.as_deref(), || Decision::SandboxCreated {
+                sandbox: entry.id.clone(),
+                profile: entry.profile.clone(),
+                language: entry.language.clone(),
+                backend: entry.backend.to_owned(),
+            });
         Ok(info)
     }
 
@@ -394,6 +402,7 @@ impl Sandboxes {
     pub async fn destroy(&self, owner: Option<&str>, id: &str) -> Result<String, EngineError> {
         let entry = self.find(owner, id)?;
         self.live.lock().expect("not poisoned").remove(&entry.id);
+        self.record_destroyed(&entry, DestroyCause::Request);
         entry.handle.destroy().await?;
         Ok(entry.id.clone())
     }
@@ -412,6 +421,7 @@ impl Sandboxes {
         };
         let mut ids = Vec::new();
         for entry in expired {
+            self.record_destroyed(&entry, DestroyCause::Expired);
             if let Err(e) = entry.handle.destroy().await {
                 eprintln!("warden: reaping sandbox {}: {e}", entry.id);
             }
@@ -428,8 +438,19 @@ impl Sandboxes {
             .into_values()
             .collect();
         for entry in all {
+            self.record_destroyed(&entry, DestroyCause::Shutdown);
             let _ = entry.handle.destroy().await;
         }
+    }
+
+    /// A sandbox left the registry: from here on nobody can use it.
+    fn record_destroyed(&self, entry: &Entry, cause: DestroyCause) {
+        self.engine
+            .record(entry.owner.as_deref(), || Decision::SandboxDestroyed {
+                sandbox: entry.id.clone(),
+                profile: entry.profile.clone(),
+                cause,
+            });
     }
 
     /// Resolves an execution against its sandbox and runs the profile's policies. CPU-bound
@@ -493,7 +514,14 @@ impl Sandboxes {
     ) -> Result<(), EngineError> {
         let entry = self.find(owner, id)?;
         entry.touch(Use::Files);
-        Ok(entry.handle.write_file(path, bytes).await?)
+        let size = bytes.len() as u64;
+        entry.handle.write_file(path, bytes).await?;
+        self.engine.record(owner, || Decision::FileUploaded {
+            sandbox: entry.id.clone(),
+            path: path.as_str().to_owned(),
+            bytes: size,
+        });
+        Ok(())
     }
 
     pub async fn read_file(
@@ -505,7 +533,13 @@ impl Sandboxes {
     ) -> Result<Vec<u8>, EngineError> {
         let entry = self.find(owner, id)?;
         entry.touch(Use::Files);
-        Ok(entry.handle.read_file(path, max_bytes).await?)
+        let bytes = entry.handle.read_file(path, max_bytes).await?;
+        self.engine.record(owner, || Decision::FileDownloaded {
+            sandbox: entry.id.clone(),
+            path: path.as_str().to_owned(),
+            bytes: bytes.len() as u64,
+        });
+        Ok(bytes)
     }
 
     pub async fn list_files(

@@ -8,6 +8,7 @@
 //! `{"error": {"code", "message"}}` with the engine's code, a fitting status and no 500 for bad
 //! input.
 
+pub mod audit;
 mod auth;
 mod compat;
 pub mod decode;
@@ -85,12 +86,24 @@ pub struct AppState {
     metrics: Metrics,
     /// Ends the MCP sessions and streams of `/mcp` (see [`AppState::stop_mcp`]).
     mcp_stop: warden_mcp::CancellationToken,
+    /// The engine's audit log, read by `GET /v1/audit`.
+    audit: Arc<warden_engine::AuditLog>,
 }
 
 impl AppState {
     /// The server over `engine`, which reports every execution to the server's metrics and
-    /// traces (whichever front-end asked: REST, the compatibility routes, `/mcp`).
+    /// traces (whichever front-end asked: REST, the compatibility routes, `/mcp`), and records
+    /// its decisions in its audit log (one kept in memory only, `[server.audit] retained`
+    /// events, when the engine was given none).
     pub fn new(engine: Engine, limits: ServerLimits) -> AppState {
+        let audit = match engine.audit() {
+            Some(log) => log.clone(),
+            None => Arc::new(warden_engine::AuditLog::new(
+                None,
+                engine.settings().server.audit.retained,
+            )),
+        };
+        let engine = engine.with_audit(audit.clone());
         let metrics = Metrics::default();
         let tracer = Tracer::new(&engine.settings().server.otlp);
         let engine = engine.with_observer(Arc::new(observe::Recorder {
@@ -103,6 +116,7 @@ impl AppState {
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
             mcp_stop: warden_mcp::CancellationToken::new(),
+            audit,
             engine,
             limits,
         }
@@ -142,6 +156,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(playground::page))
         .route("/playground/{file}", get(playground::asset))
         .route("/v1/profiles", get(playground::profiles))
+        .route("/v1/audit", get(audit::read))
         .route("/v1/execute", post(execute))
         .route(
             "/v1/sandboxes",

@@ -274,6 +274,10 @@ pub struct Profile {
     /// A sandbox with a lifetime is destroyed this long after its creation, seconds.
     /// Default: 3600. A request may ask for less, never more.
     pub max_lifetime_seconds: u64,
+    /// What happens to a sandbox at the end of its idle TTL: `destroy` (the default) or
+    /// `pause` (its processes frozen, its files and contexts kept until its lifetime ends; the
+    /// next use resumes it).
+    pub on_idle: OnIdle,
     /// What a networked sandbox may reach (`network_enabled = true` only). Default: the public
     /// internet, never the host, loopback, private, shared or link-local ranges.
     pub egress: EgressPolicy,
@@ -304,6 +308,14 @@ pub struct Profile {
     pub landlock: LandlockRequirement,
 }
 
+/// A profile's `on_idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnIdle {
+    Destroy,
+    Pause,
+}
+
 /// The most sandboxes a profile's pool may hold.
 pub const MAX_POOL_SIZE: u32 = 32;
 
@@ -328,6 +340,7 @@ impl Default for Profile {
             backend: None,
             idle_ttl_seconds: 600,
             max_lifetime_seconds: 3600,
+            on_idle: OnIdle::Destroy,
             egress: EgressPolicy::default(),
             container_runtime: None,
             pool_size: 0,

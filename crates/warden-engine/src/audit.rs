@@ -73,6 +73,10 @@ pub enum Decision {
         profile: String,
         cause: DestroyCause,
     },
+    /// Its processes were frozen (by its owner, or at its idle TTL with `on_idle = "pause"`).
+    SandboxPaused { sandbox: String },
+    /// Its owner resumed it (a use resumes it without an event of its own).
+    SandboxResumed { sandbox: String },
     /// An execution was admitted, resolved, passed its policies and is about to run.
     ExecutionStarted {
         /// Pairs this event with its `execution_ended`.

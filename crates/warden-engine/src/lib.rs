@@ -27,7 +27,7 @@ pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, SandboxSpec, Unsupported,
+    NO_CONTEXTS, NO_PAUSE, SandboxSpec, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;
@@ -85,6 +85,8 @@ pub enum EngineError {
     NameTaken(String),
     #[error("{max} sandboxes are live, the most allowed; destroy one first")]
     TooManySandboxes { max: usize },
+    #[error("sandbox {0:?} is running an execution; try again after it ends")]
+    SandboxBusy(String),
     #[error("no context {0:?} in this sandbox")]
     ContextNotFound(String),
     #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
@@ -123,6 +125,7 @@ impl EngineError {
             EngineError::BackendUnavailable { .. } => "backend_unavailable",
             EngineError::SandboxNotFound(_) => "sandbox_not_found",
             EngineError::NameTaken(_) => "name_taken",
+            EngineError::SandboxBusy(_) => "sandbox_busy",
             EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
             EngineError::ContextNotFound(_) => "context_not_found",
             EngineError::TooManyContexts { .. } => "too_many_contexts",

@@ -167,6 +167,8 @@ pub fn router(state: AppState) -> Router {
             get(sandboxes::get).delete(sandboxes::destroy),
         )
         .route("/v1/sandboxes/{id}/exec", post(sandboxes::exec))
+        .route("/v1/sandboxes/{id}/pause", post(sandboxes::pause))
+        .route("/v1/sandboxes/{id}/resume", post(sandboxes::resume))
         .route(
             "/v1/sandboxes/{id}/contexts",
             post(sandboxes::create_context).get(sandboxes::list_contexts),

@@ -259,6 +259,22 @@ pub const OPERATIONS: &[Operation] = &[
     },
     Operation {
         method: "post",
+        path: "/v1/sandboxes/{id}/pause",
+        summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs)",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<SandboxInfo>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/resume",
+        summary: "Resume a paused sandbox",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<SandboxInfo>),
+    },
+    Operation {
+        method: "post",
         path: "/v1/sandboxes/{id}/exec",
         summary: "Run code in a sandbox (its workspace persists between executions)",
         request: Body::Json(schema::<ExecBody>),

@@ -1095,6 +1095,12 @@ impl Settings {
                     ),
                 ));
             }
+            if p.on_idle == OnIdle::Pause && self.backend_of(p) == BackendKind::Kubernetes {
+                return Err((
+                    key("on_idle"),
+                    "the kubernetes backend cannot pause a sandbox (no call freezes a pod's processes); use \"destroy\"".into(),
+                ));
+            }
             validate_pool(p, &self.runtime(&p.runtime.language), &key)?;
         }
         s.kubernetes.validate(&s.profiles)?;

@@ -410,6 +410,21 @@ fn the_landlock_requirement_parses_and_bad_values_name_the_key() {
 }
 
 #[test]
+fn on_idle_pause_is_refused_where_the_backend_cannot_pause() {
+    let s = Settings::from_toml(
+        "[sandbox.profiles.p]\non_idle = \"pause\"\n[sandbox]\ndefault_profile = \"p\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(s.sandbox.profiles["p"].on_idle, crate::OnIdle::Pause);
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.k]\nbackend = \"kubernetes\"\non_idle = \"pause\"\n[sandbox]\ndefault_profile = \"k\"\n"),
+        @r#"test.toml: sandbox.profiles.k.on_idle: the kubernetes backend cannot pause a sandbox (no call freezes a pod's processes); use "destroy""#
+    );
+    assert!(err("[sandbox.profiles.p]\non_idle = \"nap\"\n").contains("on_idle"));
+}
+
+#[test]
 fn docker_options_are_checked() {
     insta::assert_snapshot!(
         err("[sandbox.docker]\nuser = \"0:0\"\n"),

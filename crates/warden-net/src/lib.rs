@@ -24,9 +24,11 @@ pub mod dns;
 pub mod host;
 pub mod inside;
 pub mod keeper;
+pub mod lease;
 pub mod plan;
 pub mod pool;
 pub mod sys;
+pub mod uids;
 
 pub use host::{Attached, HostError, RUN_DIR, attach, check, sweep};
 pub use plan::{Interface, NetPlan, NetRequest};

@@ -195,8 +195,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                         ids: warden_jail::IdMap {
                             inside_uid: 0,
                             inside_gid: 0,
-                            host_uid: 0,
-                            host_gid: 0,
+                            host: warden_jail::plan::HostIds::Lease(Default::default()),
                         },
                         helper_exe: PathBuf::new(),
                         fork_when_single_threaded: false,

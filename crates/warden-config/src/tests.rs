@@ -423,8 +423,12 @@ fn jail_uid_ranges_are_checked() {
         err("[sandbox.jail]\nhost_uid = 65534\n"),
         @"test.toml: sandbox.jail.host_uid: unknown field `host_uid`, expected one of `host_paths`, `sandbox_uid`, `sandbox_gid`, `uid_base`, `uid_count`, `fast_cgroup_attach`, `network`"
     );
-    let s = Settings::from_toml("[sandbox.jail]\nuid_base = 3000000\nuid_count = 10\n", "t").unwrap();
-    assert_eq!((s.sandbox.jail.uid_base, s.sandbox.jail.uid_count), (3_000_000, 10));
+    let s =
+        Settings::from_toml("[sandbox.jail]\nuid_base = 3000000\nuid_count = 10\n", "t").unwrap();
+    assert_eq!(
+        (s.sandbox.jail.uid_base, s.sandbox.jail.uid_count),
+        (3_000_000, 10)
+    );
     assert_eq!(s.sandbox.docker.uid_base, DEFAULT_UID_BASE);
 }
 

@@ -218,7 +218,9 @@ impl ContainerPlan {
 
     /// The uid and gid the tmpfs mounts are owned by.
     fn ids(&self) -> (&str, &str) {
-        self.user.split_once(':').unwrap_or((&self.user, &self.user))
+        self.user
+            .split_once(':')
+            .unwrap_or((&self.user, &self.user))
     }
 
     /// The Engine API's create body.

@@ -261,7 +261,10 @@ impl Backend for JailBackend {
         // The sandbox's own host uid, for its whole life (every run, context and file).
         let range = match self.settings.ids.host {
             crate::plan::HostIds::Lease(range) => range,
-            crate::plan::HostIds::Held { uid } => warden_net::uids::UidRange { base: uid, count: 1 },
+            crate::plan::HostIds::Held { uid } => warden_net::uids::UidRange {
+                base: uid,
+                count: 1,
+            },
         };
         let workspace_mb = spec.limits.workspace_mb;
         let workspace = blocking(move || {

@@ -123,10 +123,7 @@ fn serve_with(
         (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e)), None),
         (_, Err(e)) => return finish(out, Err(e), None),
     };
-    let crate::uid::Owned {
-        mut started,
-        uid,
-    } = owned;
+    let crate::uid::Owned { mut started, uid } = owned;
     if plan.trace_timing {
         eprintln!("warden-trace: {entered_at:.3} helper runs");
         eprintln!("warden-trace: {started_at:.3} helper started the sandbox");

@@ -66,8 +66,18 @@ impl EffectiveIds {
         const KEEP: libc::c_long = -1;
         // SAFETY: setresuid/setresgid/prctl with integer arguments.
         unsafe {
-            check_long(libc::syscall(libc::SYS_setresuid, KEEP, 0 as libc::c_long, KEEP))?;
-            check_long(libc::syscall(libc::SYS_setresgid, KEEP, 0 as libc::c_long, KEEP))?;
+            check_long(libc::syscall(
+                libc::SYS_setresuid,
+                KEEP,
+                0 as libc::c_long,
+                KEEP,
+            ))?;
+            check_long(libc::syscall(
+                libc::SYS_setresgid,
+                KEEP,
+                0 as libc::c_long,
+                KEEP,
+            ))?;
             check(libc::prctl(
                 libc::PR_SET_DUMPABLE,
                 self.dumpable as libc::c_ulong,

@@ -127,13 +127,13 @@ mod tests {
     #[test]
     fn the_environment_value_reads_back() {
         for host in [
-            HostIds::Lease(UidRange {
-                base: 10,
-                count: 2,
-            }),
+            HostIds::Lease(UidRange { base: 10, count: 2 }),
             HostIds::Held { uid: 1_900_000_007 },
         ] {
-            assert_eq!(serde_json::from_str::<HostIds>(&env_value(&host)).unwrap(), host);
+            assert_eq!(
+                serde_json::from_str::<HostIds>(&env_value(&host)).unwrap(),
+                host
+            );
         }
     }
 }

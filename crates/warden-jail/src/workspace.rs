@@ -15,11 +15,11 @@
 use crate::artifacts::FileStamp;
 use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK};
 use crate::sys;
-use warden_net::uids::{ProcScan, UidLease, UidUsers};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use warden_net::uids::{ProcScan, UidLease, UidUsers};
 use warden_types::{FileEntry, WorkspacePath};
 
 /// Folders deeper than this are not listed.
@@ -47,21 +47,27 @@ pub struct Workspace {
     lease: HeldUid,
 }
 
+/// How many times (20 ms apart) a dropped workspace looks for its uid's processes to be gone.
+const RELEASE_CHECKS: usize = 250;
+
 /// The sandbox's uid lease; dropped after the workspace's root.
 #[derive(Debug)]
 struct HeldUid(Option<UidLease>);
 
 impl Drop for HeldUid {
-    /// Released cleanly when no process runs as the uid any more (a run's helper may still be
-    /// tearing its sandbox down: it holds the lease too, and the next taker of a lease left
-    /// with its record checks again); the check scans /proc, so off the caller's thread.
+    /// Released cleanly once no process runs as the uid any more: a run's helper may still
+    /// be tearing its sandbox down (it holds the lease too), so the check is repeated for a
+    /// while; past that the record stays, and the next taker checks again. The check scans
+    /// /proc, so off the caller's thread.
     fn drop(&mut self) {
         if let Some(lease) = self.0.take() {
             let check = move || {
-                if ProcScan.in_use(lease.uid()) {
-                    drop(lease);
-                } else {
-                    lease.release();
+                for _ in 0..RELEASE_CHECKS {
+                    if !ProcScan.in_use(lease.uid()) {
+                        lease.release();
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
                 }
             };
             if let Err(e) = std::thread::Builder::new()

@@ -47,7 +47,12 @@ pub struct LockLeases {
 }
 
 impl LockLeases {
-    pub fn new(dir: impl Into<PathBuf>, prefix: &'static str, first: u32, count: u32) -> LockLeases {
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        prefix: &'static str,
+        first: u32,
+        count: u32,
+    ) -> LockLeases {
         LockLeases {
             dir: dir.into(),
             prefix,
@@ -224,7 +229,9 @@ mod tests {
         // A released lease leaves no record.
         c.release();
         assert_eq!(leases.record_of(2), "");
-        let _d = leases.lease(0, |_, _| true).unwrap();
+        let d = leases.lease(0, |_, _| true).unwrap();
+        let e = leases.lease(0, |_, _| true).unwrap();
+        assert_eq!((d.index(), e.index()), (0, 2));
         assert!(matches!(
             leases.lease(0, |_, _| true),
             Err(LeaseError::Exhausted { count: 3, .. })

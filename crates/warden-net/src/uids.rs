@@ -62,7 +62,10 @@ impl UidUsers for ProcScan {
         };
         entries.flatten().any(|entry| {
             let name = entry.file_name();
-            if !name.to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+            if !name
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            {
                 return false;
             }
             std::fs::read_to_string(entry.path().join("status"))
@@ -101,9 +104,8 @@ impl UidRange {
         start: u32,
     ) -> Result<UidLease, LeaseError> {
         let leases = LockLeases::new(dir, "uid", self.base, self.count);
-        let mut lease = leases.lease(start, |uid, record| {
-            record.is_empty() || !users.in_use(uid)
-        })?;
+        let mut lease =
+            leases.lease(start, |uid, record| record.is_empty() || !users.in_use(uid))?;
         let uid = lease.index();
         lease
             .write_record(&format!("held by {}\n", std::process::id()))
@@ -236,7 +238,10 @@ mod tests {
             base: 100,
             count: 2,
         };
-        let narrow = UidRange { base: 101, count: 1 };
+        let narrow = UidRange {
+            base: 101,
+            count: 1,
+        };
         let a = narrow.lease_from(tmp.path(), &users, 0).unwrap();
         assert_eq!(a.uid(), 101);
         assert_eq!(wide.lease_from(tmp.path(), &users, 1).unwrap().uid(), 100);

@@ -120,6 +120,81 @@ impl UidRange {
     pub fn contains(&self, uid: u32) -> bool {
         uid.checked_sub(self.base).is_some_and(|o| o < self.count)
     }
+
+    /// Who else uses uids of the range, from the texts of `/etc/passwd` and `/etc/subuid`:
+    /// users (`name (uid N)`) and subordinate ranges (`name's subuids A-B`). Sandboxes of a
+    /// range someone owns would share that owner's per-user counts, and its files.
+    pub fn claimed_by(&self, passwd: &str, subuid: &str) -> Vec<String> {
+        let end = u64::from(self.base) + u64::from(self.count);
+        let mut found = Vec::new();
+        for line in passwd.lines() {
+            let fields: Vec<&str> = line.split(':').collect();
+            if let (Some(name), Some(Ok(uid))) = (fields.first(), fields.get(2).map(|u| u.parse()))
+                && self.contains(uid)
+            {
+                found.push(format!("{name} (uid {uid})"));
+            }
+        }
+        for line in subuid.lines() {
+            let fields: Vec<&str> = line.split(':').collect();
+            if let [name, start, count] = fields[..]
+                && let (Ok(start), Ok(count)) = (start.parse::<u64>(), count.parse::<u64>())
+                && start < end
+                && start + count > u64::from(self.base)
+            {
+                found.push(format!("{name}'s subuids {start}-{}", start + count - 1));
+            }
+        }
+        found
+    }
+
+    /// How many uids of the range are leased now in `dir` (probes the lock files there).
+    pub fn leased_now(&self, dir: &Path) -> usize {
+        let leases = LockLeases::new(dir, "uid", self.base, self.count);
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_prefix("uid-")?
+                    .strip_suffix(".lock")?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .filter(|&uid| self.contains(uid) && leases.is_leased(uid))
+            .count()
+    }
+
+    /// What `warden doctor` says of the range: whether no user or subordinate range of this
+    /// host claims it, and a line about it.
+    pub fn describe(&self) -> (bool, String) {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let claimed = self.claimed_by(&read("/etc/passwd"), &read("/etc/subuid"));
+        let span = format!(
+            "{}-{} ({} sandboxes at once, {} now)",
+            self.base,
+            u64::from(self.base) + u64::from(self.count) - 1,
+            self.count,
+            self.leased_now(Path::new(RUN_DIR))
+        );
+        if claimed.is_empty() {
+            (
+                true,
+                format!("{span}; no user or subuid range of this host has one"),
+            )
+        } else {
+            (
+                false,
+                format!(
+                    "{span}; already used by {}: choose another range",
+                    claimed.join(", ")
+                ),
+            )
+        }
+    }
 }
 
 /// Where a search starts: varies with the time and the process, so that consecutive sandboxes
@@ -246,6 +321,22 @@ mod tests {
         assert_eq!(a.uid(), 101);
         assert_eq!(wide.lease_from(tmp.path(), &users, 1).unwrap().uid(), 100);
         assert!(wide.contains(101) && !narrow.contains(100) && !narrow.contains(102));
+    }
+
+    #[test]
+    fn users_and_subuid_ranges_inside_the_range_are_found() {
+        let range = UidRange {
+            base: 200_000,
+            count: 1000,
+        };
+        let passwd =
+            "root:x:0:0::/root:/bin/sh\nold:x:200999:5::/:/bin/sh\nnew:x:201000:5::/:/bin/sh\n";
+        let subuid = "a:100000:65536\nb:165536:65536\nc:201000:10\nbroken\n";
+        assert_eq!(
+            range.claimed_by(passwd, subuid),
+            ["old (uid 200999)", "b's subuids 165536-231071"]
+        );
+        assert!(UidRange::default().claimed_by(passwd, subuid).is_empty());
     }
 
     #[test]

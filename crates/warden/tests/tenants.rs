@@ -46,7 +46,12 @@ struct Attack {
     name: &'static str,
     hog: &'static str,
     victim: &'static str,
+    /// The hog's memory limit, MiB (the victims have the default).
+    hog_memory_mb: u64,
 }
+
+/// The sandboxes' memory limit, MiB.
+const MEMORY_MB: u64 = 256;
 
 const INOTIFY_INSTANCES: Attack = Attack {
     name: "inotify instances (fs.inotify.max_user_instances)",
@@ -66,6 +71,7 @@ hold(len(fds))
 fd = libc.inotify_init1(0)
 victim(fd >= 0, err())
 "#,
+    hog_memory_mb: MEMORY_MB,
 };
 
 const INOTIFY_WATCHES: Attack = Attack {
@@ -101,6 +107,7 @@ hold(total)
 fd = libc.inotify_init1(0)
 victim(fd >= 0 and libc.inotify_add_watch(fd, b"/tmp", 0x100) >= 0, err())
 "#,
+    hog_memory_mb: MEMORY_MB,
 };
 
 const PIPE_BUFFERS: Attack = Attack {
@@ -135,6 +142,7 @@ except OSError as e:
     grown = False
 victim(size == 65536 and grown, f"pipe of {size} bytes, grown {grown}")
 "#,
+    hog_memory_mb: MEMORY_MB,
 };
 
 const PENDING_SIGNALS: Attack = Attack {
@@ -158,6 +166,7 @@ signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
 ok = all(libc.sigqueue(os.getpid(), sig, ctypes.c_void_p(0)) == 0 for _ in range(100))
 victim(ok, err())
 "#,
+    hog_memory_mb: MEMORY_MB,
 };
 
 const PROCESSES: Attack = Attack {
@@ -190,6 +199,7 @@ try:
 except OSError as e:
     victim(False, e)
 "#,
+    hog_memory_mb: MEMORY_MB,
 };
 
 const FDS_IN_FLIGHT: Attack = Attack {
@@ -226,12 +236,62 @@ try:
 except OSError as e:
     victim(False, e)
 "#,
+    hog_memory_mb: MEMORY_MB,
+};
+
+const EPOLL_WATCHES: Attack = Attack {
+    name: "epoll watches (fs.epoll.max_user_watches)",
+    hog: r#"
+import select
+# One process's descriptors (RLIMIT_NOFILE) allow about 4 million watches: two processes,
+# each registering every target in as many epoll instances as it can.
+targets = [os.eventfd(0) for _ in range(2000)]
+limit = int(open("/proc/sys/fs/epoll/max_user_watches").read())
+def register(upto):
+    eps, n = [], 0
+    try:
+        while n < upto:
+            ep = select.epoll()
+            eps.append(ep)
+            for fd in targets:
+                ep.register(fd, select.EPOLLIN)
+                n += 1
+    except OSError as e:
+        return eps, n, errno.errorcode[e.errno]
+    return eps, n, None
+r, w = os.pipe()
+if os.fork() == 0:
+    kept = register(limit // 2)
+    os.write(w, b"r")
+    time.sleep(300)
+    os._exit(0)
+os.read(r, 1)
+eps, n, why = register(limit)
+try:
+    select.epoll().register(targets[0], select.EPOLLIN)
+    own = "registered"
+except OSError as e:
+    own = errno.errorcode[e.errno]
+if why != "ENOSPC" or own != "ENOSPC":
+    sys.exit(f"not exhausted: {n} more than half of {limit}: {why} {own}")
+hold(n)
+"#,
+    victim: r#"
+import select
+try:
+    select.epoll().register(os.eventfd(0), select.EPOLLIN)
+    victim(True)
+except OSError as e:
+    victim(False, e)
+"#,
+    // Each watch costs the kernel about 200 bytes, charged to the sandbox's memory.
+    hog_memory_mb: 2048,
 };
 
 fn limits() -> Limits {
     Limits {
         timeout: Duration::from_secs(120),
-        memory_mb: 256,
+        memory_mb: MEMORY_MB,
         max_pids: 32,
         cpus: 1.0,
         max_output_bytes: 1 << 16,
@@ -243,6 +303,10 @@ fn limits() -> Limits {
 }
 
 fn plan(code: &str, image: Option<&str>) -> ExecPlan {
+    plan_with(code, image, MEMORY_MB)
+}
+
+fn plan_with(code: &str, image: Option<&str>, memory_mb: u64) -> ExecPlan {
     ExecPlan {
         profile: "test".into(),
         language: Language::new("python").unwrap(),
@@ -253,6 +317,7 @@ fn plan(code: &str, image: Option<&str>) -> ExecPlan {
         stdin: vec![],
         limits: Limits {
             timeout: Duration::from_secs(30),
+            memory_mb,
             ..limits()
         },
         network_enabled: false,
@@ -265,7 +330,12 @@ fn plan(code: &str, image: Option<&str>) -> ExecPlan {
 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 use std::sync::atomic::Ordering::Relaxed;
 
-async fn sandbox(backend: &dyn Backend, id: &str, image: Option<&str>) -> Arc<dyn BackendSandbox> {
+async fn sandbox(
+    backend: &dyn Backend,
+    id: &str,
+    image: Option<&str>,
+    memory_mb: u64,
+) -> Arc<dyn BackendSandbox> {
     backend
         .create_sandbox(SandboxSpec {
             // Unique on the host: docker names its container after it.
@@ -275,7 +345,10 @@ async fn sandbox(backend: &dyn Backend, id: &str, image: Option<&str>) -> Arc<dy
                 NEXT.fetch_add(1, Relaxed)
             ),
             profile: "test".into(),
-            limits: limits(),
+            limits: Limits {
+                memory_mb,
+                ..limits()
+            },
             network_enabled: false,
             egress: Default::default(),
             image: image.map(str::to_owned),
@@ -289,11 +362,14 @@ async fn sandbox(backend: &dyn Backend, id: &str, image: Option<&str>) -> Arc<dy
 /// The hog takes the resource in a persistent sandbox; while it holds it, a one-shot and
 /// another persistent sandbox must get theirs; then the hog's sandbox is destroyed.
 async fn starve(backend: Arc<dyn Backend>, attack: &'static Attack, image: Option<&'static str>) {
-    let hog_box = sandbox(&*backend, "hog", image).await;
+    let hog_box = sandbox(&*backend, "hog", image, attack.hog_memory_mb).await;
     let (events, mut seen) = tokio::sync::mpsc::channel(64);
     let hog = {
         let hog_box = hog_box.clone();
-        tokio::spawn(async move { hog_box.exec(plan(attack.hog, image), Some(events)).await })
+        tokio::spawn(async move {
+            let plan = plan_with(attack.hog, image, attack.hog_memory_mb);
+            hog_box.exec(plan, Some(events)).await
+        })
     };
     // Until the hog says it holds the resource (or ends without it: then its result says why).
     let mut said = String::new();
@@ -318,7 +394,7 @@ async fn starve(backend: Arc<dyn Backend>, attack: &'static Attack, image: Optio
         );
     }
     let one_shot = backend.exec(plan(attack.victim, image), None).await;
-    let other_box = sandbox(&*backend, "victim", image).await;
+    let other_box = sandbox(&*backend, "victim", image, MEMORY_MB).await;
     let persistent = other_box.exec(plan(attack.victim, image), None).await;
     other_box.destroy().await.unwrap();
     hog_box.destroy().await.unwrap();
@@ -390,6 +466,7 @@ attacks! {
     pending_signals: PENDING_SIGNALS;
     processes: PROCESSES;
     descriptors_in_flight: FDS_IN_FLIGHT;
+    epoll_watches: EPOLL_WATCHES;
 }
 
 /// The per-user limits whose system calls a sandbox may not make (the seccomp table): keys
@@ -448,8 +525,8 @@ fn jail_sandboxes_hold_distinct_uids_released_when_they_end() {
                 .unwrap_or_else(|| panic!("no uid in {stdout:?}"))
         };
         let show = "print(open('/proc/self/uid_map').read())";
-        let a = sandbox(&*backend, "uid-a", None).await;
-        let b = sandbox(&*backend, "uid-b", None).await;
+        let a = sandbox(&*backend, "uid-a", None, MEMORY_MB).await;
+        let b = sandbox(&*backend, "uid-b", None, MEMORY_MB).await;
         let in_a = a.exec(plan(show, None), None).await.unwrap();
         let in_a_again = a.exec(plan(show, None), None).await.unwrap();
         let in_b = b.exec(plan(show, None), None).await.unwrap();

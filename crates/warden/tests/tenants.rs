@@ -563,3 +563,125 @@ fn jail_sandboxes_hold_distinct_uids_released_when_they_end() {
         }
     });
 }
+
+/// A holder that dies without releasing leaves its record: the next taker skips its uid while
+/// a process of that uid still runs, and takes it once the process is gone.
+#[test]
+fn a_crashed_holders_uid_is_skipped_while_its_process_lives() {
+    require_root!();
+    use warden_net::uids::{ProcScan, UidRange};
+    let dir = tempfile::tempdir().unwrap();
+    // A uid of its own for this test, away from the default range.
+    let range = UidRange {
+        base: 1_890_000_000 + std::process::id() % 1_000_000,
+        count: 1,
+    };
+    let crashed = range.lease(dir.path(), &ProcScan).unwrap();
+    let uid = crashed.uid().to_string();
+    let mut left = std::process::Command::new("setpriv")
+        .args([&format!("--reuid={uid}"), &format!("--regid={uid}")])
+        .args(["--clear-groups", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    // Wait until the process runs as the uid (setpriv has switched).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !warden_net::uids::UidUsers::in_use(&ProcScan, range.base) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "setpriv did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(crashed);
+    assert!(
+        range.lease(dir.path(), &ProcScan).is_err(),
+        "a uid whose process still runs was handed out"
+    );
+    left.kill().unwrap();
+    left.wait().unwrap();
+    let next = range.lease(dir.path(), &ProcScan).unwrap();
+    assert_eq!(next.uid(), range.base);
+}
+
+/// A jail helper killed mid-run (its sandbox dies with it: parent-death signal) leaves its
+/// uid's record; once the sandbox's processes are gone the uid can be leased again.
+#[test]
+fn a_killed_helpers_uid_is_recovered() {
+    require_root!();
+    run(async {
+        let backend = jail();
+        let (events, mut seen) = tokio::sync::mpsc::channel(16);
+        let code =
+            "print(open('/proc/self/uid_map').read().split()[1], flush=True)\ntime.sleep(60)";
+        let running = {
+            let backend = backend.clone();
+            tokio::spawn(async move { backend.exec(plan(code, None), Some(events)).await })
+        };
+        let mut said = String::new();
+        while !said.contains('\n') {
+            match tokio::time::timeout(Duration::from_secs(30), seen.recv()).await {
+                Ok(Some(ExecEvent::Stdout { text, .. })) => said.push_str(&text),
+                Ok(Some(_)) => {}
+                other => panic!("no uid from the sandbox: {other:?} {said:?}"),
+            }
+        }
+        let uid: u32 = said.trim().parse().unwrap();
+        // The sandbox's init runs as the uid; its parent is the helper.
+        let init_parent = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+            .filter(|s| {
+                s.lines().any(|l| {
+                    l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some(&uid.to_string())
+                })
+            })
+            .filter_map(|s| {
+                let field = |k: &str| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix(k))
+                        .map(|v| v.trim().to_owned())
+                };
+                // The helper is root's: the sandbox process whose parent is not the uid's.
+                let ppid: i32 = field("PPid:")?.parse().ok()?;
+                let parent = std::fs::read_to_string(format!("/proc/{ppid}/status")).ok()?;
+                parent
+                    .lines()
+                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+                    .then_some(ppid)
+            })
+            .next()
+            .expect("the sandbox's init and its helper");
+        // SAFETY: kill with a pid and a signal.
+        assert_eq!(unsafe { libc::kill(init_parent, libc::SIGKILL) }, 0);
+        assert!(running.await.unwrap().is_err(), "the run must end as lost");
+        let leases = warden_net::lease::LockLeases::new(warden_net::uids::RUN_DIR, "uid", uid, 1);
+        assert!(
+            leases.record_of(uid).starts_with("held by"),
+            "a killed helper cannot release: {:?}",
+            leases.record_of(uid)
+        );
+        let range = warden_net::uids::UidRange {
+            base: uid,
+            count: 1,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let taken = loop {
+            match range.lease(
+                std::path::Path::new(warden_net::uids::RUN_DIR),
+                &warden_net::uids::ProcScan,
+            ) {
+                Ok(lease) => break lease,
+                Err(e) => {
+                    assert!(std::time::Instant::now() < deadline, "not recovered: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        assert!(!warden_net::uids::UidUsers::in_use(
+            &warden_net::uids::ProcScan,
+            uid
+        ));
+        taken.release();
+    });
+}

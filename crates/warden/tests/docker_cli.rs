@@ -212,6 +212,9 @@ fn serve() -> (std::process::Child, String) {
         let mut line = String::new();
         stderr.read_line(&mut line).unwrap();
         if let Some(a) = line.trim().strip_prefix("warden: listening on http://") {
+            // Keep reading: the daemon writes more (the playground's address), and a write
+            // to a closed pipe would end it.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
             return (child, a.to_owned());
         }
         seen.push(line);

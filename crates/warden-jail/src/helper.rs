@@ -65,7 +65,8 @@ fn read_to_end(input: &mut impl Read) -> Result<Vec<u8>, HelperFailure> {
 /// plan from `input` to its end, runs it writing output frames and the final frame to `out`,
 /// and tears the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
-    serve_with(|| read_to_end(input), out, None)
+    let host = crate::uid::HelperUid::expected_by_env();
+    serve_with(host, || read_to_end(input), out, None)
 }
 
 /// [`serve`] for a helper forked by its caller (`caller`, a pidfd: the one-shot CLI), which
@@ -79,6 +80,7 @@ pub(crate) fn serve_forked(
     out: &mut impl Write,
 ) -> i32 {
     serve_with(
+        crate::uid::HelperUid::expected_by_default(),
         || {
             crate::init::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
                 .ok_or(HelperFailure::NoPlan)
@@ -91,13 +93,15 @@ pub(crate) fn serve_forked(
 /// How long a forked helper holds its teardown back for its caller to exit.
 const CALLER_EXIT_GRACE_MS: i32 = 100;
 
+/// `host`: the host ids the plan most likely names (the sandbox is started before it comes).
 fn serve_with(
+    host: Option<crate::plan::HostIds>,
     receive: impl FnOnce() -> Result<Vec<u8>, HelperFailure>,
     out: &mut impl Write,
     caller: Option<OwnedFd>,
 ) -> i32 {
     let entered_at = crate::monotonic_ms();
-    let started = crate::uid::start(crate::uid::HelperUid::expected());
+    let started = crate::uid::start(host);
     let started_at = crate::monotonic_ms();
     let plan = receive();
     // Whether to trace is in the plan: the times before it are kept and printed after.

@@ -89,7 +89,7 @@ enum SessionError {
 /// Runs the exec'd session helper: frames from `input` (its stdin), frames to `out`. Returns
 /// the exit status.
 pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
-    let started = crate::uid::start(crate::uid::HelperUid::expected());
+    let started = crate::uid::start(crate::uid::HelperUid::expected_by_env());
     let mut reader = FrameReader::default();
     let plan = read_plan(&input, &mut reader);
     // The sandbox's host uid, held until its processes are gone (below).

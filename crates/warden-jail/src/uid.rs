@@ -6,8 +6,8 @@
 //! Invariants: the helper holds the lease from before the sandbox's namespaces exist until its
 //! processes are gone; it releases a lease of its own cleanly only after the teardown, and
 //! any other end (a crash, an error) leaves the record for the next taker to check; a helper
-//! whose guess (its environment, else the default range) differs from its plan starts over
-//! with the plan's; without root there is nothing to lease (the caller's own ids are mapped).
+//! whose guess (an exec'd helper's environment, which its caller set from the plan; a forked
+//! helper's default range) differs from its plan starts over with the plan's; without root there is nothing to lease (the caller's own ids are mapped).
 
 use crate::plan::HostIds;
 use crate::supervisor::{JailError, Started};
@@ -30,19 +30,27 @@ pub(crate) struct HelperUid {
 }
 
 impl HelperUid {
-    /// What the plan will most likely name: the exec'd helper's environment, else (a helper
-    /// forked before its caller read the settings) the default range; `None` when not root.
-    pub(crate) fn expected() -> Option<HostIds> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return None;
-        }
-        Some(
+    /// What an exec'd helper's plan will name: its environment says (the caller set it from
+    /// the plan); `None` when not root.
+    pub(crate) fn expected_by_env() -> Option<HostIds> {
+        Self::root().then(|| {
             std::env::var(HOST_IDS_ENV)
                 .ok()
                 .and_then(|v| serde_json::from_str(&v).ok())
-                .unwrap_or(HostIds::Lease(UidRange::default())),
-        )
+                .unwrap_or(HostIds::Lease(UidRange::default()))
+        })
+    }
+
+    /// What a helper forked before its caller read the settings guesses: a one-shot in the
+    /// default range (its environment is its caller's, never about this run); `None` when
+    /// not root.
+    pub(crate) fn expected_by_default() -> Option<HostIds> {
+        Self::root().then(|| HostIds::Lease(UidRange::default()))
+    }
+
+    fn root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() == 0 }
     }
 
     /// Takes `host`'s uid: a new lease from the range, or the inherited one.
@@ -95,7 +103,7 @@ pub(crate) fn start(host: Option<HostIds>) -> Result<Owned, JailError> {
     Ok(Owned { started, uid })
 }
 
-/// `started` (from [`expected`](HelperUid::expected)) as the plan asks: kept when the plan
+/// `started` (from an `expected_by_*` guess) as the plan asks: kept when the plan
 /// names the same host ids, else dropped and started again with the plan's.
 pub(crate) fn for_plan(
     started: Result<Owned, JailError>,

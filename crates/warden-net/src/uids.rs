@@ -94,7 +94,7 @@ impl UidRange {
     /// Leases a uid of the range in `dir`, skipping any a crashed holder still has processes
     /// of (`users`).
     pub fn lease(&self, dir: &Path, users: &dyn UidUsers) -> Result<UidLease, LeaseError> {
-        self.lease_from(dir, users, search_start())
+        self.lease_from(dir, users, search_start() % self.count.min(SPREAD))
     }
 
     fn lease_from(
@@ -196,6 +196,11 @@ impl UidRange {
         }
     }
 }
+
+/// Searches start among the range's first `SPREAD` uids: spread enough that consecutive
+/// sandboxes rarely get the uid just freed, few enough that the lock files (one per uid ever
+/// used, in a tmpfs) stay a few thousand whatever the range's size.
+const SPREAD: u32 = 4096;
 
 /// Where a search starts: varies with the time and the process, so that consecutive sandboxes
 /// rarely get the uid just freed (whatever the kernel frees late is then never charged to

@@ -75,18 +75,15 @@ pub(crate) fn helper_command(
                 return Err(std::io::Error::last_os_error());
             }
             if let Some(Inherited { workspace, lease }) = inherited {
-                // A source at the other's target would be overwritten by the first dup2.
-                if lease == targets[0] || workspace == targets[1] {
-                    return Err(std::io::Error::from_raw_os_error(libc::EBADF));
-                }
-                for (fd, target) in [(workspace, targets[0]), (lease, targets[1])] {
-                    let moved = if fd == target {
-                        // dup2 onto itself keeps close-on-exec: clear it instead.
-                        libc::fcntl(fd, libc::F_SETFD, 0)
-                    } else {
-                        libc::dup2(fd, target)
-                    };
-                    if moved == -1 {
+                // Either may sit at the other's target: copy both above the targets first
+                // (close-on-exec copies), then onto the targets (dup2 clears close-on-exec).
+                let above = targets[1] + 1;
+                let copies = [
+                    libc::fcntl(workspace, libc::F_DUPFD_CLOEXEC, above),
+                    libc::fcntl(lease, libc::F_DUPFD_CLOEXEC, above),
+                ];
+                for (copy, target) in copies.into_iter().zip(targets) {
+                    if copy == -1 || libc::dup2(copy, target) == -1 {
                         return Err(std::io::Error::last_os_error());
                     }
                 }

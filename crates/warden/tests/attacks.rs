@@ -1310,3 +1310,24 @@ fn run_control(
     }
     v
 }
+
+/// The daemon's host check sees a stopped process (what a successful `SIGSTOP` or ptrace
+/// attach leaves), and not a running one.
+#[test]
+fn the_daemon_check_sees_a_stopped_process() {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id();
+    assert_eq!(traced_or_stopped(pid), None);
+    // SAFETY: a plain signal to our own child.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+    let seen = settles(5, || {
+        if traced_or_stopped(pid).is_some() {
+            vec![]
+        } else {
+            vec!["running"]
+        }
+    });
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(seen.is_ok(), "a stopped process was not seen");
+}

@@ -5,8 +5,11 @@
 //! single case on this host declares it in `Backend::unsupported` (the docker backend also per
 //! OCI runtime: `gvisor::case` runs the docker cases under runsc; `warden doctor` prints both):
 //! its cases then print `unsupported: <backend> <case>: <why>` instead of passing (also on a
-//! run where they happen to work: some declared failures are intermittent). A case that fails
-//! without a declaration fails the suite.
+//! run where they happen to work: some declared failures are intermittent). A declaration for
+//! one case names the one check of it that it waives (`Unsupported::check`; the case marks that
+//! check with `waivable!` or `exec_kept`): any other failed check of the case fails the suite.
+//! A declaration of a whole promise (a group, `*`) waives its cases, refusals included. A case
+//! that fails without a declaration fails the suite.
 //!
 //! Real sandboxes need root (CI runs as root), the docker cases the engine and the gVisor
 //! ones runsc: without them a case is a reported skip (`prerequisite!`, under CI a failure).
@@ -249,8 +252,16 @@ fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
                 }
             }
         };
-        // A refusal (the case's `Err`) is waived by any declaration of the case.
-        match (outcome, declared.first().cloned()) {
+        // A refusal (the case's `Err`: the backend does not run it) is waived only by a
+        // declaration of the whole promise; one that names a check waives only that check.
+        let refusal_waiver = declared.iter().find(|u| u.check.is_none()).cloned();
+        let kept_waiver = declared.first().cloned();
+        let waiver = if outcome.is_ok() {
+            kept_waiver
+        } else {
+            refusal_waiver
+        };
+        match (outcome, waiver) {
             (Ok(()), None) => {}
             // Declared promises may be kept on some runs (intermittent failures): still
             // reported as unsupported, never as passed.

@@ -10,7 +10,8 @@ bash "$here/setup.sh"
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # bubblewrap and hyperfine: the speed benchmark's baselines; wrk: the daemon's load generator;
-# util-linux: unshare for the outer pid namespace that attack tests run in.
+# util-linux: unshare for the outer pid namespace that attack tests run in, and unshare and
+# setpriv for the attacks' positive controls (crates/warden/tests/fixtures/weak_sandbox.sh).
 for pkg in bubblewrap hyperfine wrk util-linux; do
   have "$pkg" || need+=("$pkg")
 done

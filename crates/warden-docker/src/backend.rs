@@ -153,6 +153,7 @@ impl DockerBackend {
             Ok(have) => {
                 return vec![Unsupported {
                     promise: "*",
+                    check: None,
                     why: format!(
                         "the OCI runtime {runtime:?} is not registered with the engine (registered: {}); profiles that ask for it are refused",
                         have.join(", ")
@@ -162,6 +163,7 @@ impl DockerBackend {
             Err(e) => {
                 return vec![Unsupported {
                     promise: "*",
+                    check: None,
                     why: e.to_string(),
                 }];
             }
@@ -169,37 +171,50 @@ impl DockerBackend {
         if runtime != "runsc" {
             return Vec::new();
         }
-        let u = |promise: &'static str, why: &str| Unsupported {
+        let u = |promise: &'static str, check: Option<&'static str>, why: &str| Unsupported {
             promise,
+            check,
             why: why.to_owned(),
         };
         vec![
             u(
                 "memory_limit_is_reason_memory",
+                Some("reason"),
                 "gVisor does not show the cgroup's OOM-kill counter inside the sandbox: a run ended by the memory limit (which the host cgroup enforces) is reported as reason signal",
             ),
             u(
                 "a_limit_in_a_sandbox_is_that_runs_reason_only",
-                "under gVisor the memory limit is the runtime's too: a memory bomb in a persistent sandbox can end the whole container (\"No such exec instance\"), and the reasons are not reported (see the two cases below)",
+                Some("exec"),
+                "under gVisor the memory limit is the runtime's too: a memory bomb in a persistent sandbox can end the whole container (\"No such exec instance\" on the next exec)",
+            ),
+            u(
+                "a_limit_in_a_sandbox_is_that_runs_reason_only",
+                Some("reason"),
+                "under gVisor the memory and pids reasons are not reported (see memory_limit_is_reason_memory and pids_limit_is_reason_pids)",
             ),
             u(
                 "pids_limit_is_reason_pids",
+                Some("reason"),
                 "under gVisor the pids cgroup also counts the runtime's own threads (Warden adds 128 for them) and its counter is not visible inside: a fork bomb is stopped, but not reported as reason pids",
             ),
             u(
                 "cpu_quota_is_hard",
+                Some("cpu_time"),
                 "gVisor shows the program virtual CPU times, so the quota (enforced by the host cgroup on the runtime) cannot be measured from inside",
             ),
             u(
                 "only_a_runs_own_artifacts_come_back",
+                Some("exec"),
                 RUNSC_EXEC_AFTER_ARTIFACTS,
             ),
             u(
                 "timeout_in_a_sandbox_kills_everything",
+                Some("exec"),
                 RUNSC_EXEC_AFTER_ARTIFACTS,
             ),
             u(
                 "egress",
+                None,
                 "networked profiles are refused under runsc: gVisor's netstack takes the container's interfaces when it starts, before Warden's controlled link is attached",
             ),
         ]
@@ -754,6 +769,7 @@ impl Backend for DockerBackend {
     fn unsupported(&self) -> Vec<Unsupported> {
         vec![Unsupported {
             promise: "pids_limit_is_reason_pids",
+            check: Some("reason"),
             why: "a fork bomb in bash retries its forks until the run's timeout, which ends the container before its wrapper reports the pids counter: the run is stopped (the limit holds) but may be reported as reason timeout".into(),
         }]
     }

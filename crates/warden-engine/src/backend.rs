@@ -221,6 +221,10 @@ pub struct Unsupported {
     /// A group of the suite's cases (`persistent_sandboxes`), one case
     /// (`memory_limit_is_reason_memory`), or `*` for all.
     pub promise: &'static str,
+    /// For one case: the one check of it that is waived (the suite tags its checks, e.g.
+    /// `reason`); every other check of the case still holds. `None` for a group or `*`, whose
+    /// cases the backend does not run at all (it refuses them) or cannot run here.
+    pub check: Option<&'static str>,
     pub why: String,
 }
 

@@ -139,6 +139,7 @@ impl Backend for JailBackend {
     fn unsupported(&self) -> Vec<warden_engine::Unsupported> {
         vec![warden_engine::Unsupported {
             promise: "orphans",
+            check: None,
             why: "a jail sandbox cannot outlive the daemon that holds its workspace, so remove_orphans has nothing to find and does not remove sandboxes the caller forgot".into(),
         }]
     }

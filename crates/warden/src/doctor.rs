@@ -260,7 +260,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         .iter()
         .flat_map(|(backend, list)| {
             list.iter().map(move |u| {
-                serde_json::json!({ "backend": backend, "promise": u.promise, "why": u.why })
+                serde_json::json!({ "backend": backend, "promise": u.promise, "check": u.check, "why": u.why })
             })
         })
         .collect();
@@ -377,7 +377,8 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         println!("conformance promises not kept here (crates/warden/tests/conformance.rs):");
         for (backend, list) in unsupported {
             for u in list {
-                println!("  --  {backend:<14} {}: {}", u.promise, u.why);
+                let check = u.check.map(|c| format!(" ({c})")).unwrap_or_default();
+                println!("  --  {backend:<14} {}{check}: {}", u.promise, u.why);
             }
         }
     }

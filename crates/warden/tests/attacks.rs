@@ -10,9 +10,15 @@
 //!   processes' containers by their pid label, which only means anything in the host's pid
 //!   namespace;
 //! - every check of the table is made on every backend; a backend that does not keep one
-//!   declares it in the table (`gaps`) and the run prints `gap: …` — never a silent pass. The
-//!   host's checks (the daemon alive and answering, nothing left running, the witness alive,
-//!   the host's services untouched, no secret shown) are never waived;
+//!   declares it in the table (`gaps`: the one `Check` of that attack it waives, and why) and
+//!   the run prints `gap: …` — never a silent pass. A `BROKEN:` line, the daemon's integrity
+//!   (alive, answering, not stopped or traced, its secret not shown) and the host's checks
+//!   (nothing left running, the witness alive, the host's services untouched, the caps) are
+//!   never waivable (`Check::waivable`);
+//! - every attack is proven live: its positive control (`controls`) runs it in
+//!   `fixtures/weak_sandbox.sh`, where the boundary it targets is absent, and the same checks
+//!   must see it succeed; an attack that cannot be shown so says why (`uncontrolled`), and that
+//!   list is pinned here (`UNCONTROLLED`);
 //! - a backend that is not on this host (no engine, no runsc), or no root, is a reported skip
 //!   (`prerequisite!`: `SKIPPED: …` in the skip log; under CI a failure), never a pass; an
 //!   engine without the suite's image fails.
@@ -54,7 +60,128 @@ struct Attack {
     artifacts: Option<Vec<String>>,
     policy: Option<PolicyVerdict>,
     #[serde(default)]
-    gaps: BTreeMap<String, String>,
+    gaps: BTreeMap<String, Gap>,
+    control: Option<Control>,
+    uncontrolled: Option<String>,
+}
+
+/// A promise a backend does not keep for one attack: the one check it waives, and why.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Gap {
+    check: Check,
+    why: String,
+}
+
+/// How an attack's positive control runs (the default: `userns`, seeing `broken`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Control {
+    #[serde(default)]
+    env: WeakSandbox,
+    /// The check that must see the attack succeed there.
+    #[serde(default = "Check::broken")]
+    sees: Check,
+}
+
+/// The weak sandboxes of `fixtures/weak_sandbox.sh` (its header says what each is).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum WeakSandbox {
+    #[default]
+    Userns,
+    HostNet,
+    Root,
+}
+
+impl Default for Control {
+    fn default() -> Control {
+        Control {
+            env: WeakSandbox::default(),
+            sees: Check::Broken,
+        }
+    }
+}
+
+impl WeakSandbox {
+    fn name(self) -> &'static str {
+        match self {
+            WeakSandbox::Userns => "userns",
+            WeakSandbox::HostNet => "host-net",
+            WeakSandbox::Root => "root",
+        }
+    }
+}
+
+/// The attacks whose success no positive control can show (each says why in the table, field
+/// `uncontrolled`). Pinned, so that the list cannot grow without a change here.
+const UNCONTROLLED: &[&str] = &[
+    "artifact_hardlinks.py",
+    "artifact_odd_names.py",
+    "artifact_sparse_5gb.py",
+    "artifact_symlinks.py",
+    "artifact_ten_thousand.py",
+    "cpu_spin.py",
+    "fork_bomb.sh",
+    "syscall_clock_settime.py",
+    "syscall_reboot.py",
+];
+
+/// One check the runner makes of a run. Only the table's own checks can be waived by a gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Check {
+    /// The answer: 200, or 422 `policy_violation` where the policy catches the attack.
+    Answer,
+    /// The request took at most `seconds`.
+    Took,
+    /// The run ended with one of `reason`.
+    Reason,
+    /// stdout holds every string of `shows`.
+    Shows,
+    /// No output holds a string of `forbidden`.
+    Forbidden,
+    /// The artifacts are exactly `artifacts`.
+    Artifacts,
+    /// A `BROKEN:` line: the attack got what it was after.
+    Broken,
+    /// The daemon: alive, answering, neither stopped nor traced.
+    Daemon,
+    /// The daemon's secret in an answer.
+    Secret,
+    /// Output and artifacts within their caps; artifacts' names and contents.
+    Caps,
+    /// Nothing of the run left running (processes, containers, cgroups).
+    Left,
+    /// The witness beside the daemon alive.
+    Witness,
+    /// The host's TCP and UDP services not reached.
+    HostServices,
+}
+
+impl Check {
+    fn waivable(self) -> bool {
+        matches!(
+            self,
+            Check::Answer
+                | Check::Took
+                | Check::Reason
+                | Check::Shows
+                | Check::Forbidden
+                | Check::Artifacts
+        )
+    }
+
+    fn broken() -> Check {
+        Check::Broken
+    }
+}
+
+/// A check that failed, and what it saw.
+#[derive(Debug)]
+struct Finding {
+    check: Check,
+    what: String,
 }
 
 /// What the import policy does with a policy bypass.
@@ -415,12 +542,21 @@ fn settles<T: std::fmt::Debug>(secs: u64, check: impl Fn() -> Vec<T>) -> Result<
     }
 }
 
-/// The result of one attack's run: the checks of the table that failed (waivable by a gap),
-/// and the host's checks that failed (never waived).
+/// The result of one attack's run: the checks that failed.
 #[derive(Default)]
-struct Verdict {
-    own: Vec<String>,
-    host: Vec<String>,
+struct Verdict(Vec<Finding>);
+
+impl Verdict {
+    fn push(&mut self, check: Check, what: impl Into<String>) {
+        self.0.push(Finding {
+            check,
+            what: what.into(),
+        });
+    }
+
+    fn saw(&self, check: Check) -> bool {
+        self.0.iter().any(|f| f.check == check)
+    }
 }
 
 struct Suite {
@@ -464,21 +600,22 @@ impl Suite {
         );
         let took = started.elapsed();
         if took > limit {
-            v.own.push(format!("took {took:?}, more than {limit:?}"));
+            v.push(Check::Took, format!("took {took:?}, more than {limit:?}"));
         }
         if body.contains(&self.daemon.secret) {
-            v.host.push("the daemon's secret is in the answer".into());
+            v.push(Check::Secret, "the daemon's secret is in the answer");
         }
         let result: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         let caught = profile == "attack_policy" && attack.policy == Some(PolicyVerdict::Catches);
         if caught {
             if status != 422 || result["error"]["code"] != "policy_violation" {
-                v.own.push(format!(
-                    "the policy did not refuse it: {status} {body:.300}"
-                ));
+                v.push(
+                    Check::Answer,
+                    format!("the policy did not refuse it: {status} {body:.300}"),
+                );
             }
         } else if status != 200 {
-            v.own.push(format!("answered {status}: {body:.300}"));
+            v.push(Check::Answer, format!("answered {status}: {body:.300}"));
         } else {
             check_result(attack, &result, &mut v);
         }
@@ -489,8 +626,11 @@ impl Suite {
     /// The host after a run: the daemon, leftovers, the witness, the host's services.
     fn check_host(&mut self, marker: &str, v: &mut Verdict) {
         if let Ok(Some(status)) = self.daemon.child.try_wait() {
-            v.host.push(format!("the daemon died: {status}"));
+            v.push(Check::Daemon, format!("the daemon died: {status}"));
             return;
+        }
+        if let Some(harm) = traced_or_stopped(self.daemon.pid) {
+            v.push(Check::Daemon, harm);
         }
         let (status, body) = http(
             &self.daemon.addr,
@@ -500,28 +640,30 @@ impl Suite {
             Duration::from_secs(10),
         );
         if status != 200 {
-            v.host.push(format!("/healthz answered {status}: {body}"));
+            v.push(Check::Daemon, format!("/healthz answered {status}: {body}"));
         }
         if let Err(left) = settles(10, || host_processes_with(marker)) {
-            v.host.push(format!("left running: {left}"));
+            v.push(Check::Left, format!("left running: {left}"));
         }
         match self.backend {
             Backend::Jail => {
                 let pid = self.daemon.pid;
                 if let Err(left) = settles(10, || descendants(pid)) {
-                    v.host
-                        .push(format!("processes left under the daemon: {left}"));
+                    v.push(
+                        Check::Left,
+                        format!("processes left under the daemon: {left}"),
+                    );
                 }
             }
             Backend::Docker | Backend::Gvisor => {
                 let pid = self.daemon.pid;
                 if let Err(left) = settles(20, || containers_of(pid)) {
-                    v.host.push(format!("containers left: {left}"));
+                    v.push(Check::Left, format!("containers left: {left}"));
                 }
             }
         }
         if let Ok(Some(status)) = self.daemon.witness.try_wait() {
-            v.host.push(format!("the witness was killed: {status}"));
+            v.push(Check::Witness, format!("the witness was killed: {status}"));
         }
         for (what, hits) in [
             ("TCP", &self.services.tcp_hits),
@@ -529,11 +671,28 @@ impl Suite {
         ] {
             let n = hits.load(Ordering::SeqCst);
             if n > 0 {
-                v.host
-                    .push(format!("the host's {what} service was reached {n} times"));
+                v.push(
+                    Check::HostServices,
+                    format!("the host's {what} service was reached {n} times"),
+                );
             }
         }
     }
+}
+
+/// Whether the process `pid` is traced or stopped, as its host status says.
+fn traced_or_stopped(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let (state, tracer) = (field("State:"), field("TracerPid:"));
+    (tracer != "0" || state.starts_with('T') || state.starts_with('t'))
+        .then(|| format!("the daemon is {state}, traced by {tracer}"))
 }
 
 /// The checks of one answer against the table and the caps (see `attacks.toml`).
@@ -544,45 +703,57 @@ fn check_result(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
     let tail = stdout.chars().rev().take(300).collect::<String>();
     let tail: String = tail.chars().rev().collect();
     if !attack.reason.iter().any(|want| want == reason) {
-        v.own.push(format!(
-            "reason {reason:?}, not one of {:?}; stdout ends {tail:?}; stderr {:.300}",
-            attack.reason, stderr
-        ));
+        v.push(
+            Check::Reason,
+            format!(
+                "reason {reason:?}, not one of {:?}; stdout ends {tail:?}; stderr {:.300}",
+                attack.reason, stderr
+            ),
+        );
     }
     for want in &attack.shows {
         if !stdout.contains(want.as_str()) {
-            v.own.push(format!(
-                "stdout lacks {want:?} (the attack did not run through): {tail:?} {stderr:.300}"
-            ));
+            v.push(
+                Check::Shows,
+                format!(
+                    "stdout lacks {want:?} (the attack did not run through): {tail:?} {stderr:.300}"
+                ),
+            );
         }
     }
     for text in [stdout, stderr] {
         for line in text.lines().filter(|l| l.contains(BROKEN)) {
-            v.own.push(format!("it worked: {line:.300}"));
+            v.push(Check::Broken, format!("it worked: {line:.300}"));
         }
         for bad in &attack.forbidden {
             if text.contains(bad.as_str()) {
-                v.own.push(format!("output shows {bad:?}"));
+                v.push(Check::Forbidden, format!("output shows {bad:?}"));
             }
         }
         let marker = "\n[warden: output truncated at 65536 bytes]\n";
         if text.len() > MAX_OUTPUT + marker.len() {
-            v.host
-                .push(format!("{} bytes of output past the cap", text.len()));
+            v.push(
+                Check::Caps,
+                format!("{} bytes of output past the cap", text.len()),
+            );
         }
     }
     let artifacts = r["artifacts"].as_array().cloned().unwrap_or_default();
     if artifacts.len() > MAX_ARTIFACTS {
-        v.host
-            .push(format!("{} artifacts past the cap", artifacts.len()));
+        v.push(
+            Check::Caps,
+            format!("{} artifacts past the cap", artifacts.len()),
+        );
     }
     let total: u64 = artifacts
         .iter()
         .map(|a| a["size"].as_u64().unwrap_or(0))
         .sum();
     if total > MAX_ARTIFACT_BYTES {
-        v.host
-            .push(format!("{total} bytes of artifacts past the cap"));
+        v.push(
+            Check::Caps,
+            format!("{total} bytes of artifacts past the cap"),
+        );
     }
     use base64::Engine as _;
     for a in &artifacts {
@@ -592,21 +763,25 @@ fn check_result(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
             || name.split('/').any(|c| c == ".." || c.is_empty())
             || name.chars().any(char::is_control)
         {
-            v.host.push(format!("an artifact named {name:?}"));
+            v.push(Check::Caps, format!("an artifact named {name:?}"));
         }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(a["bytes"].as_str().unwrap_or_default())
             .unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
         if text.contains("root:x:0:0") || text.contains("root:*:") || text.contains("root:!") {
-            v.host
-                .push(format!("artifact {name:?} holds host data: {text:.80}"));
+            v.push(
+                Check::Caps,
+                format!("artifact {name:?} holds host data: {text:.80}"),
+            );
         }
     }
     let skipped = r["skipped_artifacts"].as_array().map_or(0, Vec::len);
     if skipped > 100 {
-        v.host
-            .push(format!("{skipped} skipped artifacts listed: unbounded"));
+        v.push(
+            Check::Caps,
+            format!("{skipped} skipped artifacts listed: unbounded"),
+        );
     }
     if let Some(want) = &attack.artifacts {
         let names: Vec<&str> = artifacts
@@ -614,9 +789,26 @@ fn check_result(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
             .filter_map(|a| a["name"].as_str())
             .collect();
         if names != want.iter().map(String::as_str).collect::<Vec<_>>() {
-            v.own.push(format!("artifacts {names:?}, not {want:?}"));
+            v.push(
+                Check::Artifacts,
+                format!("artifacts {names:?}, not {want:?}"),
+            );
         }
     }
+}
+
+/// Splits a run's failed checks into those `gap` waives (only its one check, and only if that
+/// check may be waived at all) and the failures.
+fn judge(verdict: Verdict, gap: Option<&Gap>) -> (Vec<String>, Vec<String>) {
+    let mut waived = Vec::new();
+    let mut failed = Vec::new();
+    for f in verdict.0 {
+        match gap {
+            Some(gap) if gap.check == f.check && f.check.waivable() => waived.push(f.what),
+            _ => failed.push(format!("{:?}: {}", f.check, f.what)),
+        }
+    }
+    (waived, failed)
 }
 
 /// Runs every attack against `backend` (the policy bypasses twice: policies on and off).
@@ -643,21 +835,33 @@ fn run_suite(backend: Backend) {
             let started = Instant::now();
             let verdict = suite.run(attack, profile, index);
             let name = format!("{} {} ({profile})", backend.name(), attack.file);
+            let gap = attack.gaps.get(backend.name());
+            let (waived, failed) = judge(verdict, gap);
             let mut err = std::io::stderr();
-            match (verdict.own.is_empty(), attack.gaps.get(backend.name())) {
-                (true, None) => {
+            match gap {
+                Some(gap) if waived.is_empty() => {
+                    let _ = writeln!(
+                        err,
+                        "gap: {name}: {:?}: {} (held on this run)",
+                        gap.check, gap.why
+                    );
+                }
+                Some(gap) => {
+                    let _ = writeln!(
+                        err,
+                        "gap: {name}: {:?}: {} ({})",
+                        gap.check,
+                        gap.why,
+                        waived.join("; ")
+                    );
+                }
+                None if failed.is_empty() => {
                     let _ = writeln!(err, "held: {name} in {:?}", started.elapsed());
                 }
-                (true, Some(why)) => {
-                    let _ = writeln!(err, "gap: {name}: {why} (held on this run)");
-                }
-                (false, Some(why)) => {
-                    let _ = writeln!(err, "gap: {name}: {why} ({})", verdict.own.join("; "));
-                }
-                (false, None) => failures.push(format!("{name}: {}", verdict.own.join("; "))),
+                None => {}
             }
-            for h in verdict.host {
-                failures.push(format!("{name}: host: {h}"));
+            for f in failed {
+                failures.push(format!("{name}: {f}"));
             }
         }
     }
@@ -727,6 +931,18 @@ fn every_attack_program_is_in_the_table() {
         listed, files,
         "attacks.toml and the programs in tests/attacks differ"
     );
+    let mut uncontrolled: Vec<&str> = table
+        .attack
+        .iter()
+        .filter(|a| a.uncontrolled.as_deref().is_some_and(|why| !why.is_empty()))
+        .map(|a| a.file.as_str())
+        .collect();
+    uncontrolled.sort();
+    assert_eq!(
+        uncontrolled, UNCONTROLLED,
+        "the attacks without a positive control (`uncontrolled` in attacks.toml) changed: \
+         give the new one a control, or pin it in UNCONTROLLED with the table's reason"
+    );
     let reasons = ["exited", "timeout", "memory", "pids", "output", "signal"];
     for a in &table.attack {
         let suffix = match a.language.as_str() {
@@ -741,13 +957,24 @@ fn every_attack_program_is_in_the_table() {
             a.file,
             a.reason
         );
-        for backend in a.gaps.keys() {
+        for (backend, gap) in &a.gaps {
             assert!(
                 ["jail", "docker", "gvisor"].contains(&backend.as_str()),
                 "{}: gap for {backend}",
                 a.file
             );
+            assert!(
+                gap.check.waivable() && !gap.why.is_empty(),
+                "{}: the {backend} gap waives {:?}, which is never waivable (or says no why)",
+                a.file,
+                gap.check
+            );
         }
+        assert!(
+            a.control.is_none() || a.uncontrolled.is_none(),
+            "{}: both a control and why there is none",
+            a.file
+        );
         assert!(a.policy.is_none() || a.language == "python", "{}", a.file);
         let code = std::fs::read_to_string(attacks_dir().join(&a.file)).unwrap();
         // Every program says what it does in its first line.
@@ -784,12 +1011,7 @@ fn the_checks_catch_an_attack_that_worked() {
     });
     let mut v = Verdict::default();
     check_result(&attack, &clean, &mut v);
-    assert!(
-        v.own.is_empty() && v.host.is_empty(),
-        "{:?} {:?}",
-        v.own,
-        v.host
-    );
+    assert!(v.0.is_empty(), "{:?}", v.0);
     let passwd = base64::engine::general_purpose::STANDARD.encode("root:x:0:0:root:/root:/bin/sh");
     let artifact = |name: &str| serde_json::json!({"name": name, "size": 1, "bytes": "eA=="});
     let broken = serde_json::json!({
@@ -805,21 +1027,307 @@ fn the_checks_catch_an_attack_that_worked() {
     });
     let mut v = Verdict::default();
     check_result(&attack, &broken, &mut v);
-    let all = [v.own, v.host].concat().join("\n");
+    let all: Vec<String> =
+        v.0.iter()
+            .map(|f| format!("{:?}: {}", f.check, f.what))
+            .collect();
+    let all = all.join("\n");
     for caught in [
-        "reason \"timeout\"",
-        "stdout lacks \"ATTEMPTED\"",
-        "it worked: BROKEN: read /etc/shadow",
-        "output shows \"s3cret\"",
+        "Reason: reason \"timeout\"",
+        "Shows: stdout lacks \"ATTEMPTED\"",
+        "Broken: it worked: BROKEN: read /etc/shadow",
+        "Forbidden: output shows \"s3cret\"",
         "bytes of output past the cap",
-        "6 artifacts past the cap",
+        "Caps: 6 artifacts past the cap",
         "holds host data",
-        "an artifact named \"../up\"",
-        "an artifact named \"/abs\"",
-        "an artifact named \"esc",
-        "101 skipped artifacts",
-        "not [\"a.txt\"]",
+        "Caps: an artifact named \"../up\"",
+        "Caps: an artifact named \"/abs\"",
+        "Caps: an artifact named \"esc",
+        "Caps: 101 skipped artifacts",
+        "Artifacts: artifacts",
     ] {
         assert!(all.contains(caught), "not caught: {caught}: {all}");
     }
+    // A gap waives its one check, and never a `BROKEN:` line or a cap.
+    let gap = |check| Gap {
+        check,
+        why: "declared".into(),
+    };
+    let mut v = Verdict::default();
+    check_result(&attack, &broken, &mut v);
+    let (waived, failed) = judge(v, Some(&gap(Check::Reason)));
+    assert!(
+        waived.len() == 1 && waived[0].starts_with("reason \"timeout\""),
+        "{waived:?}"
+    );
+    assert!(
+        failed.iter().any(|f| f.starts_with("Broken:")),
+        "{failed:?}"
+    );
+    for never in [Check::Broken, Check::Caps, Check::Daemon, Check::Secret] {
+        let mut v = Verdict::default();
+        v.push(never, "seen");
+        let (waived, failed) = judge(v, Some(&gap(never)));
+        assert!(
+            waived.is_empty() && failed.len() == 1,
+            "{never:?} was waived"
+        );
+    }
+}
+
+/// Every attack works where the boundary it targets is absent: its positive control runs it in
+/// `fixtures/weak_sandbox.sh` and the check the table names (`control.sees`, by default
+/// `broken`) must see it succeed. So a held attack in the suite means a boundary held, not a
+/// program that could never have succeeded.
+#[test]
+fn every_attack_works_where_its_boundary_is_absent() {
+    require_root!();
+    let table = table();
+    let services = HostServices::start();
+    let mut failures = Vec::new();
+    for (index, attack) in table.attack.iter().enumerate() {
+        let mut err = std::io::stderr();
+        if let Some(why) = &attack.uncontrolled {
+            let _ = writeln!(err, "uncontrolled: {}: {why}", attack.file);
+            continue;
+        }
+        let control = attack
+            .control
+            .as_ref()
+            .map_or_else(Control::default, |c| Control {
+                env: c.env,
+                sees: c.sees,
+            });
+        let started = Instant::now();
+        let v = run_control(attack, control.env, &services, index);
+        if v.saw(control.sees) {
+            let _ = writeln!(
+                err,
+                "live: {} ({}) seen by {:?} in {:?}",
+                attack.file,
+                control.env.name(),
+                control.sees,
+                started.elapsed()
+            );
+        } else {
+            let seen: Vec<String> =
+                v.0.iter()
+                    .map(|f| format!("{:?}: {}", f.check, f.what))
+                    .collect();
+            failures.push(format!(
+                "{} ({}): {:?} did not see it succeed; the checks saw: {}",
+                attack.file,
+                control.env.name(),
+                control.sees,
+                seen.join("; ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} attacks did not work where their boundary is absent:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The first and last 32 KiB of what `from` gives (a control's output is not capped).
+fn bounded_read(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        const KEEP: usize = 32 << 10;
+        let (mut head, mut tail) = (Vec::new(), std::collections::VecDeque::<u8>::new());
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let mut chunk = &buf[..n];
+            if head.len() < KEEP {
+                let take = chunk.len().min(KEEP - head.len());
+                head.extend_from_slice(&chunk[..take]);
+                chunk = &chunk[take..];
+            }
+            tail.extend(chunk);
+            let extra = tail.len().saturating_sub(KEEP);
+            tail.drain(..extra);
+        }
+        head.extend(tail);
+        String::from_utf8_lossy(&head).into_owned()
+    })
+}
+
+/// Runs one attack in the weak sandbox `env` and makes the suite's checks of it: those of the
+/// table on its output, and the host's (the decoy daemon and the witness in the report, the
+/// run's leftovers while its namespace lives, the runner's services).
+fn run_control(
+    attack: &Attack,
+    env: WeakSandbox,
+    services: &HostServices,
+    index: usize,
+) -> Verdict {
+    use std::os::unix::fs::chown;
+    let mut v = Verdict::default();
+    let dir = tempfile::Builder::new()
+        .prefix("weak-sandbox-")
+        .tempdir()
+        .unwrap();
+    let path = |name: &str| dir.path().join(name);
+    let secret = format!("controlsecret{}x{index}", std::process::id());
+    let marker = format!("{}{:02}9.25", std::process::id() % 100_000, index);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/weak_sandbox.sh");
+    std::fs::copy(script, path("weak_sandbox.sh")).unwrap();
+    std::fs::copy(attacks_dir().join(&attack.file), path("program")).unwrap();
+    std::fs::write(path("secret"), &secret).unwrap();
+    std::fs::write(
+        path("stdin"),
+        format!(
+            r#"{{"marker": "{marker}", "daemon_pid": @DAEMON@, "tcp_port": {}, "udp_port": {}}}"#,
+            services.tcp_port, services.udp_port
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(path("root")).unwrap();
+    for p in [
+        dir.path().to_owned(),
+        path("weak_sandbox.sh"),
+        path("program"),
+        path("secret"),
+        path("stdin"),
+        path("root"),
+    ] {
+        chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let hits_before = (
+        services.tcp_hits.load(Ordering::SeqCst),
+        services.udp_hits.load(Ordering::SeqCst),
+    );
+    // Bounds for whatever the attack does: memory, pids and CPU.
+    use warden_jail::cgroup::{CgroupPlan, Hierarchy};
+    let cgroup = Hierarchy::detect()
+        .unwrap()
+        .create(&format!("control-{}-{index}", std::process::id()))
+        .unwrap();
+    cgroup
+        .set_limits(&CgroupPlan {
+            memory_bytes: 768 << 20,
+            max_pids: 256,
+            cpus: 1.0,
+        })
+        .unwrap();
+    let interpreter = match attack.language.as_str() {
+        "python" => "/usr/bin/python3",
+        _ => "/bin/bash",
+    };
+    let timeout = attack.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let mut child = Command::new("bash")
+        .arg(path("weak_sandbox.sh"))
+        .arg(env.name())
+        .arg(dir.path())
+        .args([interpreter, &timeout.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cgroup.attach(child.id() as libc::pid_t).unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let stdout = bounded_read(child.stdout.take().unwrap());
+    let stderr = bounded_read(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout) + Duration::from_secs(30);
+    let report = loop {
+        if let Ok(r) = std::fs::read_to_string(path("report"))
+            && r.ends_with("done\n")
+        {
+            break Some(r);
+        }
+        if Instant::now() > deadline || matches!(child.try_wait(), Ok(Some(_))) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // What the run left, looked for while its namespace still lives; then it ends, all of it.
+    let left = host_processes_with(&marker);
+    let _ = child.kill();
+    let _ = child.wait();
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    if let Err(e) = cgroup.remove() {
+        v.push(Check::Left, format!("the control's cgroup: {e}"));
+    }
+    let Some(report) = report else {
+        v.push(
+            Check::Answer,
+            format!("the weak sandbox gave no report: {stdout:.300} {stderr:.600}"),
+        );
+        return v;
+    };
+    let field = |key: &str| {
+        report
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    // `timeout -s KILL` ends the program with 137.
+    let reason = if field("exit ") == "137" {
+        "timeout"
+    } else {
+        "exited"
+    };
+    let result = serde_json::json!({
+        "stdout": stdout, "stderr": stderr, "reason": reason,
+        "artifacts": [], "skipped_artifacts": [],
+    });
+    check_result(attack, &result, &mut v);
+    if stdout.contains(&secret) || stderr.contains(&secret) {
+        v.push(Check::Secret, "the decoy daemon's secret is in the output");
+    }
+    if !left.is_empty() {
+        v.push(Check::Left, format!("left running: {left:?}"));
+    }
+    let harmed = |state: &str| matches!(state, "gone" | "Z" | "X" | "T" | "t");
+    if harmed(&field("daemon ")) {
+        v.push(
+            Check::Daemon,
+            format!("the decoy daemon is {}", field("daemon ")),
+        );
+    }
+    if harmed(&field("witness ")) {
+        v.push(
+            Check::Witness,
+            format!("the witness is {}", field("witness ")),
+        );
+    }
+    let hits_after = (
+        services.tcp_hits.load(Ordering::SeqCst),
+        services.udp_hits.load(Ordering::SeqCst),
+    );
+    if hits_after != hits_before {
+        v.push(
+            Check::HostServices,
+            format!("the host's services were reached: {hits_before:?} -> {hits_after:?}"),
+        );
+    }
+    v
+}
+
+/// The daemon's host check sees a stopped process (what a successful `SIGSTOP` or ptrace
+/// attach leaves), and not a running one.
+#[test]
+fn the_daemon_check_sees_a_stopped_process() {
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = sleeper.id();
+    assert_eq!(traced_or_stopped(pid), None);
+    // SAFETY: a plain signal to our own child.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+    let seen = settles(5, || {
+        if traced_or_stopped(pid).is_some() {
+            vec![]
+        } else {
+            vec!["running"]
+        }
+    });
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(seen.is_ok(), "a stopped process was not seen");
 }

@@ -5,8 +5,11 @@
 //! single case on this host declares it in `Backend::unsupported` (the docker backend also per
 //! OCI runtime: `gvisor::case` runs the docker cases under runsc; `warden doctor` prints both):
 //! its cases then print `unsupported: <backend> <case>: <why>` instead of passing (also on a
-//! run where they happen to work: some declared failures are intermittent). A case that fails
-//! without a declaration fails the suite.
+//! run where they happen to work: some declared failures are intermittent). A declaration for
+//! one case names the one check of it that it waives (`Unsupported::check`; the case marks that
+//! check with `waivable!` or `exec_kept`): any other failed check of the case fails the suite.
+//! A declaration of a whole promise (a group, `*`) waives its cases, refusals included. A case
+//! that fails without a declaration fails the suite.
 //!
 //! Real sandboxes need root (CI runs as root), the docker cases the engine and the gVisor
 //! ones runsc: without them a case is a reported skip (`prerequisite!`, under CI a failure).
@@ -190,12 +193,29 @@ fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
         .unwrap();
     rt.block_on(async {
         let s = subject(which, name).await;
-        let declared = s
+        let declared: Vec<_> = s
             .declared
             .iter()
-            .find(|u| u.promise == promise || u.promise == name || u.promise == "*")
-            .cloned();
-        // A failed assertion of a declared-unsupported promise is that promise not kept.
+            .filter(|u| u.promise == promise || u.promise == name || u.promise == "*")
+            .cloned()
+            .collect();
+        for u in declared.iter().filter(|u| u.promise == name) {
+            assert!(
+                u.check.is_some(),
+                "{which:?} {name}: a declaration for one case must name the one check it waives"
+            );
+        }
+        // A declaration waives a failed check only if it names that check (`waivable!`), or
+        // the whole promise (a group, `*`).
+        let waiver = |failure: &str| {
+            declared
+                .iter()
+                .find(|u| {
+                    u.check
+                        .is_none_or(|c| failure.contains(&format!("[check:{c}]")))
+                })
+                .cloned()
+        };
         let caught = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
             tokio::time::timeout(Duration::from_secs(120), case(&s)),
         ))
@@ -211,14 +231,37 @@ fn run_case(which: Which, name: &'static str, promise: &str, case: CaseFn) {
         let outcome = match caught {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(_)) => Err("no answer within 120 s".to_string()),
-            Err(panic) if declared.is_some() => Err(panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a check failed".into())),
-            Err(panic) => std::panic::resume_unwind(panic),
+            Err(panic) => {
+                let failure = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                match waiver(&failure) {
+                    Some(u) => {
+                        use std::io::Write;
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "unsupported: {which:?} {name}: {}: {} ({failure})",
+                            u.check.unwrap_or(u.promise),
+                            u.why
+                        );
+                        return;
+                    }
+                    None => std::panic::resume_unwind(panic),
+                }
+            }
         };
-        match (outcome, declared) {
+        // A refusal (the case's `Err`: the backend does not run it) is waived only by a
+        // declaration of the whole promise; one that names a check waives only that check.
+        let refusal_waiver = declared.iter().find(|u| u.check.is_none()).cloned();
+        let kept_waiver = declared.first().cloned();
+        let waiver = if outcome.is_ok() {
+            kept_waiver
+        } else {
+            refusal_waiver
+        };
+        match (outcome, waiver) {
             (Ok(()), None) => {}
             // Declared promises may be kept on some runs (intermittent failures): still
             // reported as unsupported, never as passed.
@@ -284,6 +327,19 @@ macro_rules! cases {
             )*
         }
     };
+}
+
+/// A check that a backend may declare it does not keep (`Unsupported::check`): its failure
+/// carries the check's name, which `run_case` matches against the declarations.
+macro_rules! waivable {
+    ($check:literal, $cond:expr, $($msg:tt)+) => {
+        assert!($cond, "[check:{}] {}", $check, format!($($msg)+))
+    };
+}
+
+/// A sandbox's `exec` that a backend may declare it does not keep (`exec`).
+fn exec_kept<T>(r: Result<T, BackendError>) -> T {
+    r.unwrap_or_else(|e| panic!("[check:exec] {e}"))
 }
 
 cases! {
@@ -407,7 +463,7 @@ async fn memory_limit_is_reason_memory(s: &Subject) -> Outcome {
     let r = s
         .py("x = []\nwhile True:\n    x.append(bytearray(16 << 20))")
         .await;
-    assert_eq!(r.reason, Reason::Memory, "{r:?}");
+    waivable!("reason", r.reason == Reason::Memory, "{r:?}");
     assert_eq!(r.signal, Some(9));
     Ok(())
 }
@@ -416,7 +472,7 @@ async fn pids_limit_is_reason_pids(s: &Subject) -> Outcome {
     let r = s
         .py("import os\nkids = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        kids += 1\nexcept OSError as e:\n    print('stopped after', kids, e.strerror)\n    raise SystemExit(1)")
         .await;
-    assert_eq!(r.reason, Reason::Pids, "{r:?}");
+    waivable!("reason", r.reason == Reason::Pids, "{r:?}");
     assert!(
         r.stdout.contains("Resource temporarily unavailable"),
         "{r:?}"
@@ -424,7 +480,7 @@ async fn pids_limit_is_reason_pids(s: &Subject) -> Outcome {
     let r = s
         .run(s.plan("bash", "bomb() { bomb | bomb & }; bomb; sleep 1"))
         .await;
-    assert_eq!(r.reason, Reason::Pids, "{r:?}");
+    waivable!("reason", r.reason == Reason::Pids, "{r:?}");
     Ok(())
 }
 
@@ -468,11 +524,16 @@ async fn cpu_quota_is_hard(s: &Subject) -> Outcome {
     plan.limits.cpus = 0.25;
     let r = s.run(plan).await;
     let used: f64 = r.stdout.trim().parse().unwrap_or_else(|_| panic!("{r:?}"));
-    assert!(
+    waivable!(
+        "cpu_time",
         used < 0.9,
         "used {used}s of CPU in 2 s under a 0.25-core quota"
     );
-    assert!(used > 0.2, "used {used}s: the program barely ran");
+    waivable!(
+        "cpu_time",
+        used > 0.2,
+        "used {used}s: the program barely ran"
+    );
     Ok(())
 }
 
@@ -730,36 +791,36 @@ async fn only_a_runs_own_artifacts_come_back(s: &Subject) -> Outcome {
             .map(|a| a.name.clone())
             .collect::<Vec<_>>()
     };
-    let r = sb
-        .exec(
+    let r = exec_kept(
+        sb.exec(
             s.plan("python", "open('output/a.txt', 'w').write('a')"),
             None,
         )
-        .await
-        .unwrap();
+        .await,
+    );
     assert_eq!(names(&r), ["a.txt"], "{r:?}");
-    let r = sb
-        .exec(
+    let r = exec_kept(
+        sb.exec(
             s.plan("python", "open('output/b.txt', 'w').write('b')"),
             None,
         )
-        .await
-        .unwrap();
+        .await,
+    );
     assert_eq!(
         names(&r),
         ["b.txt"],
         "earlier artifacts are not this run's: {r:?}"
     );
-    let r = sb
-        .exec(
+    let r = exec_kept(
+        sb.exec(
             s.plan("python", "open('output/a.txt', 'a').write('again')"),
             None,
         )
-        .await
-        .unwrap();
+        .await,
+    );
     assert_eq!(names(&r), ["a.txt"], "a changed file is this run's: {r:?}");
     assert_eq!(r.artifacts[0].bytes, b"aagain");
-    let r = sb.exec(s.plan("python", "print(1)"), None).await.unwrap();
+    let r = exec_kept(sb.exec(s.plan("python", "print(1)"), None).await);
     assert!(r.artifacts.is_empty(), "{r:?}");
     sb.destroy().await.unwrap();
     Ok(())
@@ -801,39 +862,32 @@ async fn files_api_refuses_symlinks(s: &Subject) -> Outcome {
 
 async fn a_limit_in_a_sandbox_is_that_runs_reason_only(s: &Subject) -> Outcome {
     let sb = create(s, "limit-reason").await?;
-    let r = sb
-        .exec(
+    let r = exec_kept(
+        sb.exec(
             s.plan(
                 "python",
                 "x = []\nwhile True:\n    x.append(bytearray(16 << 20))",
             ),
             None,
         )
-        .await
-        .unwrap();
-    assert_eq!(r.reason, Reason::Memory, "{r:?}");
+        .await,
+    );
+    waivable!("reason", r.reason == Reason::Memory, "{r:?}");
     // The next run did not hit it: its reason is its own.
-    let r = sb
-        .exec(s.plan("python", "print('fine')"), None)
-        .await
-        .unwrap();
+    let r = exec_kept(sb.exec(s.plan("python", "print('fine')"), None).await);
     assert_eq!(
         (r.reason, r.stdout.as_str()),
         (Reason::Exited, "fine\n"),
         "{r:?}"
     );
-    let r = sb
+    let r = exec_kept(sb
         .exec(
             s.plan("python", "import os\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\nexcept OSError:\n    raise SystemExit(1)"),
             None,
         )
-        .await
-        .unwrap();
-    assert_eq!(r.reason, Reason::Pids, "{r:?}");
-    let r = sb
-        .exec(s.plan("python", "print('fine')"), None)
-        .await
-        .unwrap();
+        .await);
+    waivable!("reason", r.reason == Reason::Pids, "{r:?}");
+    let r = exec_kept(sb.exec(s.plan("python", "print('fine')"), None).await);
     assert_eq!(r.reason, Reason::Exited, "{r:?}");
     sb.destroy().await.unwrap();
     Ok(())
@@ -844,7 +898,7 @@ async fn timeout_in_a_sandbox_kills_everything(s: &Subject) -> Outcome {
     let marker = format!("6{}{}", std::process::id(), s.which as u8);
     let mut plan = s.plan("python", &double_fork(&marker));
     plan.limits.timeout = Duration::from_secs(1);
-    let r = sb.exec(plan, None).await.unwrap();
+    let r = exec_kept(sb.exec(plan, None).await);
     assert_eq!(r.reason, Reason::Timeout, "{r:?}");
     let survivors = host_processes_with(&marker);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
@@ -854,18 +908,18 @@ async fn timeout_in_a_sandbox_kills_everything(s: &Subject) -> Outcome {
         "import time\nopen('output/partial.txt', 'w').write('so far')\ntime.sleep(60)",
     );
     plan.limits.timeout = Duration::from_secs(1);
-    let r = sb.exec(plan, None).await.unwrap();
+    let r = exec_kept(sb.exec(plan, None).await);
     assert_eq!(r.reason, Reason::Timeout, "{r:?}");
     let names: Vec<_> = r.artifacts.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["partial.txt"], "{r:?}");
     // The sandbox still works after a timeout, its workspace intact.
-    let r = sb
-        .exec(
+    let r = exec_kept(
+        sb.exec(
             s.plan("python", "open('after', 'w').write('1')\nprint('alive')"),
             None,
         )
-        .await
-        .unwrap();
+        .await,
+    );
     assert_eq!(r.stdout, "alive\n", "{r:?}");
     sb.destroy().await.unwrap();
     Ok(())

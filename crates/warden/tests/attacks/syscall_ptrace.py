@@ -8,6 +8,10 @@ for who, pid in [("daemon", daemon), ("init", 1)]:
     r = libc.ptrace(PTRACE_ATTACH, pid, None, None)
     if r == 0:
         print(f"BROKEN: attached to the {who} ({pid})", flush=True)
+        try:
+            os.waitpid(pid, 0x40000000)  # __WALL: detach needs the tracee stopped
+        except OSError:
+            pass
         libc.ptrace(PTRACE_DETACH, pid, None, None)
     else:
         print("ptrace", who, os.strerror(ctypes.get_errno()))

@@ -897,6 +897,7 @@ impl Backend for DockerBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        spec.refuse_env_and_home(self.name())?;
         let sh = &self.shared;
         let name = format!("warden-{}", spec.id);
         let cplan = ContainerPlan::build(self.plan_input(

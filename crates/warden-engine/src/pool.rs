@@ -339,7 +339,14 @@ impl Sandboxes {
         let (profile, plan) = self.resolve_build(Some(profile.to_owned()), None, None)?;
         let backend = self.engine().backend_for(&profile)?.clone();
         let id = new_sandbox_id();
-        let spec = sandbox_spec(id.clone(), &profile, &plan, BTreeMap::new());
+        let spec = sandbox_spec(
+            id.clone(),
+            &profile,
+            &plan,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            None,
+        );
         let key = BuildKey::of(&plan, &spec);
         let handle = backend.create_sandbox(spec).await?;
         let context = self.context_spec(

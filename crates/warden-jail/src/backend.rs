@@ -261,6 +261,8 @@ impl Backend for JailBackend {
             self.sandbox_part(landlock),
             network,
             workspace,
+            spec.env,
+            spec.home,
         )))
     }
 
@@ -415,6 +417,8 @@ mod tests {
             image: None,
             container_runtime: None,
             labels: Default::default(),
+            env: Default::default(),
+            home: None,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

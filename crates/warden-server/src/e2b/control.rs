@@ -477,7 +477,7 @@ async fn list(
 }
 
 /// Percent-decoding (`+` as a space), lossy for bytes that are not UTF-8.
-pub(super) fn unquote(s: &str) -> String {
+pub fn unquote(s: &str) -> String {
     let hex = |c: u8| (c as char).to_digit(16);
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());

@@ -259,34 +259,80 @@ async fn execute(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
             return from_api(e);
         }
     };
-    let lines = futures_util::stream::unfold(Some(execution.stream()), move |items| async move {
-        let mut items = items?;
+    let state = Some((execution.stream(), Lines::default()));
+    let lines = futures_util::stream::unfold(state, move |state| async move {
+        let (mut items, mut buffered) = state?;
         let chunk: Bytes = match items.recv().await? {
             Streamed::Event(ExecEvent::Stdout { text, timestamp }) => {
-                line(json!({ "type": "stdout", "text": text, "timestamp": timestamp }))
+                buffered.out.push(&text, "stdout", timestamp)
             }
             Streamed::Event(ExecEvent::Stderr { text, timestamp }) => {
-                line(json!({ "type": "stderr", "text": text, "timestamp": timestamp }))
+                buffered.err.push(&text, "stderr", timestamp)
             }
             Streamed::Event(_) => Bytes::new(),
             Streamed::End(outcome) => {
-                let lines = match *outcome {
+                let mut lines = vec![buffered.out.rest("stdout"), buffered.err.rest("stderr")];
+                lines.extend(match *outcome {
                     Ok(r) => end_lines(&r, in_context),
                     Err(e) => {
                         let e = api_error(e);
                         error_lines(e.code, &e.message)
                     }
-                };
+                });
                 return Some((Ok::<_, std::io::Error>(lines.concat().into()), None));
             }
         };
-        Some((Ok(chunk), Some(items)))
+        Some((Ok(chunk), Some((items, buffered))))
     });
     (
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         axum::body::Body::from_stream(lines),
     )
         .into_response()
+}
+
+/// Output split into lines, as E2B's kernels send it (one message per line, its newline
+/// kept); a last line without a newline goes out at the end.
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    out: LineBuffer,
+    err: LineBuffer,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LineBuffer {
+    partial: String,
+    timestamp: u64,
+}
+
+impl LineBuffer {
+    /// The NDJSON messages of the complete lines `text` ends.
+    pub(crate) fn push(&mut self, text: &str, kind: &str, timestamp: u64) -> Bytes {
+        if self.partial.is_empty() {
+            self.timestamp = timestamp;
+        }
+        self.partial.push_str(text);
+        let Some(last) = self.partial.rfind('\n') else {
+            return Bytes::new();
+        };
+        let rest = self.partial.split_off(last + 1);
+        let done = std::mem::replace(&mut self.partial, rest);
+        let lines: Vec<Bytes> = done
+            .split_inclusive('\n')
+            .map(|l| line(json!({ "type": kind, "text": l, "timestamp": self.timestamp })))
+            .collect();
+        self.timestamp = timestamp;
+        lines.concat().into()
+    }
+
+    /// The last, unfinished line, if any.
+    pub(crate) fn rest(&mut self, kind: &str) -> Bytes {
+        if self.partial.is_empty() {
+            return Bytes::new();
+        }
+        let text = std::mem::take(&mut self.partial);
+        line(json!({ "type": kind, "text": text, "timestamp": self.timestamp }))
+    }
 }
 
 fn context_json(c: &warden_engine::ContextInfo) -> Value {
@@ -383,5 +429,72 @@ async fn restart_context(
     {
         Ok(c) => axum::Json(context_json(&c)).into_response(),
         Err(e) => from_api(api_error(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(b: &Bytes) -> Vec<String> {
+        b.split(|c| *c == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                serde_json::from_slice::<Value>(l).unwrap()["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn output_goes_out_line_by_line() {
+        let mut b = LineBuffer::default();
+        assert!(b.push("hi", "stdout", 1).is_empty());
+        assert_eq!(
+            texts(&b.push("\nsecond\nthi", "stdout", 2)),
+            ["hi\n", "second\n"]
+        );
+        assert_eq!(texts(&b.push("rd\n", "stdout", 3)), ["third\n"]);
+        assert!(b.rest("stdout").is_empty());
+        b.push("no newline", "stdout", 4);
+        assert_eq!(texts(&b.rest("stdout")), ["no newline"]);
+    }
+
+    #[test]
+    fn results_keep_their_mime_types_and_the_end_is_last() {
+        let mut data = std::collections::BTreeMap::new();
+        data.insert("text/plain".to_owned(), "1".to_owned());
+        data.insert("image/png".to_owned(), "iVBO".to_owned());
+        data.insert("application/json".to_owned(), "{\"a\": 1}".to_owned());
+        data.insert("application/x-thing".to_owned(), "x".to_owned());
+        let v = result_json(&RichResult {
+            mime_types: vec![],
+            data,
+            is_main_result: true,
+        });
+        assert_eq!(v["type"], "result");
+        assert_eq!(
+            (v["text"].as_str(), v["png"].as_str()),
+            (Some("1"), Some("iVBO"))
+        );
+        assert_eq!(v["json"]["a"], 1);
+        assert_eq!(v["extra"]["application/x-thing"], "x");
+        assert_eq!(v["is_main_result"], true);
+        let r: ExecResult = serde_json::from_value(json!({
+            "stdout": "", "stderr": "boom", "exit_code": 2, "signal": null, "reason": "exited",
+            "duration_ms": 1, "stdout_truncated": false, "stderr_truncated": false, "artifacts": []
+        }))
+        .unwrap();
+        let lines = end_lines(&r, false);
+        let last: Value = serde_json::from_slice(lines.last().unwrap().trim_ascii()).unwrap();
+        assert_eq!(last["type"], "end_of_execution");
+        let err: Value = serde_json::from_slice(lines[0].trim_ascii()).unwrap();
+        assert_eq!(
+            (err["type"].as_str(), err["traceback"].as_str()),
+            (Some("error"), Some("boom"))
+        );
+        assert!(lines.iter().all(|l| l.ends_with(b"\n") && l.len() > 1));
     }
 }

@@ -36,6 +36,7 @@ use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 
 pub use connect::{Envelope, EnvelopeError, decode_envelopes};
+pub use control::unquote;
 
 /// Where E2B code expects its home and working directory: the sandbox's workspace.
 pub const HOME: &str = "/home/user";

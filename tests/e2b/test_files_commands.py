@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from e2b import CommandExitException, FileType
 from e2b.exceptions import SandboxException, TimeoutException
@@ -42,6 +44,21 @@ def test_files(sbx):
     assert sbx.commands.run("cat /tmp/t.txt").stdout == "in tmp"
     with pytest.raises(SandboxException):
         sbx.files.read("/home/user/nope.txt")
+
+
+def test_uploads_of_every_kind(sbx):
+    # A file object goes as application/octet-stream (envd >= 0.5.7), text and bytes as
+    # multipart, several files as one multipart body without a path parameter.
+    sbx.files.write("/home/user/io.bin", io.BytesIO(b"from a file object"))
+    assert sbx.files.read("/home/user/io.bin") == "from a file object"
+    infos = sbx.files.write_files(
+        [{"path": "/home/user/m/one.txt", "data": "1"}, {"path": "m/two.bin", "data": b"\x02"}]
+    )
+    assert sorted(i.path for i in infos) == ["/home/user/m/one.txt", "/home/user/m/two.bin"]
+    assert sbx.files.read("m/one.txt") == "1"
+    assert bytes(sbx.files.read("/home/user/m/two.bin", format="bytes")) == b"\x02"
+    chunks = b"".join(sbx.files.read("/home/user/io.bin", format="stream"))
+    assert chunks == b"from a file object"
 
 
 def test_commands(sbx):

@@ -8,7 +8,7 @@
 //! which the SDKs raise as a `SandboxException`; every error is `{"code": <status>,
 //! "message"}`, a 429 with `Retry-After`.
 
-use super::{E2b, ENVD_VERSION, HOME, api_error};
+use super::{E2b, ENVD_VERSION, HOME, StatusError, api_error};
 use crate::{ApiError, AppState, Caller};
 use axum::Router;
 use axum::body::Bytes;
@@ -43,29 +43,12 @@ pub(super) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The control plane's error: `{"code": <status>, "message"}`.
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    let mut r = (
-        status,
-        axum::Json(json!({ "code": status.as_u16(), "message": message.into() })),
-    )
-        .into_response();
-    if status == StatusCode::NOT_IMPLEMENTED {
-        // E2B's SDKs retry only what says it may be retried.
-        r.headers_mut()
-            .insert("should-retry", HeaderValue::from_static("false"));
-    }
-    r
+fn error(status: StatusCode, message: impl Into<String>) -> StatusError {
+    StatusError::new(status, message)
 }
 
-fn from_api(e: ApiError) -> Response {
-    let mut r = error(e.status, e.message);
-    if let Some(secs) = e.retry_after_secs
-        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
-    {
-        r.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    r
+fn from_api(e: ApiError) -> StatusError {
+    StatusError::from(e)
 }
 
 /// What Warden does not do, by path.
@@ -81,12 +64,12 @@ async fn unsupported(req: Request) -> Response {
                 req.method()
             )
         });
-    error(StatusCode::NOT_IMPLEMENTED, what)
+    error(StatusCode::NOT_IMPLEMENTED, what).into_response()
 }
 
 /// The caller by its key: `X-API-KEY` (E2B's header) or `Authorization: Bearer`; without
 /// configured keys, the keyless caller.
-fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
+fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, StatusError> {
     if state.keys.is_empty() {
         return Ok(Caller(None));
     }
@@ -110,7 +93,7 @@ fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
 }
 
 /// A JSON object body (an empty body is `{}`).
-fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
+fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, StatusError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Map::new());
     }
@@ -128,7 +111,7 @@ fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
 fn string_map(
     body: &serde_json::Map<String, Value>,
     field: &str,
-) -> Result<BTreeMap<String, String>, Response> {
+) -> Result<BTreeMap<String, String>, StatusError> {
     match body.get(field) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(m)) => m
@@ -149,7 +132,7 @@ fn string_map(
 }
 
 /// A timeout in whole seconds, at least 1.
-fn timeout_field(body: &serde_json::Map<String, Value>) -> Result<Option<u64>, Response> {
+fn timeout_field(body: &serde_json::Map<String, Value>) -> Result<Option<u64>, StatusError> {
     match body.get("timeout") {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
@@ -163,7 +146,7 @@ fn timeout_field(body: &serde_json::Map<String, Value>) -> Result<Option<u64>, R
 }
 
 /// The features of a create body that Warden refuses rather than ignores.
-fn refuse_unsupported(body: &serde_json::Map<String, Value>) -> Result<(), Response> {
+fn refuse_unsupported(body: &serde_json::Map<String, Value>) -> Result<(), StatusError> {
     let set = |k: &str| match body.get(k) {
         None | Some(Value::Null) | Some(Value::Bool(false)) => false,
         Some(Value::Array(a)) => !a.is_empty(),
@@ -250,12 +233,12 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
         Ok((StatusCode::CREATED, axum::Json(sandbox_json(&state.e2b, &info))).into_response())
     }
     .await;
-    result.unwrap_or_else(|r| r)
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// The profile a template names: itself when it is a profile; the default one for E2B's
 /// default templates.
-fn profile_of(state: &AppState, template: &str) -> Result<Option<String>, Response> {
+fn profile_of(state: &AppState, template: &str) -> Result<Option<String>, StatusError> {
     if state.engine.settings().profile(template).is_some() {
         return Ok(Some(template.to_owned()));
     }
@@ -328,11 +311,11 @@ async fn info(
 ) -> Response {
     let caller = match caller(&state, &headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     match state.sandboxes.get(caller.owner().as_deref(), &id) {
         Ok(info) => axum::Json(detail_json(&state.e2b, &info, true)).into_response(),
-        Err(e) => from_api(api_error(e)),
+        Err(e) => from_api(api_error(e)).into_response(),
     }
 }
 
@@ -343,7 +326,7 @@ async fn kill(
 ) -> Response {
     let caller = match caller(&state, &headers) {
         Ok(c) => c,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     match state
         .sandboxes
@@ -355,7 +338,7 @@ async fn kill(
             state.e2b.processes.forget_sandbox(&id);
             StatusCode::NO_CONTENT.into_response()
         }
-        Err(e) => from_api(api_error(e)),
+        Err(e) => from_api(api_error(e)).into_response(),
     }
 }
 
@@ -378,7 +361,7 @@ async fn set_timeout(
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
-    result.unwrap_or_else(|r| r)
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// `connect`: a running sandbox of the caller's, its timeout renewed when one is given.
@@ -400,14 +383,16 @@ async fn connect(
         }
         .map_err(|e| from_api(api_error(e)))?;
         state.e2b.remember(&info.id, &caller);
-        Ok((
-            StatusCode::CREATED,
-            axum::Json(sandbox_json(&state.e2b, &info)),
+        Ok::<_, StatusError>(
+            (
+                StatusCode::CREATED,
+                axum::Json(sandbox_json(&state.e2b, &info)),
+            )
+                .into_response(),
         )
-            .into_response())
     }
     .await;
-    result.unwrap_or_else(|r| r)
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// `GET /sandboxes` and `/v2/sandboxes`: the caller's sandboxes, filtered by `metadata`
@@ -470,10 +455,10 @@ async fn list(
         {
             r.headers_mut().insert("x-next-token", v);
         }
-        Ok(r)
+        Ok::<_, StatusError>(r)
     }
     .await;
-    result.unwrap_or_else(|r| r)
+    result.unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Percent-decoding (`+` as a space), lossy for bytes that are not UTF-8.

@@ -951,8 +951,7 @@ async fn drive(
 ) {
     let _ = frames.send(event(json!({ "start": { "pid": pid } }))).await;
     let (events_tx, mut events) = mpsc::channel::<ExecEvent>(64);
-    let run = execution.run(Some(events_tx));
-    tokio::pin!(run);
+    let mut run = Box::pin(execution.run(Some(events_tx)));
     let send_output = |e: ExecEvent| {
         let data = match e {
             ExecEvent::Stdout { text, .. } => json!({ "stdout": B64.encode(text.as_bytes()) }),
@@ -963,7 +962,7 @@ async fn drive(
     };
     let outcome = loop {
         tokio::select! {
-            out = &mut run => break Some(out),
+            out = run.as_mut() => break Some(out),
             Some(e) = events.recv() => {
                 if let Some(f) = send_output(e)
                     && frames.send(f).await.is_err()

@@ -7,7 +7,7 @@
 //! error; a policy refusal is the execution's `error`, other refusals the HTTP status that
 //! fits (the SDKs raise them).
 
-use super::{HOME, api_error, sandbox_of};
+use super::{HOME, StatusError, api_error, sandbox_of};
 use crate::{ApiError, AppState};
 use axum::Router;
 use axum::body::Bytes;
@@ -31,16 +31,12 @@ pub(super) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (
-        status,
-        axum::Json(json!({ "code": status.as_u16(), "message": message.into() })),
-    )
-        .into_response()
+fn error(status: StatusCode, message: impl Into<String>) -> StatusError {
+    StatusError::new(status, message)
 }
 
-fn from_api(e: ApiError) -> Response {
-    error(e.status, e.message)
+fn from_api(e: ApiError) -> StatusError {
+    StatusError::from(e)
 }
 
 async fn not_found() -> Response {
@@ -48,6 +44,7 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "no such route of the code interpreter (/execute, /contexts)",
     )
+    .into_response()
 }
 
 async fn health(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -67,7 +64,7 @@ pub(crate) fn language(name: Option<&str>) -> Option<String> {
     }
 }
 
-fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
+fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, StatusError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Map::new());
     }
@@ -81,7 +78,10 @@ fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, Response> {
     }
 }
 
-fn opt_string(body: &serde_json::Map<String, Value>, k: &str) -> Result<Option<String>, Response> {
+fn opt_string(
+    body: &serde_json::Map<String, Value>,
+    k: &str,
+) -> Result<Option<String>, StatusError> {
     match body.get(k) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -225,7 +225,7 @@ async fn execute(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
     })();
     let (code, context, lang) = match parsed {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     // Python without a context: the sandbox's default context; another language: a run.
     let context = match (&context, &lang) {
@@ -256,7 +256,7 @@ async fn execute(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
             if e.code == "policy_violation" {
                 return ndjson(error_lines("PolicyViolation", &e.message));
             }
-            return from_api(e);
+            return from_api(e).into_response();
         }
     };
     let state = Some((execution.stream(), Lines::default()));
@@ -362,7 +362,7 @@ async fn create_context(
     })();
     let lang = match parsed {
         Ok(l) => l.unwrap_or_else(|| "python".into()),
-        Err(r) => return r,
+        Err(r) => return r.into_response(),
     };
     match state
         .sandboxes
@@ -376,7 +376,7 @@ async fn create_context(
         .await
     {
         Ok(c) => axum::Json(context_json(&c)).into_response(),
-        Err(e) => from_api(api_error(e)),
+        Err(e) => from_api(api_error(e)).into_response(),
     }
 }
 
@@ -390,7 +390,7 @@ async fn list_contexts(State(state): State<AppState>, headers: HeaderMap) -> Res
         .list_contexts(caller.owner().as_deref(), &id)
     {
         Ok(cs) => axum::Json(cs.iter().map(context_json).collect::<Vec<_>>()).into_response(),
-        Err(e) => from_api(api_error(e)),
+        Err(e) => from_api(api_error(e)).into_response(),
     }
 }
 
@@ -409,7 +409,7 @@ async fn remove_context(
         .await
     {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => from_api(api_error(e)),
+        Err(e) => from_api(api_error(e)).into_response(),
     }
 }
 
@@ -428,7 +428,7 @@ async fn restart_context(
         .await
     {
         Ok(c) => axum::Json(context_json(&c)).into_response(),
-        Err(e) => from_api(api_error(e)),
+        Err(e) => from_api(api_error(e)).into_response(),
     }
 }
 

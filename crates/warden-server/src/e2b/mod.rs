@@ -292,6 +292,55 @@ impl SandboxError {
     }
 }
 
+/// The error of E2B's control plane and code interpreter: `{"code": <status>, "message"}`
+/// (a 429 with `Retry-After`; a 501 says it is not worth retrying).
+#[derive(Debug, Clone)]
+pub(crate) struct StatusError {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+    pub(crate) retry_after_secs: Option<u64>,
+}
+
+impl StatusError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> StatusError {
+        StatusError {
+            status,
+            message: message.into(),
+            retry_after_secs: None,
+        }
+    }
+}
+
+impl From<ApiError> for StatusError {
+    fn from(e: ApiError) -> StatusError {
+        StatusError {
+            status: e.status,
+            message: e.message,
+            retry_after_secs: e.retry_after_secs,
+        }
+    }
+}
+
+impl IntoResponse for StatusError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "code": self.status.as_u16(), "message": self.message });
+        let mut r = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::NOT_IMPLEMENTED {
+            // E2B's SDKs retry only what says it may be retried.
+            r.headers_mut().insert(
+                "should-retry",
+                axum::http::HeaderValue::from_static("false"),
+            );
+        }
+        if let Some(secs) = self.retry_after_secs
+            && let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string())
+        {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+        }
+        r
+    }
+}
+
 /// An engine error as the API maps it (status, code, message), for re-shaping.
 pub(crate) fn api_error(e: warden_engine::EngineError) -> ApiError {
     ApiError::from(e)

@@ -671,3 +671,29 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod home_tests {
+    use super::*;
+
+    #[test]
+    fn a_home_shows_the_workspace_and_is_home_and_working_directory() {
+        let mut plan = sample(&["/bin/true"]);
+        plan.with_home("/home/user").unwrap();
+        assert!(plan.mounts.contains(&MountOp::BindScratch {
+            subdir: SCRATCH_WORK.into(),
+            dest: "/home/user".into(),
+        }));
+        // The same folder of the workspace tmpfs as /workspace.
+        assert!(plan.mounts.contains(&MountOp::BindScratch {
+            subdir: SCRATCH_WORK.into(),
+            dest: WORKSPACE_DIR.into(),
+        }));
+        assert_eq!(plan.cwd, PathBuf::from("/home/user"));
+        let homes: Vec<_> = plan.env.iter().filter(|(k, _)| k == "HOME").collect();
+        assert_eq!(homes, [&("HOME".to_owned(), "/home/user".to_owned())]);
+        for bad in ["/etc", "/home", "/home/../etc", "relative", "/usr/home/x"] {
+            assert!(sample(&["/bin/true"]).with_home(bad).is_err(), "{bad}");
+        }
+    }
+}

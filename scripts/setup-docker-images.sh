@@ -73,6 +73,19 @@ build() {
   for d in bin sbin lib lib64; do
     [ -d "$root/fs/usr/$d" ] && ln -sfn "usr/$d" "$root/fs/$d"
   done
+  # Debian's alternatives (libblas.so.3, liblapack.so.3, …) are links that update-alternatives
+  # makes and no package lists: take each one whose host choice is in the image (numpy fails to
+  # import without its BLAS). /var/lib/dpkg/alternatives/NAME names the link on its second
+  # line. After the merged-/usr links, so that a link under /lib lands in /usr/lib.
+  local alt link chosen
+  for alt in /var/lib/dpkg/alternatives/*; do
+    link="$(sed -n 2p "$alt")"
+    chosen="$(readlink -f "$link" 2>/dev/null)" || continue
+    [ -e "$root/fs$chosen" ] || continue
+    mkdir -p "$root/fs$(dirname "$link")" "$root/fs/etc/alternatives"
+    cp -P "/etc/alternatives/$(basename "$alt")" "$root/fs/etc/alternatives/"
+    [ -e "$root/fs$link" ] || [ -L "$root/fs$link" ] || cp -P "$link" "$root/fs$link"
+  done
   mkdir -p "$root/fs"/{workspace,tmp,code,proc,sys,dev,etc}
   chmod 1777 "$root/fs/tmp"
   printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:65534:65534:sandbox:/workspace:/bin/sh\n' > "$root/fs/etc/passwd"

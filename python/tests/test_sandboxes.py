@@ -14,6 +14,7 @@ from warden_sandbox import (
     InvalidRequestError,
     NotFoundError,
     SandboxConfigurationError,
+    SandboxState,
     SecurityViolationError,
     StdoutEvent,
     WardenAPIError,
@@ -161,3 +162,25 @@ async def test_leaving_a_sandbox_that_is_already_gone_is_quiet(service: AISandbo
 def test_leaving_a_gone_sandbox_is_quiet_for_the_sync_client_too(sync_client: WardenClient) -> None:
     with sync_client.create_sandbox() as sb:
         sync_client.destroy_sandbox(sb.id)
+
+
+async def test_pause_keeps_the_state_and_a_run_resumes(service: AISandboxService) -> None:
+    async with service.sandbox() as sb:
+        assert sb.info.state == SandboxState.RUNNING
+        r = await service.client.exec(sb.id, "kept = 5", context="default")
+        assert r.exit_code == 0, r
+        info = await sb.pause()
+        assert info.state == SandboxState.PAUSED
+        assert (await sb.refresh()).state == SandboxState.PAUSED
+        r = await service.client.exec(sb.id, "print(kept * 2)", context="default")
+        assert r.stdout == "10\n"
+        assert (await sb.refresh()).state == SandboxState.RUNNING
+        await sb.pause()
+        assert (await sb.resume()).state == SandboxState.RUNNING
+
+
+def test_the_sync_client_pauses_and_resumes(sync_client: WardenClient) -> None:
+    with sync_client.create_sandbox() as sb:
+        assert sb.pause().state == SandboxState.PAUSED
+        assert sb.resume().state == SandboxState.RUNNING
+        assert sb.run("print(3)").stdout == "3\n"

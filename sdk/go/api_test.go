@@ -203,8 +203,24 @@ func TestSandboxLifecycleFilesAndStreams(t *testing.T) {
 	if s.Err() != nil || strings.Join(chunks, "") != "a\nb\n" {
 		t.Fatalf("channel: %q %v", chunks, s.Err())
 	}
-	if info, err := sb.Refresh(ctx); err != nil || info.Executions < 4 {
+	if info, err := sb.Refresh(ctx); err != nil || info.Executions < 4 || info.State != SandboxRunning {
 		t.Fatalf("refresh: %+v %v", info, err)
+	}
+	// Pause and resume; a run resumes a paused sandbox too.
+	if info, err := sb.Pause(ctx); err != nil || info.State != SandboxPaused {
+		t.Fatalf("pause: %+v %v", info, err)
+	}
+	if info, err := sb.Resume(ctx); err != nil || info.State != SandboxRunning {
+		t.Fatalf("resume: %+v %v", info, err)
+	}
+	if _, err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := sb.Exec(ctx, ExecRequest{Code: "print(7)"}); err != nil || r.Stdout != "7\n" {
+		t.Fatalf("exec after pause: %+v %v", r, err)
+	}
+	if info, err := sb.Refresh(ctx); err != nil || info.State != SandboxRunning {
+		t.Fatalf("after the run: %+v %v", info, err)
 	}
 	// Destroy: gone afterwards.
 	if err := sb.Kill(ctx); err != nil {

@@ -392,6 +392,26 @@ func (c *Client) ListSandboxes(ctx context.Context, labels map[string]string) ([
 	return out.Sandboxes, nil
 }
 
+// PauseSandbox pauses a sandbox (POST /v1/sandboxes/{id}/pause): its processes stop where
+// they are and its files and contexts' variables are kept; its next use resumes it. While an
+// execution runs in it the answer is a *APIError with code sandbox_busy (409).
+func (c *Client) PauseSandbox(ctx context.Context, id string) (*SandboxInfo, error) {
+	var info SandboxInfo
+	if err := c.doJSON(ctx, request{method: "POST", path: sandboxPath(id) + "/pause"}, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// ResumeSandbox resumes a paused sandbox (POST /v1/sandboxes/{id}/resume).
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (*SandboxInfo, error) {
+	var info SandboxInfo
+	if err := c.doJSON(ctx, request{method: "POST", path: sandboxPath(id) + "/resume"}, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
 // DestroySandbox destroys a sandbox, by id or name (DELETE /v1/sandboxes/{id}); a running
 // execution in it is killed.
 func (c *Client) DestroySandbox(ctx context.Context, id string) error {

@@ -25,7 +25,8 @@ var (
 	ErrInvalidRequest = errors.New("warden: invalid request")
 	// ErrUnauthorized: a missing or wrong API key (401).
 	ErrUnauthorized = errors.New("warden: unauthorized")
-	// ErrConflict: a sandbox name already taken among live sandboxes (409, name_taken).
+	// ErrConflict: a sandbox name already taken among live sandboxes (409, name_taken), or a
+	// pause while an execution runs (409, sandbox_busy).
 	ErrConflict = errors.New("warden: conflict")
 	// ErrUnavailable: the backend is unavailable, the daemon shutting down, or the sandbox
 	// lost under the run (503); the request may be tried again.

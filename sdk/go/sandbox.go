@@ -31,6 +31,26 @@ func (s *Sandbox) Refresh(ctx context.Context) (*SandboxInfo, error) {
 	return info, nil
 }
 
+// Pause pauses the sandbox (see Client.PauseSandbox).
+func (s *Sandbox) Pause(ctx context.Context) (*SandboxInfo, error) {
+	info, err := s.client.PauseSandbox(ctx, s.info.ID)
+	if err != nil {
+		return nil, err
+	}
+	s.info = *info
+	return info, nil
+}
+
+// Resume resumes the sandbox (see Client.ResumeSandbox).
+func (s *Sandbox) Resume(ctx context.Context) (*SandboxInfo, error) {
+	info, err := s.client.ResumeSandbox(ctx, s.info.ID)
+	if err != nil {
+		return nil, err
+	}
+	s.info = *info
+	return info, nil
+}
+
 // Exec runs code in the sandbox; with req.Context set, as a cell of that context.
 func (s *Sandbox) Exec(ctx context.Context, req ExecRequest) (*ExecResult, error) {
 	return s.client.Exec(ctx, s.info.ID, req)

@@ -193,7 +193,19 @@ type SandboxInfo struct {
 	Executions int64 `json:"executions"`
 	// Backend is jail, docker or kubernetes.
 	Backend string `json:"backend"`
+	// State is SandboxRunning, or SandboxPaused (its processes frozen; its next use resumes
+	// it).
+	State SandboxState `json:"state"`
 }
+
+// SandboxState says whether a sandbox's processes may run.
+type SandboxState string
+
+// The states of a sandbox.
+const (
+	SandboxRunning SandboxState = "running"
+	SandboxPaused  SandboxState = "paused"
+)
 
 // ContextInfo describes a context: a persistent interpreter inside a sandbox.
 type ContextInfo struct {

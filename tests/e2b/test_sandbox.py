@@ -80,11 +80,26 @@ def test_templates_are_profiles(daemon):
         Sandbox.create(template="no-such-template")
 
 
+def test_pause_and_connect(daemon):
+    sbx = Sandbox.create()
+    try:
+        sbx.run_code("before = 'pause'")
+        assert sbx.pause() is True
+        assert sbx.get_info().state.value == "paused"
+        assert Sandbox.pause(sbx.sandbox_id) is False  # already paused
+        # connect resumes it, with its state.
+        again = Sandbox.connect(sbx.sandbox_id)
+        assert again.get_info().state.value == "running"
+        assert again.run_code("before").text == "'pause'"
+    finally:
+        sbx.kill()
+
+
 def test_unsupported_features_are_clear_sdk_errors(daemon):
     sbx = Sandbox.create()
     try:
         with pytest.raises(SandboxException, match="not supported"):
-            sbx.pause()
+            sbx.create_snapshot()
         with pytest.raises(SandboxException, match="not supported"):
             sbx.files.watch_dir("/home/user")
         with pytest.raises(SandboxException):

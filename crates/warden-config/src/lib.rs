@@ -85,6 +85,8 @@ pub struct ServerSettings {
     /// OpenTelemetry traces over OTLP/HTTP (JSON): one span per execution with its stages.
     /// Off unless an endpoint is set.
     pub otlp: OtlpSettings,
+    /// The audit log of every decision that matters (docs/audit.md).
+    pub audit: AuditSettings,
 }
 
 impl Default for ServerSettings {
@@ -99,6 +101,27 @@ impl Default for ServerSettings {
             api_keys: Vec::new(),
             api_keys_file: None,
             otlp: OtlpSettings::default(),
+            audit: AuditSettings::default(),
+        }
+    }
+}
+
+/// `[server.audit]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// Where each event is written as a JSON line: `"stdout"`, or a file's path (appended to,
+    /// created with mode 0600). Default: none (events are only kept for `GET /v1/audit`).
+    pub log: Option<String>,
+    /// The last events kept in memory for `GET /v1/audit`. Default: 10000; 0 keeps none.
+    pub retained: usize,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        Self {
+            log: None,
+            retained: 10_000,
         }
     }
 }
@@ -137,6 +160,10 @@ pub struct ApiKey {
     /// Executions this key may run at once. Default: no limit of its own.
     #[serde(default)]
     pub max_concurrent: Option<usize>,
+    /// Reads every owner's events in `GET /v1/audit` (other keys read only their own).
+    /// Default: false.
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// Which backend provides isolation.
@@ -247,6 +274,10 @@ pub struct Profile {
     /// A sandbox with a lifetime is destroyed this long after its creation, seconds.
     /// Default: 3600. A request may ask for less, never more.
     pub max_lifetime_seconds: u64,
+    /// What happens to a sandbox at the end of its idle TTL: `destroy` (the default) or
+    /// `pause` (its processes frozen, its files and contexts kept until its lifetime ends; the
+    /// next use resumes it).
+    pub on_idle: OnIdle,
     /// What a networked sandbox may reach (`network_enabled = true` only). Default: the public
     /// internet, never the host, loopback, private, shared or link-local ranges.
     pub egress: EgressPolicy,
@@ -277,6 +308,14 @@ pub struct Profile {
     pub landlock: LandlockRequirement,
 }
 
+/// A profile's `on_idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnIdle {
+    Destroy,
+    Pause,
+}
+
 /// The most sandboxes a profile's pool may hold.
 pub const MAX_POOL_SIZE: u32 = 32;
 
@@ -301,6 +340,7 @@ impl Default for Profile {
             backend: None,
             idle_ttl_seconds: 600,
             max_lifetime_seconds: 3600,
+            on_idle: OnIdle::Destroy,
             egress: EgressPolicy::default(),
             container_runtime: None,
             pool_size: 0,

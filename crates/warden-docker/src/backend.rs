@@ -952,6 +952,7 @@ impl Backend for DockerBackend {
             state: tokio::sync::Mutex::new(SandboxState {
                 counters: (0, 0),
                 destroyed: false,
+                paused: false,
             }),
         }))
     }
@@ -1036,6 +1037,9 @@ struct SandboxState {
     /// The cgroup's OOM-kill and pids-limit counters at the end of the last execution.
     counters: (u64, u64),
     destroyed: bool,
+    /// The container is paused (`docker pause`: the cgroup freezer); whatever next execs in
+    /// it unpauses it first.
+    paused: bool,
 }
 
 /// A persistent sandbox: a long-lived container; executions and file operations are `exec`s.
@@ -1071,6 +1075,21 @@ done
 "#;
 
 impl DockerSandbox {
+    async fn unpause_if_paused(&self, state: &mut SandboxState) -> Result<(), BackendError> {
+        if state.paused {
+            let sh = &self.shared;
+            let docker = sh.docker().await?;
+            sh.call(
+                "unpause container",
+                &self.name,
+                docker.unpause_container(&self.name),
+            )
+            .await?;
+            state.paused = false;
+        }
+        Ok(())
+    }
+
     /// Runs the wrapper without a program: the counters and this run's output files.
     async fn report_only(&self, limits: &Limits) -> Result<Relayed, DockerError> {
         let sh = &self.shared;
@@ -1243,6 +1262,7 @@ impl BackendSandbox for DockerSandbox {
         if state.destroyed {
             return Err(self.gone());
         }
+        self.unpause_if_paused(&mut state).await?;
         let sh = &self.shared;
         let docker = sh.docker().await?;
         let nonce = wrapper::nonce();
@@ -1317,10 +1337,11 @@ impl BackendSandbox for DockerSandbox {
     }
 
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
-        let state = self.state.lock().await;
+        let mut state = self.state.lock().await;
         if state.destroyed {
             return Err(self.gone());
         }
+        self.unpause_if_paused(&mut state).await?;
         let body = r#"if [ -e "./$last" ] && [ ! -f "./$last" ]; then exit 73; fi
 cat > "./$last" || exit 74
 "#;
@@ -1333,10 +1354,11 @@ cat > "./$last" || exit 74
         path: &WorkspacePath,
         max_bytes: u64,
     ) -> Result<Vec<u8>, BackendError> {
-        let state = self.state.lock().await;
+        let mut state = self.state.lock().await;
         if state.destroyed {
             return Err(self.gone());
         }
+        self.unpause_if_paused(&mut state).await?;
         let body = format!(
             r#"[ -e "./$last" ] || exit 75
 [ -f "./$last" ] || exit 73
@@ -1353,10 +1375,11 @@ head -c {max_bytes} "./$last"
     }
 
     async fn list_files(&self, max_entries: usize) -> Result<Vec<FileEntry>, BackendError> {
-        let state = self.state.lock().await;
+        let mut state = self.state.lock().await;
         if state.destroyed {
             return Err(self.gone());
         }
+        self.unpause_if_paused(&mut state).await?;
         // find does not follow symlinks (-P, the default); only files and folders are listed.
         let script = format!(
             "cd /workspace && find . -mindepth 1 -maxdepth 64 \\( -type f -o -type d \\) -printf '%y %s %P\\0' | head -z -n {}",
@@ -1401,6 +1424,13 @@ head -c {max_bytes} "./$last"
     /// Removes the container without waiting for a running execution: removing it kills that
     /// execution (which then ends with what it had), as a destroy must.
     async fn destroy(&self) -> Result<(), BackendError> {
+        // A paused container's processes cannot die until thawed; the engine's forced removal
+        // would wait on them.
+        if let Ok(mut state) = self.state.try_lock()
+            && state.paused
+        {
+            let _ = self.unpause_if_paused(&mut state).await;
+        }
         self.shared.remove(&self.name).await?;
         network::remove_resolv_conf(&self.shared.settings.network, &self.name);
         let keeper = self.keeper.lock().expect("not poisoned").take();
@@ -1409,5 +1439,36 @@ head -c {max_bytes} "./$last"
         }
         self.state.lock().await.destroyed = true;
         Ok(())
+    }
+
+    async fn pause(&self) -> Result<(), BackendError> {
+        let mut state = self.state.try_lock().map_err(|_| {
+            BackendError::Refused(
+                "an execution is running in this sandbox; pause it after the execution ends".into(),
+            )
+        })?;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        if !state.paused {
+            let sh = &self.shared;
+            let docker = sh.docker().await?;
+            sh.call(
+                "pause container",
+                &self.name,
+                docker.pause_container(&self.name),
+            )
+            .await?;
+            state.paused = true;
+        }
+        Ok(())
+    }
+
+    async fn resume(&self) -> Result<(), BackendError> {
+        let mut state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        self.unpause_if_paused(&mut state).await
     }
 }

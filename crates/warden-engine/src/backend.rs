@@ -212,6 +212,19 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_CONTEXTS.into()))
     }
 
+    /// Stops every process of the sandbox where it is — its contexts' interpreters keep their
+    /// memory and state — until [`BackendSandbox::resume`]; the processes cannot tell (the
+    /// cgroup freezer, a container's pause). Refused while an execution runs. Any other
+    /// operation on a paused sandbox resumes it first.
+    async fn pause(&self) -> Result<(), BackendError> {
+        Err(BackendError::Refused(NO_PAUSE.into()))
+    }
+
+    /// Lets a paused sandbox's processes run again. Idempotent.
+    async fn resume(&self) -> Result<(), BackendError> {
+        Err(BackendError::Refused(NO_PAUSE.into()))
+    }
+
     /// Whether the sandbox is usable and the context's interpreter is running now (it was
     /// not killed or exited since it started). The warm pool asks this before it hands a
     /// sandbox out. A backend without contexts has none alive.
@@ -220,6 +233,9 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         false
     }
 }
+
+/// The refusal of a backend that cannot pause sandboxes.
+pub const NO_PAUSE: &str = "this backend cannot pause a sandbox";
 
 /// A promise of the backend conformance suite (`crates/warden/tests/conformance.rs`) that a
 /// backend cannot keep on this host, and why. `warden doctor` prints these; the suite reports

@@ -11,6 +11,7 @@
 //! refused, never run on another backend.
 
 pub mod admission;
+pub mod audit;
 pub mod backend;
 pub mod contexts;
 pub mod observe;
@@ -20,12 +21,13 @@ pub mod sandboxes;
 pub mod shape;
 
 pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
+pub use audit::{AuditEvent, AuditLog, Decision, DestroyCause, Visible};
 pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};
 pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, SandboxSpec, Unsupported,
+    NO_CONTEXTS, NO_PAUSE, SandboxSpec, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;
@@ -83,6 +85,8 @@ pub enum EngineError {
     NameTaken(String),
     #[error("{max} sandboxes are live, the most allowed; destroy one first")]
     TooManySandboxes { max: usize },
+    #[error("sandbox {0:?} is running an execution; try again after it ends")]
+    SandboxBusy(String),
     #[error("no context {0:?} in this sandbox")]
     ContextNotFound(String),
     #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
@@ -121,6 +125,7 @@ impl EngineError {
             EngineError::BackendUnavailable { .. } => "backend_unavailable",
             EngineError::SandboxNotFound(_) => "sandbox_not_found",
             EngineError::NameTaken(_) => "name_taken",
+            EngineError::SandboxBusy(_) => "sandbox_busy",
             EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
             EngineError::ContextNotFound(_) => "context_not_found",
             EngineError::TooManyContexts { .. } => "too_many_contexts",
@@ -162,6 +167,7 @@ pub struct Engine {
     unavailable: HashMap<BackendKind, String>,
     admission: Admission,
     observer: Option<Arc<dyn Observer>>,
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl Engine {
@@ -179,6 +185,7 @@ impl Engine {
             unavailable: HashMap::new(),
             admission,
             observer: None,
+            audit: None,
         }
     }
 
@@ -193,6 +200,24 @@ impl Engine {
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Engine {
         self.observer = Some(observer);
         self
+    }
+
+    /// Records every decision that matters in `log` (see [`audit`]).
+    pub fn with_audit(mut self, log: Arc<AuditLog>) -> Engine {
+        self.audit = Some(log);
+        self
+    }
+
+    /// The audit log, when there is one.
+    pub fn audit(&self) -> Option<&Arc<AuditLog>> {
+        self.audit.as_ref()
+    }
+
+    /// Records `owner`'s decision in the audit log, if there is one.
+    pub(crate) fn record(&self, owner: Option<&str>, decision: impl FnOnce() -> audit::Decision) {
+        if let Some(log) = &self.audit {
+            log.record(owner, decision());
+        }
     }
 
     /// The slots and queue every execution goes through.

@@ -10,6 +10,10 @@
 //!        to the observer (metrics, trace) → the slot released → the result
 //! ```
 //!
+//! The audit log (see [`crate::audit`]) hears of each execution here too: `execution_started`
+//! when it begins to run and `execution_ended` when it ends (also when its future is dropped:
+//! `cancelled`), or `execution_refused` when it is refused after admission.
+//!
 //! Invariants: a front-end calls the engine once per execution and gets either a refusal
 //! (before anything ran: its status is the front-end's to choose) or an [`Execution`] that
 //! only runs; every admitted execution is reported exactly once (see [`crate::observe`]);
@@ -18,6 +22,7 @@
 //! its reader goes away (its events are dropped), as the result is still counted.
 
 use crate::admission::{Admitted, Caller, Refusal};
+use crate::audit::{self, Decision};
 use crate::backend::{Backend, EventSender};
 use crate::observe::{ExecRecord, ExecTrace};
 use crate::sandboxes::{PreparedExec, SandboxExec, Sandboxes};
@@ -43,6 +48,107 @@ pub struct Execution {
     profile: String,
     language: String,
     target: Target,
+    audited: Audited,
+}
+
+/// What the audit log keeps of an execution.
+#[derive(Debug)]
+struct Audited {
+    owner: Option<String>,
+    sandbox: Option<String>,
+    context: Option<String>,
+    /// Empty when the engine has no audit log (the digest is not computed then).
+    code_sha256: String,
+    code_bytes: usize,
+}
+
+impl Audited {
+    fn of(engine: &Engine, caller: &Caller, sandbox: Option<&str>, code: &str) -> Audited {
+        Audited {
+            owner: caller.owner().map(str::to_owned),
+            sandbox: sandbox.map(str::to_owned),
+            context: None,
+            code_sha256: match engine.audit() {
+                Some(_) => audit::code_sha256(code),
+                None => String::new(),
+            },
+            code_bytes: code.len(),
+        }
+    }
+
+    fn refused(&self, engine: &Engine, profile: &str, language: &str, error: &EngineError) {
+        engine.record(self.owner.as_deref(), || {
+            audit::refused(
+                self.sandbox.clone(),
+                profile,
+                language,
+                self.code_sha256.clone(),
+                error,
+            )
+        });
+    }
+}
+
+/// An execution's `execution_started`, and its `execution_ended` exactly once: when the run
+/// returns ([`RunAudit::end`]), or as `cancelled` when its future is dropped first.
+struct RunAudit<'a> {
+    engine: &'a Engine,
+    audited: &'a Audited,
+    profile: &'a str,
+    execution: String,
+    started: std::time::Instant,
+    ended: bool,
+}
+
+impl<'a> RunAudit<'a> {
+    fn begin(engine: &'a Engine, audited: &'a Audited, profile: &'a str, language: &str) -> Self {
+        let execution = match engine.audit() {
+            Some(_) => format!("ex-{}", uuid::Uuid::now_v7().simple()),
+            None => String::new(),
+        };
+        engine.record(audited.owner.as_deref(), || Decision::ExecutionStarted {
+            execution: execution.clone(),
+            sandbox: audited.sandbox.clone(),
+            context: audited.context.clone(),
+            profile: profile.to_owned(),
+            language: language.to_owned(),
+            code_sha256: audited.code_sha256.clone(),
+            code_bytes: audited.code_bytes,
+        });
+        RunAudit {
+            engine,
+            audited,
+            profile,
+            execution,
+            started: std::time::Instant::now(),
+            ended: false,
+        }
+    }
+
+    fn record(&mut self, outcome: Result<&ExecResult, &str>) {
+        self.ended = true;
+        self.engine.record(self.audited.owner.as_deref(), || {
+            audit::ended(
+                std::mem::take(&mut self.execution),
+                self.audited.sandbox.clone(),
+                self.profile,
+                outcome,
+                self.started.elapsed().as_millis() as u64,
+            )
+        });
+    }
+
+    fn end(mut self, outcome: Result<&ExecResult, &EngineError>) {
+        self.record(outcome.map_err(EngineError::code));
+    }
+}
+
+impl Drop for RunAudit<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.record(Err("cancelled"));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -116,10 +222,12 @@ impl Engine {
         let admitted = self.admit(caller).await?;
         trace.stage("policies");
         let (asked_profile, asked_language) = self.asked(&req);
+        let audited = Audited::of(self, caller, None, &req.code);
         let engine = self.clone();
         let (profile, plan) = match off_the_async_threads(move || engine.prepare(&req)).await {
             Ok(prepared) => prepared,
             Err(e) => {
+                audited.refused(self, &asked_profile, &asked_language, &e);
                 self.report(&asked_profile, &asked_language, Err(&e), trace);
                 return Err(e);
             }
@@ -140,8 +248,10 @@ impl Engine {
                     backend,
                     plan: Box::new(plan),
                 },
+                audited,
             }),
             Err(e) => {
+                audited.refused(self, &profile, &language, &e);
                 self.report(&profile, &language, Err(&e), trace);
                 Err(e)
             }
@@ -179,6 +289,8 @@ impl Sandboxes {
             .clone()
             .unwrap_or_else(|| entry.language.clone());
         let profile = entry.profile.clone();
+        let mut audited = Audited::of(&engine, caller, Some(&entry.id), &req.code);
+        audited.context = req.context.clone();
         let this = self.clone();
         match off_the_async_threads(move || this.prepare_in(entry, req)).await {
             Ok(prepared) => Ok(Execution {
@@ -191,8 +303,10 @@ impl Sandboxes {
                     sandboxes: self.clone(),
                     prepared: Box::new(prepared),
                 },
+                audited,
             }),
             Err(e) => {
+                audited.refused(&engine, &profile, &asked_language, &e);
                 engine.report(&profile, &asked_language, Err(&e), trace);
                 Err(e)
             }
@@ -221,8 +335,10 @@ impl Execution {
             profile,
             language,
             target,
+            audited,
         } = self;
         trace.stage("run");
+        let run_audit = RunAudit::begin(&engine, &audited, &profile, &language);
         let outcome = match target {
             Target::OneShot { backend, plan } => {
                 backend.exec(*plan, events).await.map_err(EngineError::from)
@@ -233,6 +349,7 @@ impl Execution {
             } => sandboxes.run_exec(*prepared, events).await,
         };
         drop(admitted);
+        run_audit.end(outcome.as_ref());
         engine.report(&profile, &language, outcome.as_ref(), trace);
         outcome
     }

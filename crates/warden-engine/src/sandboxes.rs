@@ -10,13 +10,15 @@
 //! create may be answered with a warm sandbox from the profile's pool (see [`crate::pool`])
 //! only when it would have built exactly that sandbox; it is then registered like any other.
 
+use crate::audit::{Decision, DestroyCause};
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::pool::{BuildKey, Pools};
 use crate::{Caller, Engine, EngineError, ExecRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
+use warden_config::OnIdle;
+use warden_types::{ExecResult, FileEntry, Limits, SandboxState, WorkspacePath};
 
 /// What a caller asks for when creating a sandbox.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +68,7 @@ pub(crate) struct Entry {
     backend: &'static str,
     /// Changed by [`Sandboxes::set_lifetime`].
     ttls: Mutex<Ttls>,
+    on_idle: OnIdle,
     created_ms: u64,
     created: Instant,
     pub(crate) handle: Arc<dyn BackendSandbox>,
@@ -94,6 +97,17 @@ struct Usage {
     executions: u64,
     /// Executions running now: an idle TTL never ends a sandbox in use.
     running: u32,
+    /// Its processes are frozen (see [`Sandboxes::pause`]); any use resumes it.
+    paused: bool,
+    /// Uses so far (executions, their ends, files): a pause sees whether one came meanwhile.
+    uses: u64,
+}
+
+/// Why a sandbox's time is up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    Lifetime,
+    Idle,
 }
 
 impl Entry {
@@ -116,20 +130,38 @@ impl Entry {
             limits: self.limits.clone(),
             executions: usage.executions,
             backend: self.backend.to_owned(),
+            state: if usage.paused {
+                SandboxState::Paused
+            } else {
+                SandboxState::Running
+            },
         }
     }
 
-    fn expired(&self, now: Instant) -> bool {
+    /// Whether its time is up: its lifetime, or its idle TTL (a paused sandbox's idle TTL has
+    /// done its work already).
+    fn expired(&self, now: Instant) -> Option<Expiry> {
         let usage = self.usage.lock().expect("not poisoned");
         let ttls = *self.ttls.lock().expect("not poisoned");
-        now.duration_since(self.created) >= ttls.lifetime
-            || (usage.running == 0 && now.duration_since(usage.last_used) >= ttls.idle)
+        if now.duration_since(self.created) >= ttls.lifetime {
+            Some(Expiry::Lifetime)
+        } else if usage.running == 0
+            && !usage.paused
+            && now.duration_since(usage.last_used) >= ttls.idle
+        {
+            Some(Expiry::Idle)
+        } else {
+            None
+        }
     }
 
     pub(crate) fn touch(&self, use_: Use) {
         let mut usage = self.usage.lock().expect("not poisoned");
         usage.last_used = Instant::now();
         usage.last_used_ms = warden_types::now_ms();
+        // Every use resumes a paused sandbox (its backend thaws it on the way).
+        usage.paused = false;
+        usage.uses += 1;
         match use_ {
             Use::ExecStart => {
                 usage.executions += 1;
@@ -371,6 +403,7 @@ impl Sandboxes {
                 idle: idle_ttl,
                 lifetime: max_lifetime,
             }),
+            on_idle: profile.on_idle,
             created_ms,
             created: now,
             handle,
@@ -379,6 +412,8 @@ impl Sandboxes {
                 last_used_ms: created_ms,
                 executions: 0,
                 running: 0,
+                paused: false,
+                uses: 0,
             }),
             contexts,
         });
@@ -396,6 +431,13 @@ impl Sandboxes {
             let _ = entry.handle.destroy().await;
             return Err(EngineError::TooManySandboxes { max: self.max_live });
         }
+        self.engine
+            .record(entry.owner.as_deref(), || Decision::SandboxCreated {
+                sandbox: entry.id.clone(),
+                profile: entry.profile.clone(),
+                language: entry.language.clone(),
+                backend: entry.backend.to_owned(),
+            });
         Ok(info)
     }
 
@@ -445,6 +487,7 @@ impl Sandboxes {
     pub async fn destroy(&self, owner: Option<&str>, id: &str) -> Result<String, EngineError> {
         let entry = self.find(owner, id)?;
         self.live.lock().expect("not poisoned").remove(&entry.id);
+        self.record_destroyed(&entry, DestroyCause::Request);
         entry.handle.destroy().await?;
         Ok(entry.id.clone())
     }
@@ -483,20 +526,36 @@ impl Sandboxes {
         Ok(entry.info())
     }
 
-    /// Destroys the sandboxes that have expired; returns their ids.
+    /// Destroys the sandboxes whose time is up, or pauses those idle past their TTL whose
+    /// profile says `on_idle = "pause"`; returns the ids of those destroyed.
     pub async fn reap_expired(&self) -> Vec<String> {
         let now = Instant::now();
-        let expired: Vec<Arc<Entry>> = {
+        let (expired, to_pause): (Vec<Arc<Entry>>, Vec<Arc<Entry>>) = {
             let mut live = self.live.lock().expect("not poisoned");
-            let ids: Vec<String> = live
-                .values()
-                .filter(|e| e.expired(now))
-                .map(|e| e.id.clone())
-                .collect();
-            ids.iter().filter_map(|id| live.remove(id)).collect()
+            let mut destroy = Vec::new();
+            let mut pause = Vec::new();
+            for entry in live.values() {
+                match entry.expired(now) {
+                    Some(Expiry::Idle) if entry.on_idle == OnIdle::Pause => {
+                        pause.push(entry.clone())
+                    }
+                    Some(_) => destroy.push(entry.id.clone()),
+                    None => {}
+                }
+            }
+            (
+                destroy.iter().filter_map(|id| live.remove(id)).collect(),
+                pause,
+            )
         };
+        for entry in to_pause {
+            if let Err(e) = self.pause_entry(&entry).await {
+                eprintln!("warden: pausing idle sandbox {}: {e}", entry.id);
+            }
+        }
         let mut ids = Vec::new();
         for entry in expired {
+            self.record_destroyed(&entry, DestroyCause::Expired);
             if let Err(e) = entry.handle.destroy().await {
                 eprintln!("warden: reaping sandbox {}: {e}", entry.id);
             }
@@ -513,8 +572,77 @@ impl Sandboxes {
             .into_values()
             .collect();
         for entry in all {
+            self.record_destroyed(&entry, DestroyCause::Shutdown);
             let _ = entry.handle.destroy().await;
         }
+    }
+
+    /// Freezes every process of the caller's sandbox (its contexts keep their state) until
+    /// [`Sandboxes::resume`] or its next use; refused while an execution runs in it.
+    pub async fn pause(&self, owner: Option<&str>, id: &str) -> Result<SandboxInfo, EngineError> {
+        let entry = self.find(owner, id)?;
+        self.pause_entry(&entry).await?;
+        Ok(entry.info())
+    }
+
+    /// Lets a paused sandbox's processes run again (nothing to do for a running one).
+    pub async fn resume(&self, owner: Option<&str>, id: &str) -> Result<SandboxInfo, EngineError> {
+        let entry = self.find(owner, id)?;
+        if entry.usage.lock().expect("not poisoned").paused {
+            entry.handle.resume().await?;
+            entry.touch(Use::Files);
+            self.engine
+                .record(entry.owner.as_deref(), || Decision::SandboxResumed {
+                    sandbox: entry.id.clone(),
+                });
+        }
+        Ok(entry.info())
+    }
+
+    /// Any use of a paused sandbox resumes it first (executions and contexts are thawed by
+    /// their backend on the way; files are resumed here, so the state the API shows is true).
+    pub(crate) async fn resume_for_use(&self, entry: &Entry) -> Result<(), EngineError> {
+        if entry.usage.lock().expect("not poisoned").paused {
+            entry.handle.resume().await?;
+        }
+        Ok(())
+    }
+
+    async fn pause_entry(&self, entry: &Entry) -> Result<(), EngineError> {
+        let uses_before = {
+            let usage = entry.usage.lock().expect("not poisoned");
+            if usage.paused {
+                return Ok(());
+            }
+            if usage.running > 0 {
+                return Err(EngineError::SandboxBusy(entry.id.clone()));
+            }
+            usage.uses
+        };
+        entry.handle.pause().await?;
+        {
+            let mut usage = entry.usage.lock().expect("not poisoned");
+            if usage.uses != uses_before || usage.running > 0 {
+                // Used meanwhile: that use thaws it (the backend's turn comes after the pause).
+                return Ok(());
+            }
+            usage.paused = true;
+        }
+        self.engine
+            .record(entry.owner.as_deref(), || Decision::SandboxPaused {
+                sandbox: entry.id.clone(),
+            });
+        Ok(())
+    }
+
+    /// A sandbox left the registry: from here on nobody can use it.
+    fn record_destroyed(&self, entry: &Entry, cause: DestroyCause) {
+        self.engine
+            .record(entry.owner.as_deref(), || Decision::SandboxDestroyed {
+                sandbox: entry.id.clone(),
+                profile: entry.profile.clone(),
+                cause,
+            });
     }
 
     /// Resolves an execution against its sandbox and runs the profile's policies. CPU-bound
@@ -577,8 +705,16 @@ impl Sandboxes {
         bytes: Vec<u8>,
     ) -> Result<(), EngineError> {
         let entry = self.find(owner, id)?;
+        self.resume_for_use(&entry).await?;
         entry.touch(Use::Files);
-        Ok(entry.handle.write_file(path, bytes).await?)
+        let size = bytes.len() as u64;
+        entry.handle.write_file(path, bytes).await?;
+        self.engine.record(owner, || Decision::FileUploaded {
+            sandbox: entry.id.clone(),
+            path: path.as_str().to_owned(),
+            bytes: size,
+        });
+        Ok(())
     }
 
     pub async fn read_file(
@@ -589,8 +725,15 @@ impl Sandboxes {
         max_bytes: u64,
     ) -> Result<Vec<u8>, EngineError> {
         let entry = self.find(owner, id)?;
+        self.resume_for_use(&entry).await?;
         entry.touch(Use::Files);
-        Ok(entry.handle.read_file(path, max_bytes).await?)
+        let bytes = entry.handle.read_file(path, max_bytes).await?;
+        self.engine.record(owner, || Decision::FileDownloaded {
+            sandbox: entry.id.clone(),
+            path: path.as_str().to_owned(),
+            bytes: bytes.len() as u64,
+        });
+        Ok(bytes)
     }
 
     pub async fn list_files(
@@ -600,6 +743,7 @@ impl Sandboxes {
         max_entries: usize,
     ) -> Result<Vec<FileEntry>, EngineError> {
         let entry = self.find(owner, id)?;
+        self.resume_for_use(&entry).await?;
         entry.touch(Use::Files);
         Ok(entry.handle.list_files(max_entries).await?)
     }

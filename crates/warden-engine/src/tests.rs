@@ -262,3 +262,121 @@ async fn a_stream_ends_with_the_result_and_a_dropped_execution_frees_its_slot() 
         "the dropped one never ran"
     );
 }
+
+fn audited(backend: Arc<RecordingBackend>) -> (Engine, Arc<AuditLog>) {
+    let log = Arc::new(AuditLog::new(None, 100));
+    (engine(backend).with_audit(log.clone()), log)
+}
+
+fn events(log: &AuditLog) -> Vec<serde_json::Value> {
+    log.read(Visible::All, 0, 100)
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_execution_is_audited_as_started_then_ended_with_its_code_digest_only() {
+    let (engine, log) = audited(Arc::new(RecordingBackend::default()));
+    let caller = Caller {
+        owner: Some("alice".into()),
+        ..Caller::default()
+    };
+    let code = "print('a secret of the code')";
+    engine
+        .start(&caller, req(code))
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    let events = events(&log);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["event"], "execution_started");
+    assert_eq!(events[1]["event"], "execution_ended");
+    assert_eq!(events[0]["execution"], events[1]["execution"]);
+    assert!(events[0]["execution"].as_str().unwrap().starts_with("ex-"));
+    assert_eq!(events[0]["owner"], "alice");
+    assert_eq!(events[0]["code_sha256"], audit::code_sha256(code));
+    assert_eq!(events[0]["code_bytes"], code.len());
+    assert_eq!(events[1]["reason"], "exited");
+    assert_eq!(events[1]["exit_code"], 0);
+    assert!(!serde_json::to_string(&events).unwrap().contains("secret"));
+}
+
+#[tokio::test]
+async fn a_refusal_after_admission_is_audited_once_and_nothing_runs() {
+    let b = Arc::new(RecordingBackend::default());
+    let (engine, log) = audited(b.clone());
+    let err = engine
+        .start(&Caller::default(), req("import socket"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "policy_violation");
+    let events = events(&log);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["event"], "execution_refused");
+    assert_eq!(events[0]["policy"], "forbidden_imports");
+    assert_eq!(events[0]["module"], "socket");
+    assert_eq!(events[0]["line"], 1);
+    assert!(b.plans.lock().unwrap().is_empty());
+}
+
+/// A backend whose runs never end.
+#[derive(Debug)]
+struct NeverEnds;
+
+#[async_trait::async_trait]
+impl Backend for NeverEnds {
+    fn name(&self) -> &'static str {
+        "never-ends"
+    }
+    fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn exec(&self, _: ExecPlan, _: Option<EventSender>) -> Result<ExecResult, BackendError> {
+        std::future::pending().await
+    }
+    async fn create_sandbox(
+        &self,
+        _spec: crate::SandboxSpec,
+    ) -> Result<std::sync::Arc<dyn crate::BackendSandbox>, BackendError> {
+        Err(BackendError::Refused("sandboxes: not in this fake".into()))
+    }
+    async fn remove_orphans(&self, _live: &[String]) -> Result<usize, BackendError> {
+        Ok(0)
+    }
+}
+
+#[tokio::test]
+async fn a_run_whose_future_is_dropped_is_audited_as_cancelled() {
+    let log = Arc::new(AuditLog::new(None, 100));
+    let engine = Engine::new(Arc::new(Settings::builtin()))
+        .with_backend(BackendKind::Jail, Arc::new(NeverEnds))
+        .with_audit(log.clone());
+    let execution = engine
+        .start(&Caller::default(), req("print(1)"))
+        .await
+        .unwrap();
+    // Polled once (started, then waiting on the backend), then dropped before its end.
+    let mut run = Box::pin(execution.finish());
+    let waker = std::task::Waker::noop();
+    assert!(
+        run.as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_pending()
+    );
+    assert_eq!(events(&log).len(), 1);
+    drop(run);
+    let events = events(&log);
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| e["event"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["execution_started", "execution_ended"],
+        "{events:?}"
+    );
+    assert_eq!(events[1]["error"], "cancelled");
+    assert_eq!(events[0]["execution"], events[1]["execution"]);
+}

@@ -68,6 +68,10 @@ pub enum Hierarchy {
         memory: Option<PathBuf>,
         pids: Option<PathBuf>,
         cpu: Option<PathBuf>,
+        /// Not a limit: pausing a sandbox freezes its runs here. Without it, runs work and a
+        /// pause is refused.
+        #[serde(default)]
+        freezer: Option<PathBuf>,
     },
     /// v2: the helper's own cgroup folder in the unified hierarchy, with the controllers it
     /// may enable for children.
@@ -107,7 +111,7 @@ impl Hierarchy {
             match fstype {
                 "cgroup" => {
                     for opt in options.split(',') {
-                        if matches!(opt, "memory" | "pids" | "cpu") {
+                        if matches!(opt, "memory" | "pids" | "cpu" | "freezer") {
                             v1.push((opt.to_owned(), PathBuf::from(mount_point)));
                         }
                     }
@@ -141,6 +145,7 @@ impl Hierarchy {
                 memory: v1_path("memory"),
                 pids: v1_path("pids"),
                 cpu: v1_path("cpu"),
+                freezer: v1_path("freezer"),
             };
         }
         let base = v2_mount
@@ -156,9 +161,19 @@ impl Hierarchy {
     /// A short description for `warden doctor`.
     pub fn describe(&self) -> String {
         match self {
-            Hierarchy::V1 { memory, pids, cpu } => {
+            Hierarchy::V1 {
+                memory,
+                pids,
+                cpu,
+                freezer,
+            } => {
                 let mut have = Vec::new();
-                for (name, p) in [("memory", memory), ("pids", pids), ("cpu", cpu)] {
+                for (name, p) in [
+                    ("memory", memory),
+                    ("pids", pids),
+                    ("cpu", cpu),
+                    ("freezer", freezer),
+                ] {
                     if p.is_some() {
                         have.push(name);
                     }
@@ -178,13 +193,13 @@ impl Hierarchy {
     /// Which of memory, pids, cpu this hierarchy can limit.
     pub fn controllers(&self) -> Vec<&'static str> {
         match self {
-            Hierarchy::V1 { memory, pids, cpu } => {
-                [("memory", memory), ("pids", pids), ("cpu", cpu)]
-                    .into_iter()
-                    .filter(|(_, p)| p.is_some())
-                    .map(|(n, _)| n)
-                    .collect()
-            }
+            Hierarchy::V1 {
+                memory, pids, cpu, ..
+            } => [("memory", memory), ("pids", pids), ("cpu", cpu)]
+                .into_iter()
+                .filter(|(_, p)| p.is_some())
+                .map(|(n, _)| n)
+                .collect(),
             Hierarchy::V2 { controllers, .. } => ["memory", "pids", "cpu"]
                 .into_iter()
                 .filter(|c| controllers.iter().any(|have| have == c))
@@ -196,7 +211,12 @@ impl Hierarchy {
     /// behind on error.
     pub fn create(&self, name: &str) -> Result<Box<dyn Cgroup>, CgroupError> {
         match self {
-            Hierarchy::V1 { memory, pids, cpu } => {
+            Hierarchy::V1 {
+                memory,
+                pids,
+                cpu,
+                freezer,
+            } => {
                 let need = |p: &Option<PathBuf>, controller, limit| {
                     p.clone()
                         .map(|p| p.join(PARENT).join(name))
@@ -206,9 +226,13 @@ impl Hierarchy {
                     memory: need(memory, "memory", "memory")?,
                     pids: need(pids, "pids", "process")?,
                     cpu: need(cpu, "cpu", "cpu")?,
+                    freezer: freezer.as_ref().map(|p| p.join(PARENT).join(name)),
                     _owned: Vec::new(),
                 };
-                for dir in [cg.memory.clone(), cg.pids.clone(), cg.cpu.clone()] {
+                for dir in [cg.memory.clone(), cg.pids.clone(), cg.cpu.clone()]
+                    .into_iter()
+                    .chain(cg.freezer.clone())
+                {
                     match create_owned(&dir) {
                         Ok(lock) => cg._owned.push(lock),
                         Err(e) => {
@@ -298,6 +322,76 @@ impl Hierarchy {
         found
     }
 
+    /// Freezes (`frozen`) or thaws every run of helper `helper_pid` — the processes stop where
+    /// they are, unaware, and keep their memory — and waits until the kernel says it is done.
+    /// Returns how many runs were changed. A frozen process cannot die: thaw before killing.
+    pub fn freeze_runs_of(&self, helper_pid: u32, frozen: bool) -> Result<usize, CgroupError> {
+        let prefix = format!("run-{helper_pid}-");
+        let (parent, file, value, done): (PathBuf, &str, &str, fn(&str) -> bool) = match self {
+            Hierarchy::V1 { freezer: None, .. } => {
+                return Err(CgroupError::ControllerMissing {
+                    controller: "freezer",
+                    limit: "pause",
+                });
+            }
+            Hierarchy::V1 {
+                freezer: Some(f), ..
+            } => (
+                f.join(PARENT),
+                "freezer.state",
+                if frozen { "FROZEN" } else { "THAWED" },
+                if frozen {
+                    |state| state.trim() == "FROZEN"
+                } else {
+                    |state| state.trim() == "THAWED"
+                },
+            ),
+            Hierarchy::V2 { base, .. } => (
+                base.join(PARENT),
+                "cgroup.freeze",
+                if frozen { "1" } else { "0" },
+                |_| true,
+            ),
+        };
+        let mut changed = 0;
+        for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
+            if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            let leaf = entry.path();
+            write(&leaf.join(file), value)?;
+            // v1 passes through FREEZING while it catches every task; v2 says so in
+            // cgroup.events.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let settled = match self {
+                    Hierarchy::V1 { .. } => {
+                        done(&fs::read_to_string(leaf.join(file)).unwrap_or_default())
+                    }
+                    Hierarchy::V2 { .. } => {
+                        counter(&leaf.join("cgroup.events"), "frozen") == u64::from(frozen)
+                    }
+                };
+                if settled {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(CgroupError::Write {
+                        path: leaf.join(file),
+                        value: value.into(),
+                        source: io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the kernel did not settle in 10 s",
+                        ),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            changed += 1;
+        }
+        Ok(changed)
+    }
+
     pub fn kill_runs_of(&self, helper_pid: u32) -> usize {
         let prefix = format!("run-{helper_pid}-");
         let mut killed = 0;
@@ -320,7 +414,12 @@ impl Hierarchy {
     /// The folders of Warden's parent cgroup, to find leftovers.
     pub fn parents(&self) -> Vec<PathBuf> {
         match self {
-            Hierarchy::V1 { memory, pids, cpu } => [memory, pids, cpu]
+            Hierarchy::V1 {
+                memory,
+                pids,
+                cpu,
+                freezer,
+            } => [memory, pids, cpu, freezer]
                 .into_iter()
                 .flatten()
                 .map(|p| p.join(PARENT))
@@ -499,6 +598,7 @@ struct V1Cgroup {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
+    freezer: Option<PathBuf>,
     /// The ownership locks of the leaves (see [`Hierarchy::remove_stale`]).
     _owned: Vec<std::os::fd::OwnedFd>,
 }
@@ -525,7 +625,10 @@ impl Cgroup for V1Cgroup {
     }
 
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
-        for dir in [&self.memory, &self.pids, &self.cpu] {
+        for dir in [&self.memory, &self.pids, &self.cpu]
+            .into_iter()
+            .chain(self.freezer.as_ref())
+        {
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
@@ -545,7 +648,10 @@ impl Cgroup for V1Cgroup {
 
     fn remove(&self) -> Result<(), CgroupError> {
         let mut first_error = None;
-        for dir in [&self.memory, &self.pids, &self.cpu] {
+        for dir in [&self.memory, &self.pids, &self.cpu]
+            .into_iter()
+            .chain(self.freezer.as_ref())
+        {
             if let Err(e) = rmdir_retrying(dir) {
                 first_error.get_or_insert(e);
             }
@@ -613,9 +719,10 @@ mod tests {
 31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 34 30 0:30 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
 37 30 0:33 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+38 30 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
 39 30 0:35 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 ";
-    const OWN_V1: &str = "8:pids:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/\n";
+    const OWN_V1: &str = "8:pids:/\n4:memory:/process_api/abc\n1:cpu:/\n2:freezer:/\n0::/\n";
 
     #[test]
     fn v1_is_preferred_and_nested_under_the_own_cgroup() {
@@ -626,6 +733,7 @@ mod tests {
                 memory: Some("/sys/fs/cgroup/memory/process_api/abc".into()),
                 pids: Some("/sys/fs/cgroup/pids".into()),
                 cpu: Some("/sys/fs/cgroup/cpu".into()),
+                freezer: Some("/sys/fs/cgroup/freezer".into()),
             }
         );
         assert_eq!(h.controllers(), ["memory", "pids", "cpu"]);
@@ -638,6 +746,7 @@ mod tests {
             memory: Some(tmp.path().join("memory")),
             pids: Some(tmp.path().join("pids")),
             cpu: Some(tmp.path().join("cpu")),
+            freezer: None,
         };
         // A live sandbox holds its leaves' locks; a dead helper's leaves are unlocked. Pids
         // play no part: a helper in another pid namespace has a number that means nothing here.
@@ -694,6 +803,7 @@ mod tests {
             memory: Some(tmp.path().join("memory")),
             pids: Some(tmp.path().join("pids")),
             cpu: Some(tmp.path().join("cpu")),
+            freezer: Some(tmp.path().join("freezer")),
         };
         let plan = CgroupPlan {
             memory_bytes: 64 << 20,
@@ -716,5 +826,50 @@ mod tests {
         cg.remove().unwrap();
         assert!(!tmp.path().join("memory/warden/sb1").exists());
         assert!(!tmp.path().join("cpu/warden/sb1").exists());
+        assert!(!tmp.path().join("freezer/warden/sb1").exists());
+    }
+
+    #[test]
+    fn freezing_writes_the_state_of_each_run_of_the_helper_and_waits_for_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+            freezer: Some(tmp.path().join("freezer")),
+        };
+        let _mine = h.create("run-7-a").unwrap();
+        let _other = h.create("run-8-a").unwrap();
+        // A plain folder: the state reads back as written (the kernel's passes through
+        // FREEZING first).
+        assert_eq!(h.freeze_runs_of(7, true).unwrap(), 1);
+        let state = |run: &str| {
+            fs::read_to_string(
+                tmp.path()
+                    .join(format!("freezer/warden/{run}/freezer.state")),
+            )
+            .unwrap()
+        };
+        assert_eq!(state("run-7-a"), "FROZEN");
+        assert!(
+            !tmp.path()
+                .join("freezer/warden/run-8-a/freezer.state")
+                .exists()
+        );
+        assert_eq!(h.freeze_runs_of(7, false).unwrap(), 1);
+        assert_eq!(state("run-7-a"), "THAWED");
+        let without = Hierarchy::V1 {
+            memory: None,
+            pids: None,
+            cpu: None,
+            freezer: None,
+        };
+        assert!(matches!(
+            without.freeze_runs_of(7, true),
+            Err(CgroupError::ControllerMissing {
+                controller: "freezer",
+                ..
+            })
+        ));
     }
 }

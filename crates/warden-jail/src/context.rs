@@ -246,6 +246,11 @@ impl JailContext {
         true
     }
 
+    /// The helper's pid (its runs' cgroups are named after it), while it runs.
+    pub fn helper_pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Kills the helper at once (its sandbox dies with it; the cgroup is left for
     /// `remove_stale`).
     pub async fn kill(mut self) {

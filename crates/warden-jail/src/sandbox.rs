@@ -6,7 +6,10 @@
 //! destroy kills a running execution through its cgroup so that its helper still tears down,
 //! then drops the workspace (the tmpfs goes with the last descriptor); a networked sandbox
 //! gives every run and every context its own link and firewall with the same rules; a context
-//! whose interpreter died is replaced before the next cell, and the result says so.
+//! whose interpreter died is replaced before the next cell, and the result says so. A paused
+//! sandbox has every context's run frozen (the cgroup freezer) and no execution running;
+//! whatever next takes a turn (an execution, a cell, a context's start or restart) or ends
+//! a context thaws it first, since a frozen process can neither run nor die.
 
 use crate::cgroup::Hierarchy;
 use crate::client::{blocking, exec_helper};
@@ -54,6 +57,8 @@ pub struct JailSandbox {
     destroyed: tokio::sync::watch::Sender<bool>,
     /// The contexts, by id: each its own helper and sandbox (see [`crate::context`]).
     contexts: std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ContextSlot>>>>,
+    /// Whether the contexts' runs are frozen (see the module docs).
+    paused: std::sync::atomic::AtomicBool,
 }
 
 /// A context: what it was created with, and its running interpreter (`None` between a failed
@@ -85,7 +90,71 @@ impl JailSandbox {
             one_at_a_time: tokio::sync::Mutex::new(()),
             destroyed: tokio::sync::watch::Sender::new(false),
             contexts: std::sync::Mutex::new(BTreeMap::new()),
+            paused: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Takes the sandbox's turn (one execution, cell or context change at a time), thawing it
+    /// first if it was paused.
+    async fn turn(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, BackendError> {
+        let turn = self.one_at_a_time.lock().await;
+        self.thaw_if_paused().await?;
+        Ok(turn)
+    }
+
+    async fn thaw_if_paused(&self) -> Result<(), BackendError> {
+        if self.paused.load(std::sync::atomic::Ordering::Acquire) {
+            self.set_frozen(false).await?;
+        }
+        Ok(())
+    }
+
+    /// Freezes or thaws the runs of every live context. The caller holds the turn.
+    async fn set_frozen(&self, frozen: bool) -> Result<(), BackendError> {
+        let slots: Vec<_> = self
+            .contexts
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect();
+        let mut helpers = Vec::new();
+        for slot in slots {
+            if let Some(pid) = slot
+                .lock()
+                .await
+                .live
+                .as_ref()
+                .and_then(JailContext::helper_pid)
+            {
+                helpers.push(pid);
+            }
+        }
+        blocking(move || {
+            let h = Hierarchy::detect()
+                .map_err(|e| BackendError::Internal(format!("cannot read cgroup layout: {e}")))?;
+            for (i, pid) in helpers.iter().enumerate() {
+                if let Err(e) = h.freeze_runs_of(*pid, frozen) {
+                    // A pause that failed part-way leaves nothing frozen.
+                    if frozen {
+                        for done in &helpers[..=i] {
+                            let _ = h.freeze_runs_of(*done, false);
+                        }
+                    }
+                    return Err(match e {
+                        crate::cgroup::CgroupError::ControllerMissing { .. } => {
+                            BackendError::Refused(format!("cannot pause: {e}"))
+                        }
+                        e => BackendError::Internal(e.to_string()),
+                    });
+                }
+            }
+            Ok(())
+        })
+        .await?;
+        self.paused
+            .store(frozen, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     fn workspace(&self) -> Result<Arc<Workspace>, BackendError> {
@@ -226,7 +295,7 @@ impl BackendSandbox for JailSandbox {
         plan: ExecPlan,
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turn().await?;
         let workspace = self.workspace()?;
         let b = &self.backend;
         let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
@@ -302,6 +371,10 @@ impl BackendSandbox for JailSandbox {
         let mut killed = self.one_at_a_time.try_lock().is_err();
         self.destroyed.send_replace(true);
         let _turn = self.one_at_a_time.lock().await;
+        // Frozen processes cannot die.
+        if let Err(e) = self.thaw_if_paused().await {
+            eprintln!("warden: thawing sandbox {} before its end: {e}", self.id);
+        }
         self.workspace.lock().expect("not poisoned").take();
         let contexts = std::mem::take(&mut *self.contexts.lock().expect("not poisoned"));
         for slot in contexts.into_values() {
@@ -317,7 +390,7 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn create_context(&self, spec: ContextSpec) -> Result<(), BackendError> {
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turn().await?;
         if self
             .contexts
             .lock()
@@ -348,7 +421,7 @@ impl BackendSandbox for JailSandbox {
         cell: CellPlan,
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turn().await?;
         let slot = self.context_slot(id)?;
         let mut slot = slot.lock().await;
         let workspace = self.workspace()?;
@@ -420,7 +493,7 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn restart_context(&self, id: &str) -> Result<(), BackendError> {
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turn().await?;
         let slot = self.context_slot(id)?;
         let mut slot = slot.lock().await;
         if let Some(old) = slot.live.take()
@@ -431,6 +504,22 @@ impl BackendSandbox for JailSandbox {
         let live = self.start_context(&slot.spec).await?;
         slot.live = Some(live);
         Ok(())
+    }
+
+    async fn pause(&self) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.try_lock().map_err(|_| {
+            BackendError::Refused(
+                "an execution is running in this sandbox; pause it after the execution ends".into(),
+            )
+        })?;
+        self.workspace()?;
+        self.set_frozen(true).await
+    }
+
+    async fn resume(&self) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        self.workspace()?;
+        self.thaw_if_paused().await
     }
 
     async fn context_alive(&self, id: &str) -> bool {
@@ -454,6 +543,18 @@ impl BackendSandbox for JailSandbox {
         };
         // A running cell holds the slot; destroying waits for it (its timeout bounds that).
         let live = slot.lock().await.live.take();
+        // A frozen interpreter cannot end: thaw its runs (the others stay as they are).
+        if self.paused.load(std::sync::atomic::Ordering::Acquire)
+            && let Some(pid) = live.as_ref().and_then(JailContext::helper_pid)
+        {
+            blocking(move || {
+                if let Ok(h) = Hierarchy::detect() {
+                    let _ = h.freeze_runs_of(pid, false);
+                }
+                Ok(())
+            })
+            .await?;
+        }
         if let Some(live) = live
             && live.close().await
         {

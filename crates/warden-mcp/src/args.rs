@@ -41,7 +41,7 @@ pub struct RunCodeArgs {
     pub timeout_seconds: Option<f64>,
 }
 
-/// `destroy_sandbox` and `list_files`: one sandbox.
+/// `destroy_sandbox`, `pause_sandbox`, `resume_sandbox` and `list_files`: one sandbox.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxArgs {

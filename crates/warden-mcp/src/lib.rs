@@ -4,8 +4,8 @@
 //!
 //! Tools: the source document's `create_sandbox`, `run_code`, `destroy_sandbox`,
 //! `list_sandboxes` (same parameters; `sandbox_name` takes a sandbox's name or id), plus
-//! `execute_code` (one-shot) and `write_file`, `read_file`, `list_files` on a sandbox's
-//! workspace. Their input schemas are generated from the types in [`args`].
+//! `execute_code` (one-shot), `pause_sandbox` and `resume_sandbox`, and `write_file`,
+//! `read_file`, `list_files` on a sandbox's workspace. Their input schemas are generated from the types in [`args`].
 //!
 //! Invariants: a tool is a thin front-end — decode its arguments, one call to the engine's
 //! [`Sandboxes`] (or [`warden_engine::Engine::start`] for one-shot runs), encode the answer;
@@ -210,6 +210,29 @@ impl WardenMcp {
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
+    async fn pause(&self, caller: Caller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
+        let info = self
+            .sandboxes
+            .pause(caller.owner.as_deref(), &a.sandbox_name)
+            .await?;
+        let message = format!(
+            "sandbox {} paused: its processes are frozen, its files and variables kept; the next run_code resumes it",
+            info.id
+        );
+        let structured = json!({ "success": true, "message": message, "sandbox": info });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
+    async fn resume(&self, caller: Caller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
+        let info = self
+            .sandboxes
+            .resume(caller.owner.as_deref(), &a.sandbox_name)
+            .await?;
+        let message = format!("sandbox {} is running", info.id);
+        let structured = json!({ "success": true, "message": message, "sandbox": info });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
     fn list(&self, caller: Caller) -> CallToolResult {
         let sandboxes = self
             .sandboxes
@@ -395,6 +418,44 @@ impl WardenMcp {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         self.answer(self.destroy(self.caller(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Pause a sandbox: its processes stop where they are and use no CPU; its \
+            files and Python variables are kept. The next run_code resumes it. Refused while \
+            code runs in it.",
+        annotations(
+            title = "Pause a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn pause_sandbox(
+        &self,
+        Parameters(a): Parameters<SandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.pause(self.caller(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Resume a paused sandbox (run_code also resumes it).",
+        annotations(
+            title = "Resume a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn resume_sandbox(
+        &self,
+        Parameters(a): Parameters<SandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.resume(self.caller(&ctx), a).await)
     }
 
     #[tool(

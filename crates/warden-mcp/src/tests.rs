@@ -550,7 +550,9 @@ async fn the_tool_list_and_its_schemas() {
             "execute_code",
             "list_files",
             "list_sandboxes",
+            "pause_sandbox",
             "read_file",
+            "resume_sandbox",
             "run_code",
             "write_file"
         ]

@@ -36,6 +36,8 @@ fn is_open(path: &str) -> bool {
 pub struct KeyEntry {
     pub name: String,
     digest: [u8; 32],
+    /// Reads every owner's audit events.
+    admin: bool,
     /// The engine's caller for this key: its name as the owner, its own limits (its execution
     /// slots are shared by every request made with the key).
     caller: warden_engine::Caller,
@@ -58,6 +60,7 @@ impl Keys {
                     Arc::new(KeyEntry {
                         name: k.name.clone(),
                         digest,
+                        admin: k.admin,
                         caller: warden_engine::Caller {
                             owner: Some(k.name.clone()),
                             max_sandboxes: k.max_sandboxes,
@@ -98,6 +101,12 @@ pub struct Caller(pub Option<Arc<KeyEntry>>);
 impl Caller {
     pub fn owner(&self) -> Option<String> {
         self.0.as_ref().map(|k| k.name.clone())
+    }
+
+    /// May read every owner's audit events: an admin key, or anyone when there are no keys
+    /// (the daemon is on loopback then, and everything is ownerless).
+    pub fn is_admin(&self) -> bool {
+        self.0.as_ref().is_none_or(|k| k.admin)
     }
 
     /// The engine's view of this caller (the default one without keys).
@@ -149,6 +158,7 @@ mod tests {
             key_sha256: digest,
             max_sandboxes: None,
             max_concurrent: Some(2),
+            admin: false,
         }]);
         assert_eq!(keys.find("s3cret").unwrap().name, "a");
         assert!(keys.find("s3cret ").is_none());

@@ -57,7 +57,7 @@ impl From<EngineError> for ApiError {
             EngineError::SandboxNotFound(_)
             | EngineError::ContextNotFound(_)
             | EngineError::Backend(BackendError::NotFound(_)) => S::NOT_FOUND,
-            EngineError::NameTaken(_) => S::CONFLICT,
+            EngineError::NameTaken(_) | EngineError::SandboxBusy(_) => S::CONFLICT,
             EngineError::TooManyContexts { .. }
             | EngineError::TooManySandboxes { .. }
             | EngineError::Busy { .. }

@@ -8,6 +8,7 @@
 //! `{"error": {"code", "message"}}` with the engine's code, a fitting status and no 500 for bad
 //! input.
 
+pub mod audit;
 mod auth;
 mod compat;
 pub mod decode;
@@ -88,12 +89,24 @@ pub struct AppState {
     mcp_stop: warden_mcp::CancellationToken,
     /// The E2B drop-in's sessions, tokens and running commands.
     e2b: e2b::E2b,
+    /// The engine's audit log, read by `GET /v1/audit`.
+    audit: Arc<warden_engine::AuditLog>,
 }
 
 impl AppState {
     /// The server over `engine`, which reports every execution to the server's metrics and
-    /// traces (whichever front-end asked: REST, the compatibility routes, `/mcp`).
+    /// traces (whichever front-end asked: REST, the compatibility routes, `/mcp`), and records
+    /// its decisions in its audit log (one kept in memory only, `[server.audit] retained`
+    /// events, when the engine was given none).
     pub fn new(engine: Engine, limits: ServerLimits) -> AppState {
+        let audit = match engine.audit() {
+            Some(log) => log.clone(),
+            None => Arc::new(warden_engine::AuditLog::new(
+                None,
+                engine.settings().server.audit.retained,
+            )),
+        };
+        let engine = engine.with_audit(audit.clone());
         let metrics = Metrics::default();
         let tracer = Tracer::new(&engine.settings().server.otlp);
         let engine = engine.with_observer(Arc::new(observe::Recorder {
@@ -107,6 +120,7 @@ impl AppState {
             keys: Keys::from_settings(&engine.settings().server.api_keys),
             mcp_stop: warden_mcp::CancellationToken::new(),
             e2b: e2b::E2b::default(),
+            audit,
             engine,
             limits,
         }
@@ -148,6 +162,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(playground::page))
         .route("/playground/{file}", get(playground::asset))
         .route("/v1/profiles", get(playground::profiles))
+        .route("/v1/audit", get(audit::read))
         .route("/v1/execute", post(execute))
         .route(
             "/v1/sandboxes",
@@ -158,6 +173,8 @@ pub fn router(state: AppState) -> Router {
             get(sandboxes::get).delete(sandboxes::destroy),
         )
         .route("/v1/sandboxes/{id}/exec", post(sandboxes::exec))
+        .route("/v1/sandboxes/{id}/pause", post(sandboxes::pause))
+        .route("/v1/sandboxes/{id}/resume", post(sandboxes::resume))
         .route(
             "/v1/sandboxes/{id}/contexts",
             post(sandboxes::create_context).get(sandboxes::list_contexts),

@@ -210,6 +210,14 @@ pub const OPERATIONS: &[Operation] = &[
         response: Body::Json(schema::<ProfileList>),
     },
     Operation {
+        method: "get",
+        path: "/v1/audit",
+        summary: "The caller's audit events (`?since=SEQ&limit=N`; an admin key reads every owner's)",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<crate::audit::AuditPage>),
+    },
+    Operation {
         method: "post",
         path: "/v1/execute",
         summary: "Run code once in a fresh sandbox",
@@ -248,6 +256,22 @@ pub const OPERATIONS: &[Operation] = &[
         request: Body::None,
         status: 200,
         response: Body::Json(schema::<Destroyed>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/pause",
+        summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs)",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<SandboxInfo>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/resume",
+        summary: "Resume a paused sandbox",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<SandboxInfo>),
     },
     Operation {
         method: "post",

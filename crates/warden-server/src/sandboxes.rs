@@ -130,6 +130,30 @@ pub async fn get(
     }
 }
 
+/// `POST /v1/sandboxes/{id}/pause`: its processes frozen, its state kept.
+pub async fn pause(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
+    match state.sandboxes.pause(caller.owner().as_deref(), &id).await {
+        Ok(info) => Json(info).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `POST /v1/sandboxes/{id}/resume`.
+pub async fn resume(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
+    match state.sandboxes.resume(caller.owner().as_deref(), &id).await {
+        Ok(info) => Json(info).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
 pub async fn destroy(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

@@ -725,4 +725,14 @@ pub struct SandboxInfo {
     pub executions: u64,
     /// `jail`, `docker` or `kubernetes`.
     pub backend: String,
+    /// `running`, or `paused` (its processes frozen; the next use resumes it).
+    pub state: SandboxState,
+}
+
+/// Whether a sandbox's processes may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxState {
+    Running,
+    Paused,
 }

@@ -31,7 +31,12 @@ pub fn run(config: Option<&PathBuf>, args: &McpArgs) -> anyhow::Result<i32> {
     };
     let max_sandboxes = settings.server.max_sandboxes;
     let admission = admission_of(&settings.server);
-    let engine = engine_with(settings, None, HelperMode::Exec)?.with_admission(admission);
+    // Only a file: stdout carries the protocol.
+    let audit =
+        warden_server::audit::open_log(&settings.server.audit, true).map_err(anyhow::Error::msg)?;
+    let engine = engine_with(settings, None, HelperMode::Exec)?
+        .with_admission(admission)
+        .with_audit(std::sync::Arc::new(audit));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

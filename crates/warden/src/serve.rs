@@ -103,7 +103,11 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
     let state_settings = settings.server.clone();
     raise_descriptor_limit();
     let admission = admission_of(&settings.server);
-    let engine = engine_with(settings, None, HelperMode::Exec)?.with_admission(admission);
+    let audit = warden_server::audit::open_log(&settings.server.audit, false)
+        .map_err(anyhow::Error::msg)?;
+    let engine = engine_with(settings, None, HelperMode::Exec)?
+        .with_admission(admission)
+        .with_audit(std::sync::Arc::new(audit));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

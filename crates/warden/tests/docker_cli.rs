@@ -92,6 +92,20 @@ fn javascript_runs_in_its_own_image() {
 }
 
 #[test]
+fn the_data_science_image_imports_numpy_pandas_and_matplotlib() {
+    require_docker!();
+    // numpy needs its BLAS, which Debian provides through an alternatives link that no package
+    // lists: the image build must carry it.
+    let (v, status, _) = run(
+        "data_science",
+        "import numpy, pandas, matplotlib\nprint(int(numpy.arange(6).reshape(2, 3).sum()), len(pandas.DataFrame({'a': [1, 2]})))",
+        &[],
+    );
+    assert_eq!(v["stdout"], "15 2\n", "{v}");
+    assert_eq!(status, 0);
+}
+
+#[test]
 fn a_missing_image_is_refused_with_a_clear_error_and_never_pulled() {
     require_docker!();
     let start = Instant::now();

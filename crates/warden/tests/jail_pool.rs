@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use common::http_request as request;
 use std::time::{Duration, Instant};
 
 /// The keys "alice-key" and "bob-key" (the settings hold their SHA-256).
@@ -87,40 +86,6 @@ fn start(toml: &str) -> Daemon {
         server: common::serve_with(&settings),
         _dir: dir,
     }
-}
-
-/// A minimal HTTP/1.1 request with extra header lines; returns the status and the body.
-fn request(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status = raw[9..12].parse().unwrap();
-    let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        let mut out = String::new();
-        let mut rest = rest;
-        loop {
-            let (size, tail) = rest.split_once("\r\n").unwrap();
-            let n = usize::from_str_radix(size.trim(), 16).unwrap();
-            if n == 0 {
-                break out;
-            }
-            out.push_str(&tail[..n]);
-            rest = &tail[n + 2..];
-        }
-    } else {
-        rest.to_owned()
-    };
-    (status, body)
 }
 
 fn json(body: &str) -> serde_json::Value {

@@ -84,7 +84,9 @@ fn check_session(v: &Value) {
             "execute_code",
             "list_files",
             "list_sandboxes",
+            "pause_sandbox",
             "read_file",
+            "resume_sandbox",
             "run_code",
             "write_file"
         ]
@@ -99,6 +101,7 @@ fn check_session(v: &Value) {
     }
     assert_eq!(required(schema("run_code")), ["sandbox_name", "code"]);
     assert_eq!(required(schema("destroy_sandbox")), ["sandbox_name"]);
+    assert_eq!(required(schema("pause_sandbox")), ["sandbox_name"]);
     assert!(required(schema("list_sandboxes")).is_empty());
     assert_eq!(required(schema("execute_code")), ["code"]);
     assert_eq!(
@@ -222,7 +225,12 @@ fn check_session(v: &Value) {
     // Listed while alive, gone after destroy.
     assert_eq!(v["list"]["structured"]["count"], 1);
     assert_eq!(v["list"]["structured"]["sandboxes"][0]["id"], id);
-    assert_eq!(v["list"]["structured"]["sandboxes"][0]["executions"], 5);
+    // Paused, then resumed by the next run with its files.
+    assert!(!is_error(v, "pause"), "{}", v["pause"]);
+    assert_eq!(v["pause"]["structured"]["sandbox"]["state"], "paused");
+    assert_eq!(text(v, "run_after_pause"), "STDOUT:\nfrom the first run");
+    assert_eq!(v["list"]["structured"]["sandboxes"][0]["state"], "running");
+    assert_eq!(v["list"]["structured"]["sandboxes"][0]["executions"], 6);
     assert_eq!(text(v, "destroy"), format!("sandbox {id} destroyed"));
     assert_eq!(v["destroy"]["structured"]["success"], true);
     assert!(is_error(v, "run_gone"));
@@ -296,13 +304,14 @@ fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
         check_version(&v, mode);
         check_session(&v);
     }
-    // MCP's executions and refusals are in /metrics: six runs and one policy violation a session.
+    // MCP's executions and refusals are in /metrics: seven runs and one policy violation a
+    // session.
     let metrics = get(&server.addr, "/metrics");
     for line in [
-        r#"warden_executions_total{profile="test",language="python",outcome="exited"} 12"#,
+        r#"warden_executions_total{profile="test",language="python",outcome="exited"} 14"#,
         r#"warden_executions_total{profile="strict",language="python",outcome="policy_violation"} 2"#,
         r#"warden_policy_violations_total{policy="forbidden_imports"} 2"#,
-        "warden_execution_duration_seconds_count 12",
+        "warden_execution_duration_seconds_count 14",
         "warden_sandboxes_live 0",
     ] {
         assert!(

@@ -256,6 +256,18 @@ def get_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
     )
 
 
+def pause_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
+    return Call(
+        "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/pause", parse=model_parser(SandboxInfo)
+    )
+
+
+def resume_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
+    return Call(
+        "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/resume", parse=model_parser(SandboxInfo)
+    )
+
+
 def destroy_sandbox(sandbox_id: str) -> Call[Destroyed]:
     return Call(
         "DELETE", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}", parse=model_parser(Destroyed)

@@ -243,6 +243,16 @@ class AsyncWardenClient:
         """The live sandboxes, optionally only those with all the given labels."""
         return await self._call(_ops.list_sandboxes(labels))
 
+    async def pause_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Pauses a sandbox (``POST /v1/sandboxes/{id}/pause``): its processes stop where they
+        are, its files and contexts' variables are kept; its next use resumes it. 409
+        (``sandbox_busy``) while an execution runs in it."""
+        return await self._call(_ops.pause_sandbox(sandbox_id))
+
+    async def resume_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``)."""
+        return await self._call(_ops.resume_sandbox(sandbox_id))
+
     async def destroy_sandbox(self, sandbox_id: str) -> None:
         """Destroys a sandbox (``DELETE /v1/sandboxes/{id}``)."""
         await self._call(_ops.destroy_sandbox(sandbox_id))
@@ -379,6 +389,16 @@ class AsyncSandbox:
     async def files(self) -> List[FileEntry]:
         """The workspace's files."""
         return await self.client.list_files(self.id)
+
+    async def pause(self) -> SandboxInfo:
+        """Pauses the sandbox (see ``pause_sandbox``)."""
+        self.info = await self.client.pause_sandbox(self.id)
+        return self.info
+
+    async def resume(self) -> SandboxInfo:
+        """Resumes the sandbox (see ``resume_sandbox``)."""
+        self.info = await self.client.resume_sandbox(self.id)
+        return self.info
 
     async def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current description."""

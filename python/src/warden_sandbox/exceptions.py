@@ -114,7 +114,7 @@ class SandboxGoneError(NotFoundError):
 
 
 class ConflictError(WardenAPIError):
-    """The name is taken by a live sandbox (HTTP 409)."""
+    """The name is taken by a live sandbox, or a pause came while an execution runs (HTTP 409)."""
 
 
 class RateLimitedError(WardenAPIError):
@@ -168,6 +168,7 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "not_found": NotFoundError,
     "sandbox_not_found": NotFoundError,
     "name_taken": ConflictError,
+    "sandbox_busy": ConflictError,
     "too_many_sandboxes": RateLimitedError,
     "context_not_found": NotFoundError,
     "too_many_contexts": RateLimitedError,

@@ -289,6 +289,15 @@ class SandboxInfo(_Wire):
     executions: int
     backend: str
     """``jail``, ``docker`` or ``kubernetes``."""
+    state: "SandboxState" = Field(default_factory=lambda: SandboxState.RUNNING)
+    """``running``, or ``paused`` (its processes frozen; its next use resumes it)."""
+
+
+class SandboxState(str, Enum):
+    """Whether a sandbox's processes may run."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
 
 
 class SandboxList(_Wire):

@@ -234,6 +234,16 @@ class WardenClient:
         """The live sandboxes, optionally only those with all the given labels."""
         return self._call(_ops.list_sandboxes(labels))
 
+    def pause_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Pauses a sandbox (``POST /v1/sandboxes/{id}/pause``): its processes stop where they
+        are, its files and contexts' variables are kept; its next use resumes it. 409
+        (``sandbox_busy``) while an execution runs in it."""
+        return self._call(_ops.pause_sandbox(sandbox_id))
+
+    def resume_sandbox(self, sandbox_id: str) -> SandboxInfo:
+        """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``)."""
+        return self._call(_ops.resume_sandbox(sandbox_id))
+
     def destroy_sandbox(self, sandbox_id: str) -> None:
         """Destroys a sandbox (``DELETE /v1/sandboxes/{id}``)."""
         self._call(_ops.destroy_sandbox(sandbox_id))
@@ -367,6 +377,16 @@ class Sandbox:
     def files(self) -> List[FileEntry]:
         """The workspace's files."""
         return self.client.list_files(self.id)
+
+    def pause(self) -> SandboxInfo:
+        """Pauses the sandbox (see ``pause_sandbox``)."""
+        self.info = self.client.pause_sandbox(self.id)
+        return self.info
+
+    def resume(self) -> SandboxInfo:
+        """Resumes the sandbox (see ``resume_sandbox``)."""
+        self.info = self.client.resume_sandbox(self.id)
+        return self.info
 
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current description."""

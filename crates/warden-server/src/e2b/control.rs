@@ -3,8 +3,9 @@
 //!
 //! Invariants: a template names a profile, and E2B's default templates (`base`,
 //! `code-interpreter-v1`, …) the default profile; a sandbox's `timeout` is its whole lifetime
-//! from now, within its profile's maximum; what Warden cannot do (pause, snapshots, fork,
-//! network settings, volumes, metrics, logs) is answered 501 `{"code", "message"}` naming it,
+//! from now, within its profile's maximum; `pause` is Warden's pause (the sandbox's processes
+//! frozen, its files and contexts kept) and `connect` (or `resume`) resumes it; what Warden
+//! cannot do (snapshots, fork, network settings, volumes, metrics, logs) is answered 501 `{"code", "message"}` naming it,
 //! which the SDKs raise as a `SandboxException`; every error is `{"code": <status>,
 //! "message"}`, a 429 with `Retry-After`.
 
@@ -38,6 +39,8 @@ pub(super) fn router(state: AppState) -> Router {
         .route("/sandboxes/{id}/timeout", post(set_timeout))
         .route("/sandboxes/{id}/connect", post(connect))
         .route("/v2/sandboxes/{id}/connect", post(connect))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/resume", post(connect))
         .fallback(unsupported)
         .method_not_allowed_fallback(unsupported)
         .with_state(state)
@@ -54,7 +57,7 @@ fn from_api(e: ApiError) -> StatusError {
 /// What Warden does not do, by path.
 async fn unsupported(req: Request) -> Response {
     let path = req.uri().path();
-    let what = ["pause", "resume", "snapshots", "fork", "network", "metrics", "logs", "refreshes"]
+    let what = ["snapshots", "fork", "network", "metrics", "logs", "refreshes"]
         .into_iter()
         .find(|w| path.ends_with(&format!("/{w}")))
         .map(|w| format!("{w} is not supported by Warden"))
@@ -295,7 +298,10 @@ fn detail_json(e2b: &E2b, info: &SandboxInfo, with_token: bool) -> Value {
         "cpuCount": info.limits.cpus.ceil().max(1.0) as u64,
         "memoryMB": info.limits.memory_mb,
         "diskSizeMB": info.limits.workspace_mb,
-        "state": "running",
+        "state": match info.state {
+            warden_types::SandboxState::Running => "running",
+            warden_types::SandboxState::Paused => "paused",
+        },
         "metadata": metadata_of(info),
     });
     if with_token {
@@ -364,7 +370,39 @@ async fn set_timeout(
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// `connect`: a running sandbox of the caller's, its timeout renewed when one is given.
+/// `pause`: Warden's pause (204; 409 when it is paused already, which the SDKs read as
+/// `False`).
+async fn pause(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let result = async {
+        let caller = caller(&state, &headers)?;
+        let owner = caller.owner();
+        let info = state
+            .sandboxes
+            .get(owner.as_deref(), &id)
+            .map_err(|e| from_api(api_error(e)))?;
+        if info.state == warden_types::SandboxState::Paused {
+            return Err(error(
+                StatusCode::CONFLICT,
+                format!("sandbox {id} is already paused"),
+            ));
+        }
+        state
+            .sandboxes
+            .pause(owner.as_deref(), &id)
+            .await
+            .map_err(|e| from_api(api_error(e)))?;
+        Ok::<_, StatusError>(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `connect` (and the older `resume`): a sandbox of the caller's, resumed if it was paused, its
+/// timeout renewed when one is given.
 async fn connect(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -375,6 +413,12 @@ async fn connect(
         let caller = caller(&state, &headers)?;
         let body = object(&body)?;
         let owner = caller.owner();
+        // A paused sandbox runs again (E2B's connect resumes).
+        state
+            .sandboxes
+            .resume(owner.as_deref(), &id)
+            .await
+            .map_err(|e| from_api(api_error(e)))?;
         let info = match timeout_field(&body)? {
             Some(t) => state
                 .sandboxes
@@ -408,7 +452,7 @@ async fn list(
         let mut metadata = BTreeMap::new();
         let mut limit = DEFAULT_PAGE;
         let mut skip = 0usize;
-        let mut only_paused = false;
+        let mut states: Option<Vec<String>> = None;
         for (k, v) in &query {
             match k.as_str() {
                 "metadata" | "query" => {
@@ -432,17 +476,23 @@ async fn list(
                         )
                     })?;
                 }
-                "state" => only_paused = !v.split(',').any(|s| s == "running"),
-                // Order, time and template filters: every sandbox here is running and listed
-                // oldest first.
+                "state" => states = Some(v.split(',').map(str::to_owned).collect()),
+                // Order, time and template filters: listed oldest first.
                 _ => {}
             }
         }
-        let all: Vec<SandboxInfo> = if only_paused {
-            Vec::new()
-        } else {
-            state.sandboxes.list(caller.owner().as_deref(), &metadata)
-        };
+        let all: Vec<SandboxInfo> = state
+            .sandboxes
+            .list(caller.owner().as_deref(), &metadata)
+            .into_iter()
+            .filter(|i| {
+                let name = match i.state {
+                    warden_types::SandboxState::Running => "running",
+                    warden_types::SandboxState::Paused => "paused",
+                };
+                states.as_ref().is_none_or(|s| s.iter().any(|x| x == name))
+            })
+            .collect();
         let page: Vec<Value> = all
             .iter()
             .skip(skip)

@@ -206,7 +206,7 @@ async fn control_plane_errors_are_e2b_shaped() {
         );
     }
     for path in [
-        "/sandboxes/x/pause",
+        "/sandboxes/x/fork",
         "/sandboxes/x/snapshots",
         "/v2/sandboxes/x/logs",
     ] {

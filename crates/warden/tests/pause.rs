@@ -1,0 +1,247 @@
+//! Pause and resume through the real daemon: a paused sandbox's processes stop where they are
+//! (a ticking thread in a context leaves a gap as long as the pause) and keep their state; the
+//! next use resumes it; a pause is refused while an execution runs; an idle sandbox of a
+//! profile with `on_idle = "pause"` is paused, not destroyed; a paused sandbox is destroyed
+//! with nothing left. On the jail (the cgroup freezer) and on docker (the container's pause).
+
+mod common;
+
+use common::http_request;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const SETTINGS: &str = r#"
+[sandbox]
+default_profile = "ctx"
+
+[sandbox.profiles.ctx]
+timeout_seconds = 20
+max_memory_mb = 160
+enabled_policies = []
+
+[sandbox.profiles.napper]
+timeout_seconds = 20
+max_memory_mb = 160
+enabled_policies = []
+idle_ttl_seconds = 1
+on_idle = "pause"
+
+[sandbox.profiles.docker]
+backend = "docker"
+timeout_seconds = 20
+max_memory_mb = 160
+enabled_policies = []
+  [sandbox.profiles.docker.runtime]
+  image = "warden-python:3.11"
+"#;
+
+fn call(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let (status, body) = http_request(addr, method, path, "", body);
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+fn start() -> (common::Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(&settings, SETTINGS).unwrap();
+    (common::serve_with(&settings), dir)
+}
+
+fn create(addr: &str, profile: &str) -> String {
+    let (status, v) = call(
+        addr,
+        "POST",
+        "/v1/sandboxes",
+        &format!(r#"{{"profile": "{profile}"}}"#),
+    );
+    assert_eq!(status, 201, "{v}");
+    v["id"].as_str().unwrap().to_owned()
+}
+
+fn cell(addr: &str, id: &str, code: &str) -> Value {
+    let body = serde_json::json!({ "code": code, "context": "default" }).to_string();
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!(status, 200, "{v}");
+    v
+}
+
+/// A thread that notes the time every 10 ms, and a variable.
+const TICKER: &str = "import threading, time\nticks = []\ndef tick():\n    while True:\n        ticks.append(time.monotonic())\n        time.sleep(0.01)\nthreading.Thread(target=tick, daemon=True).start()\nkept = 42\ntime.sleep(0.2)\nprint(len(ticks) > 5)";
+
+/// The longest gap between two ticks, in seconds, and the variable.
+const LONGEST_GAP: &str =
+    "gaps = [b - a for a, b in zip(ticks, ticks[1:])]\nprint(round(max(gaps), 2), kept)";
+
+fn state(addr: &str, id: &str) -> String {
+    let (status, v) = call(addr, "GET", &format!("/v1/sandboxes/{id}"), "");
+    assert_eq!(status, 200, "{v}");
+    v["state"].as_str().unwrap().to_owned()
+}
+
+fn paused_processes_stop_and_keep_their_state(profile: &str) {
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let id = create(addr, profile);
+    assert_eq!(cell(addr, &id, TICKER)["stdout"], "True\n");
+    assert_eq!(state(addr, &id), "running");
+
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "paused");
+    // Pausing twice is no error.
+    let (status, _) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200);
+    assert_eq!(state(addr, &id), "paused");
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/resume"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "running");
+    let out = cell(addr, &id, LONGEST_GAP);
+    let stdout = out["stdout"].as_str().unwrap();
+    let (gap, kept) = stdout.trim().split_once(' ').unwrap();
+    let gap: f64 = gap.parse().unwrap();
+    // Frozen for the pause: no tick for about 2 s (never less than 1.5 whatever the load); a
+    // ticker that ran on would show gaps of about 10 ms.
+    assert!(
+        gap >= 1.5,
+        "the ticker was not stopped: longest gap {gap} s"
+    );
+    assert_eq!(kept, "42", "{out}");
+
+    // A use resumes: pause, then a cell runs at once and finds its state.
+    let (status, _) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200);
+    assert_eq!(cell(addr, &id, "print(kept + 1)")["stdout"], "43\n");
+    assert_eq!(state(addr, &id), "running");
+
+    // Refused while an execution runs.
+    let runner = {
+        let addr = addr.to_owned();
+        let id = id.clone();
+        std::thread::spawn(move || {
+            let body = serde_json::json!({ "code": "import time\ntime.sleep(3)\nprint('done')" })
+                .to_string();
+            call(&addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+        if status == 409 {
+            break v;
+        }
+        // Before the execution started: undo and try again.
+        assert_eq!(status, 200, "{v}");
+        call(addr, "POST", &format!("/v1/sandboxes/{id}/resume"), "");
+        assert!(Instant::now() < deadline, "never refused while running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(refused["error"]["code"], "sandbox_busy", "{refused}");
+    let (status, v) = runner.join().unwrap();
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["stdout"], "done\n");
+
+    // A paused sandbox is destroyed with its processes.
+    let (status, _) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200);
+    let (status, v) = call(addr, "DELETE", &format!("/v1/sandboxes/{id}"), "");
+    assert_eq!(status, 200, "{v}");
+    let (status, _) = call(addr, "GET", &format!("/v1/sandboxes/{id}"), "");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn a_paused_jail_sandbox_stops_keeps_its_state_and_resumes() {
+    require_root!();
+    paused_processes_stop_and_keep_their_state("ctx");
+    // Nothing of the daemon's sandboxes is left frozen or alive in the freezer hierarchy.
+    let leftovers: Vec<_> = std::fs::read_dir("/sys/fs/cgroup/freezer/warden")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("freezer.state"))
+                .is_ok_and(|s| s.trim() != "THAWED")
+        })
+        .map(|e| e.path())
+        .collect();
+    assert!(leftovers.is_empty(), "frozen cgroups left: {leftovers:?}");
+}
+
+/// The container's `State.Paused`, or `None` once it is gone.
+fn container_paused(id: &str) -> Option<bool> {
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=dev.warden.sandbox={id}"),
+        ])
+        .output()
+        .unwrap();
+    let container = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if container.is_empty() {
+        return None;
+    }
+    let out = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Paused}}", &container])
+        .output()
+        .unwrap();
+    Some(String::from_utf8_lossy(&out.stdout).trim() == "true")
+}
+
+/// Docker sandboxes have no contexts: what runs between executions is the container's own
+/// process, which `docker pause` freezes; files stay and the next execution unpauses it.
+#[test]
+fn a_paused_docker_sandbox_is_a_paused_container_until_its_next_use() {
+    require_docker!();
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let id = create(addr, "docker");
+    let body = serde_json::json!({ "code": "open('kept.txt', 'w').write('kept')" }).to_string();
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        container_paused(&id),
+        Some(false),
+        "no container labelled {id}"
+    );
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "paused");
+    assert_eq!(container_paused(&id), Some(true));
+    let body = serde_json::json!({ "code": "print(open('kept.txt').read())" }).to_string();
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["stdout"], "kept\n");
+    assert_eq!(container_paused(&id), Some(false));
+    assert_eq!(state(addr, &id), "running");
+    // Destroyed while paused: no container left.
+    let (status, _) = call(addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200);
+    let (status, v) = call(addr, "DELETE", &format!("/v1/sandboxes/{id}"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(container_paused(&id), None);
+}
+
+#[test]
+fn an_idle_sandbox_of_an_on_idle_pause_profile_is_paused_not_destroyed() {
+    require_root!();
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let id = create(addr, "napper");
+    assert_eq!(cell(addr, &id, "kept = 7\nprint(kept)")["stdout"], "7\n");
+    // The idle TTL is 1 s and the reaper looks every second.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while state(addr, &id) != "paused" {
+        assert!(Instant::now() < deadline, "never paused");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Still there after more idle time, and resumed by its next use with its state.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(state(addr, &id), "paused");
+    assert_eq!(cell(addr, &id, "print(kept * 6)")["stdout"], "42\n");
+}

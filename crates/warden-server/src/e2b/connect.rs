@@ -127,6 +127,8 @@ impl RpcError {
             403 => "permission_denied",
             404 | 410 => "not_found",
             408 => "deadline_exceeded",
+            // A paused-sandbox race or a busy sandbox is worth trying again; a name is taken.
+            409 if e.code == "sandbox_busy" => "unavailable",
             409 => "already_exists",
             413 | 429 => "resource_exhausted",
             503 => "unavailable",
@@ -201,6 +203,7 @@ mod tests {
             (S::GONE, "sandbox_gone", "not_found"),
             (S::SERVICE_UNAVAILABLE, "refused", "unavailable"),
             (S::INTERNAL_SERVER_ERROR, "internal", "internal"),
+            (S::CONFLICT, "sandbox_busy", "unavailable"),
         ] {
             assert_eq!(RpcError::from_api(&e(status, code)).code, want, "{code}");
         }

@@ -410,6 +410,10 @@ pub struct Runtime {
     pub image: Option<String>,
 }
 
+/// The default range of sandboxes' host uids (jail and docker): see [`JailOptions::uid_base`].
+pub const DEFAULT_UID_BASE: u32 = 1_900_000_000;
+pub const DEFAULT_UID_COUNT: u32 = 65_536;
+
 /// `[sandbox.jail]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -421,9 +425,14 @@ pub struct JailOptions {
     /// The uid and gid the program has inside the sandbox. Default: 1000.
     pub sandbox_uid: u32,
     pub sandbox_gid: u32,
-    /// The unprivileged host uid and gid the sandbox user maps to. Default: 65534 (nobody).
-    pub host_uid: u32,
-    pub host_gid: u32,
+    /// Each live sandbox (one-shot, persistent, pooled, a context's) maps its user to a host
+    /// uid (and the gid of the same number) of its own from `[uid_base, uid_base + uid_count)`,
+    /// leased across every Warden process on the host: the kernel counts inotify instances,
+    /// pipe buffers, processes, pending signals and more per user, so a shared uid would let
+    /// one sandbox starve the others. The range must belong to no real user. Default:
+    /// 1900000000 and 65536 (above systemd's container ranges, below 2^31).
+    pub uid_base: u32,
+    pub uid_count: u32,
     /// Mount a controller-less cgroup v1 hierarchy with the kernel's `favordynmods` option
     /// (once per boot, as root) so that moving a sandbox into its cgroup does not wait for an
     /// RCU grace period (~10 ms). Costs the host slightly slower fork/exit. Default: true.
@@ -487,8 +496,8 @@ impl Default for JailOptions {
             .collect(),
             sandbox_uid: 1000,
             sandbox_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
+            uid_base: DEFAULT_UID_BASE,
+            uid_count: DEFAULT_UID_COUNT,
             fast_cgroup_attach: true,
             network: JailNetwork::default(),
         }
@@ -584,8 +593,12 @@ pub struct DockerOptions {
     pub host: String,
     /// Deadline of each call to the engine, seconds. Default: 30.
     pub call_timeout_seconds: f64,
-    /// The `uid:gid` programs run as inside containers; root is refused. Default: "65534:65534".
-    pub user: String,
+    /// Each container runs as a uid (and the gid of the same number) of its own from
+    /// `[uid_base, uid_base + uid_count)`, leased as the jail's are (the same lock files: a
+    /// range shared with the jail never gives a container a jail sandbox's uid). Default: the
+    /// jail's default range.
+    pub uid_base: u32,
+    pub uid_count: u32,
 }
 
 impl Default for DockerOptions {
@@ -593,7 +606,8 @@ impl Default for DockerOptions {
         Self {
             host: "unix:///var/run/docker.sock".into(),
             call_timeout_seconds: 30.0,
-            user: "65534:65534".into(),
+            uid_base: DEFAULT_UID_BASE,
+            uid_count: DEFAULT_UID_COUNT,
         }
     }
 }
@@ -666,18 +680,7 @@ impl KubernetesOptions {
                 ),
             );
         }
-        if self.uid_base == 0 {
-            return bad(
-                "uid_base",
-                "must not be 0: sandboxes never run as root".into(),
-            );
-        }
-        if self.uid_count == 0 || u64::from(self.uid_base) + u64::from(self.uid_count) > 1 << 31 {
-            return bad(
-                "uid_count",
-                "must be at least 1, with uid_base + uid_count at most 2^31".into(),
-            );
-        }
+        validate_uid_range("sandbox.kubernetes", self.uid_base, self.uid_count)?;
         if self.keepalive_command.is_empty() || self.keepalive_command[0].is_empty() {
             return bad("keepalive_command", "must name a program".into());
         }
@@ -691,6 +694,24 @@ impl KubernetesOptions {
         }
         Ok(())
     }
+}
+
+/// A range of sandboxes' host uids: never root, within the uids every tool handles (below
+/// 2^31). Returns the key (`section.uid_base` or `.uid_count`) and why.
+fn validate_uid_range(section: &str, base: u32, count: u32) -> Result<(), (String, String)> {
+    if base == 0 {
+        return Err((
+            format!("{section}.uid_base"),
+            "must not be 0: sandboxes never run as root".into(),
+        ));
+    }
+    if count == 0 || u64::from(base) + u64::from(count) > 1 << 31 {
+        return Err((
+            format!("{section}.uid_count"),
+            "must be at least 1, with uid_base + uid_count at most 2^31".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// RFC 1123 label: what Kubernetes accepts as a namespace name.
@@ -976,14 +997,8 @@ impl Settings {
                     .into(),
             ));
         }
-        let uid = d.user.split(':').next().unwrap_or("");
-        let numeric = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit());
-        if !d.user.split(':').all(numeric) || d.user.split(':').count() > 2 || uid == "0" {
-            return Err((
-                "sandbox.docker.user".into(),
-                "must be a numeric uid:gid other than root, e.g. \"65534:65534\"".into(),
-            ));
-        }
+        validate_uid_range("sandbox.docker", d.uid_base, d.uid_count)?;
+        validate_uid_range("sandbox.jail", s.jail.uid_base, s.jail.uid_count)?;
         for (lang, rt) in &s.runtimes {
             let key = format!("sandbox.runtimes.{lang}");
             Language::new(lang).map_err(|e| (key.clone(), e.to_string()))?;
@@ -1093,6 +1108,12 @@ impl Settings {
                         self.backend_of(p).as_str(),
                         p.landlock
                     ),
+                ));
+            }
+            if p.on_idle == OnIdle::Pause && self.backend_of(p) == BackendKind::Kubernetes {
+                return Err((
+                    key("on_idle"),
+                    "the kubernetes backend cannot pause a sandbox (no call freezes a pod's processes); use \"destroy\"".into(),
                 ));
             }
             validate_pool(p, &self.runtime(&p.runtime.language), &key)?;

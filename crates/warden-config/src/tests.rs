@@ -410,10 +410,52 @@ fn the_landlock_requirement_parses_and_bad_values_name_the_key() {
 }
 
 #[test]
+fn on_idle_pause_is_refused_where_the_backend_cannot_pause() {
+    let s = Settings::from_toml(
+        "[sandbox.profiles.p]\non_idle = \"pause\"\n[sandbox]\ndefault_profile = \"p\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(s.sandbox.profiles["p"].on_idle, crate::OnIdle::Pause);
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.k]\nbackend = \"kubernetes\"\non_idle = \"pause\"\n[sandbox]\ndefault_profile = \"k\"\n"),
+        @r#"test.toml: sandbox.profiles.k.on_idle: the kubernetes backend cannot pause a sandbox (no call freezes a pod's processes); use "destroy""#
+    );
+    assert!(err("[sandbox.profiles.p]\non_idle = \"nap\"\n").contains("on_idle"));
+}
+
+#[test]
+fn jail_uid_ranges_are_checked() {
+    insta::assert_snapshot!(
+        err("[sandbox.jail]\nuid_base = 0\n"),
+        @"test.toml: sandbox.jail.uid_base: must not be 0: sandboxes never run as root"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.jail]\nuid_base = 2147483000\nuid_count = 1000\n"),
+        @"test.toml: sandbox.jail.uid_count: must be at least 1, with uid_base + uid_count at most 2^31"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.jail]\nhost_uid = 65534\n"),
+        @"test.toml: sandbox.jail.host_uid: unknown field `host_uid`, expected one of `host_paths`, `sandbox_uid`, `sandbox_gid`, `uid_base`, `uid_count`, `fast_cgroup_attach`, `network`"
+    );
+    let s =
+        Settings::from_toml("[sandbox.jail]\nuid_base = 3000000\nuid_count = 10\n", "t").unwrap();
+    assert_eq!(
+        (s.sandbox.jail.uid_base, s.sandbox.jail.uid_count),
+        (3_000_000, 10)
+    );
+    assert_eq!(s.sandbox.docker.uid_base, DEFAULT_UID_BASE);
+}
+
+#[test]
 fn docker_options_are_checked() {
     insta::assert_snapshot!(
-        err("[sandbox.docker]\nuser = \"0:0\"\n"),
-        @r#"test.toml: sandbox.docker.user: must be a numeric uid:gid other than root, e.g. "65534:65534""#
+        err("[sandbox.docker]\nuid_base = 0\n"),
+        @"test.toml: sandbox.docker.uid_base: must not be 0: sandboxes never run as root"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.docker]\nuser = \"65534:65534\"\n"),
+        @"test.toml: sandbox.docker.user: unknown field `user`, expected one of `host`, `call_timeout_seconds`, `uid_base`, `uid_count`"
     );
     insta::assert_snapshot!(
         err("[sandbox.docker]\nhost = \"tcp://1.2.3.4:2375\"\n"),
@@ -421,7 +463,7 @@ fn docker_options_are_checked() {
     );
     insta::assert_snapshot!(
         err("[sandbox.docker]\nsocket = \"/x\"\n"),
-        @"test.toml: sandbox.docker.socket: unknown field `socket`, expected one of `host`, `call_timeout_seconds`, `user`"
+        @"test.toml: sandbox.docker.socket: unknown field `socket`, expected one of `host`, `call_timeout_seconds`, `uid_base`, `uid_count`"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ncontainer_runtime = \"run sc\"\n"),

@@ -41,6 +41,7 @@ use warden_engine::shape::archive::artifacts_from_tar;
 use warden_engine::{
     Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
 };
+use warden_net::uids::UidLease;
 use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
 
 /// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the conformance suite.
@@ -53,8 +54,9 @@ pub struct DockerSettings {
     pub host: String,
     /// Deadline of each engine call (create, start, inspect, remove, …).
     pub call_timeout: Duration,
-    /// `uid:gid` the programs run as; never root.
-    pub user: String,
+    /// The host uids containers run as: each container its own (and the gid of the same
+    /// number), leased as the jail's are ([`warden_net::uids`]).
+    pub uids: warden_net::uids::UidRange,
     /// How networked containers get their controlled egress.
     pub network: network::NetSettings,
     /// The OCI seccomp profile (JSON) every container runs under: the binary gives Warden's
@@ -67,7 +69,7 @@ impl Default for DockerSettings {
         DockerSettings {
             host: "unix:///var/run/docker.sock".into(),
             call_timeout: Duration::from_secs(30),
-            user: "65534:65534".into(),
+            uids: warden_net::uids::UidRange::default(),
             network: network::NetSettings::default(),
             seccomp_profile: None,
         }
@@ -215,6 +217,7 @@ impl DockerBackend {
         labels: &'a BTreeMap<String, String>,
         role: Role,
         cmd: Vec<String>,
+        uid: u32,
     ) -> PlanInput<'a> {
         PlanInput {
             name,
@@ -222,7 +225,7 @@ impl DockerBackend {
             image,
             limits,
             network_enabled,
-            user: &self.shared.settings.user,
+            uid,
             oci_runtime,
             labels,
             role,
@@ -366,10 +369,10 @@ impl Shared {
         }
     }
 
-    /// Kills every process of the sandbox's user but pid 1 (and the killer itself): the
-    /// wrapper of a one-shot survives to send its report; a persistent sandbox's keeper too.
-    /// If that cannot start (e.g. the pids limit is full), the whole container is killed.
-    async fn kill_processes(&self, container: &str) {
+    /// Kills every process of the sandbox's user (`uid`) but pid 1 (and the killer itself):
+    /// the wrapper of a one-shot survives to send its report; a persistent sandbox's keeper
+    /// too. If that cannot start (e.g. the pids limit is full), the whole container is killed.
+    async fn kill_processes(&self, container: &str, uid: u32) {
         let ok = async {
             let docker = self.docker().await?;
             let exec = self
@@ -380,7 +383,7 @@ impl Shared {
                         container,
                         CreateExecOptions::<String> {
                             cmd: Some(wrapper::kill_all_command()),
-                            user: Some(self.settings.user.clone()),
+                            user: Some(user_of(uid)),
                             ..Default::default()
                         },
                     ),
@@ -499,11 +502,43 @@ fn feed(
 }
 
 /// Removes a one-shot container if the run's future is dropped before it finishes, then
-/// stops its network keeper (a keeper dropped without a runtime still tears down on its own).
+/// stops its network keeper (a keeper dropped without a runtime still tears down on its own)
+/// and ends the container's uid lease (cleanly once the container is removed).
 struct RemoveOnDrop {
     shared: Arc<Shared>,
     name: Option<String>,
     keeper: Option<Keeper>,
+    uid: Option<UidLease>,
+}
+
+/// The `User` of a container and its execs: the leased uid and the gid of the same number.
+fn user_of(uid: u32) -> String {
+    format!("{uid}:{uid}")
+}
+
+/// Leases a container's host uid (the folder is shared with the jail's helpers).
+async fn lease_uid(range: warden_net::uids::UidRange) -> Result<UidLease, BackendError> {
+    tokio::task::spawn_blocking(move || {
+        range.lease(
+            std::path::Path::new(warden_net::uids::RUN_DIR),
+            &warden_net::uids::ProcScan,
+        )
+    })
+    .await
+    .map_err(|e| BackendError::Internal(format!("uid lease task: {e}")))?
+    .map_err(|e| BackendError::Refused(format!("no host uid for the container: {e}")))
+}
+
+/// Ends a container's uid lease: released cleanly when the container is known removed (its
+/// processes and files went with it), else left for the next taker to check.
+fn end_lease(uid: Option<UidLease>, removed: bool) {
+    if let Some(uid) = uid {
+        if removed {
+            uid.release();
+        } else {
+            drop(uid);
+        }
+    }
 }
 
 /// How long a container whose removal met an unreachable engine is retried for.
@@ -512,14 +547,17 @@ const REMOVE_RETRY_FOR: Duration = Duration::from_secs(15 * 60);
 /// Removes a one-shot's container once the engine answers again (every 2 s, for at most
 /// [`REMOVE_RETRY_FOR`]; past that the next start's orphan removal takes it), then lets
 /// orphan removal see it again.
-async fn remove_when_reachable(shared: Arc<Shared>, name: String) {
+async fn remove_when_reachable(shared: Arc<Shared>, name: String, uid: Option<UidLease>) {
     let until = Instant::now() + REMOVE_RETRY_FOR;
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         match shared.remove(&name).await {
             Err(e) if e.is_unreachable() && Instant::now() < until => continue,
-            Err(e) => eprintln!("warden: docker: container {name} left behind: {e}"),
-            Ok(()) => {}
+            Err(e) => {
+                eprintln!("warden: docker: container {name} left behind: {e}");
+                end_lease(uid, false);
+            }
+            Ok(()) => end_lease(uid, true),
         }
         break;
     }
@@ -529,11 +567,13 @@ async fn remove_when_reachable(shared: Arc<Shared>, name: String) {
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let keeper = self.keeper.take();
+        let uid = self.uid.take();
         if let Some(name) = self.name.take() {
             let shared = self.shared.clone();
             if let Ok(handle) = tokio::runtime::Handle::try_current() {
                 handle.spawn(async move {
-                    let _ = shared.remove(&name).await;
+                    let removed = shared.remove(&name).await.is_ok();
+                    end_lease(uid, removed);
                     network::remove_resolv_conf(&shared.settings.network, &name);
                     shared.in_flight.lock().expect("not poisoned").remove(&name);
                     if let Some(k) = keeper {
@@ -734,6 +774,8 @@ impl Backend for DockerBackend {
             &labels,
             Role::OneShot,
             vec![],
+            // Any uid of the range: the check leases none.
+            self.shared.settings.uids.base,
         ))
         .map_err(refuse)?;
         self.shared
@@ -764,6 +806,8 @@ impl Backend for DockerBackend {
         let id = format!("run-{}", &nonce[..16]);
         let name = format!("warden-{id}");
         let labels = BTreeMap::new();
+        // The container's own host uid, until it is removed.
+        let uid = lease_uid(sh.settings.uids).await?;
         let cplan = ContainerPlan::build(self.plan_input(
             name.clone(),
             id,
@@ -774,8 +818,10 @@ impl Backend for DockerBackend {
             &labels,
             Role::OneShot,
             wrapper::command(&argv(&plan)),
+            uid.uid(),
         ))
         .map_err(refuse)?;
+        let user = uid.uid();
         let net = sh.net_request(plan.network_enabled, &plan.egress)?;
         let mut cplan = cplan;
         if net.is_some() {
@@ -792,6 +838,7 @@ impl Backend for DockerBackend {
             shared: self.shared.clone(),
             name: Some(name.clone()),
             keeper: None,
+            uid: Some(uid),
         };
         sh.create(&cplan).await?;
         let attached = sh
@@ -824,7 +871,8 @@ impl Backend for DockerBackend {
                 Err(e) => {
                     // Removed here, not by the guard's task: a CLI exits right after the
                     // error, before a spawned removal would run.
-                    let _ = sh.remove(&name).await;
+                    let removed = sh.remove(&name).await.is_ok();
+                    end_lease(guard.uid.take(), removed);
                     network::remove_resolv_conf(&sh.settings.network, &name);
                     guard.name = None;
                     sh.in_flight.lock().expect("not poisoned").remove(&name);
@@ -848,7 +896,7 @@ impl Backend for DockerBackend {
             report_cap(&plan.limits),
             started + plan.limits.timeout,
             events,
-            || sh.kill_processes(&name),
+            || sh.kill_processes(&name, user),
         )
         .await;
         writer.abort();
@@ -859,6 +907,7 @@ impl Backend for DockerBackend {
         let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
         let removed = sh.remove(&name).await;
         guard.name = None;
+        let uid = guard.uid.take();
         // (A bound file's content outlives its removal while the engine still holds the
         // container.)
         network::remove_resolv_conf(&sh.settings.network, &name);
@@ -869,8 +918,9 @@ impl Backend for DockerBackend {
             || (exit.is_none() && removed.as_ref().is_err_and(DockerError::is_unreachable));
         if removed.as_ref().is_err_and(DockerError::is_unreachable) {
             // Still in flight (orphan removal leaves it alone) until it is removed.
-            tokio::spawn(remove_when_reachable(self.shared.clone(), name));
+            tokio::spawn(remove_when_reachable(self.shared.clone(), name, uid));
         } else {
+            end_lease(uid, removed.is_ok());
             sh.in_flight.lock().expect("not poisoned").remove(&name);
         }
         // After the removal (or its hand-over): the keeper empties the rules, so a container
@@ -900,6 +950,8 @@ impl Backend for DockerBackend {
         spec.refuse_env_and_home(self.name())?;
         let sh = &self.shared;
         let name = format!("warden-{}", spec.id);
+        // The sandbox's own host uid, until its container is removed.
+        let uid = lease_uid(sh.settings.uids).await?;
         let cplan = ContainerPlan::build(self.plan_input(
             name.clone(),
             spec.id.clone(),
@@ -910,6 +962,7 @@ impl Backend for DockerBackend {
             &spec.labels,
             Role::Persistent,
             vec![],
+            uid.uid(),
         ))
         .map_err(refuse)?;
         let net = sh.net_request(spec.network_enabled, &spec.egress)?;
@@ -920,13 +973,14 @@ impl Backend for DockerBackend {
             let file = network::create_resolv_conf(&sh.settings.network, &name)?;
             cplan.resolv_conf = Some(file.display().to_string());
         }
-        let undo = |e: BackendError| async {
-            let _ = sh.remove(&name).await;
+        // Removed here on failure; the lease ends with it (cleanly once removed).
+        let undo = |e: BackendError, uid: UidLease| async {
+            end_lease(Some(uid), sh.remove(&name).await.is_ok());
             network::remove_resolv_conf(&sh.settings.network, &name);
             e
         };
         if let Err(e) = sh.create(&cplan).await {
-            return Err(undo(e.into()).await);
+            return Err(undo(e.into(), uid).await);
         }
         if let Err(e) = sh
             .call(
@@ -936,18 +990,20 @@ impl Backend for DockerBackend {
             )
             .await
         {
-            return Err(undo(e.into()).await);
+            return Err(undo(e.into(), uid).await);
         }
         let keeper = match net {
             None => None,
             Some(req) => match sh.attach_network(&name, req).await {
                 Ok(k) => Some(k),
-                Err(e) => return Err(undo(e).await),
+                Err(e) => return Err(undo(e, uid).await),
             },
         };
         Ok(Arc::new(DockerSandbox {
             shared: self.shared.clone(),
             keeper: Mutex::new(keeper),
+            user: uid.uid(),
+            uid: Mutex::new(Some(uid)),
             name,
             state: tokio::sync::Mutex::new(SandboxState {
                 counters: (0, 0),
@@ -1047,6 +1103,11 @@ struct SandboxState {
 pub struct DockerSandbox {
     shared: Arc<Shared>,
     name: String,
+    /// The container's host uid: every exec runs as it.
+    user: u32,
+    /// Its lease, ended when the container is removed (or, left for the next taker to check,
+    /// when the sandbox is dropped without a destroy).
+    uid: Mutex<Option<UidLease>>,
     /// A networked sandbox's link, firewall and resolver; stopped after the container is
     /// removed (dropping the sandbox stops it too).
     keeper: Mutex<Option<Keeper>>,
@@ -1104,7 +1165,7 @@ impl DockerSandbox {
                     CreateExecOptions::<String> {
                         cmd: Some(wrapper::command(&[])),
                         env: Some(crate::plan::program_env()),
-                        user: Some(sh.settings.user.clone()),
+                        user: Some(user_of(self.user)),
                         working_dir: Some(crate::plan::WORKSPACE_DIR.into()),
                         attach_stdin: Some(true),
                         attach_stdout: Some(true),
@@ -1164,7 +1225,7 @@ impl DockerSandbox {
                     CreateExecOptions::<String> {
                         cmd: Some(cmd),
                         env: Some(env),
-                        user: Some(sh.settings.user.clone()),
+                        user: Some(user_of(self.user)),
                         attach_stdin: Some(true),
                         attach_stdout: Some(true),
                         attach_stderr: Some(true),
@@ -1189,7 +1250,7 @@ impl DockerSandbox {
             match tokio::time::timeout_at(deadline, output.next()).await {
                 Err(_) => {
                     writer.abort();
-                    sh.kill_processes(&self.name).await;
+                    sh.kill_processes(&self.name, self.user).await;
                     return Err(DockerError::Deadline {
                         call: "file operation",
                         after: sh.settings.call_timeout,
@@ -1275,7 +1336,7 @@ impl BackendSandbox for DockerSandbox {
                     CreateExecOptions::<String> {
                         cmd: Some(wrapper::command(&argv(&plan))),
                         env: Some(crate::plan::program_env()),
-                        user: Some(sh.settings.user.clone()),
+                        user: Some(user_of(self.user)),
                         working_dir: Some(crate::plan::WORKSPACE_DIR.into()),
                         attach_stdin: Some(true),
                         attach_stdout: Some(true),
@@ -1307,7 +1368,7 @@ impl BackendSandbox for DockerSandbox {
             report_cap(&plan.limits),
             started + plan.limits.timeout,
             events,
-            || sh.kill_processes(&self.name),
+            || sh.kill_processes(&self.name, self.user),
         )
         .await;
         writer.abort();
@@ -1432,6 +1493,8 @@ head -c {max_bytes} "./$last"
             let _ = self.unpause_if_paused(&mut state).await;
         }
         self.shared.remove(&self.name).await?;
+        // Removed: its processes and files are gone.
+        end_lease(self.uid.lock().expect("not poisoned").take(), true);
         network::remove_resolv_conf(&self.shared.settings.network, &self.name);
         let keeper = self.keeper.lock().expect("not poisoned").take();
         if let Some(k) = keeper {

@@ -120,7 +120,8 @@ pub struct PlanInput<'a> {
     pub image: Option<&'a str>,
     pub limits: &'a Limits,
     pub network_enabled: bool,
-    pub user: &'a str,
+    /// The container's leased host uid (the gid has the same number); never root.
+    pub uid: u32,
     pub oci_runtime: Option<&'a str>,
     pub labels: &'a BTreeMap<String, String>,
     pub role: Role,
@@ -160,9 +161,8 @@ impl ContainerPlan {
             .image
             .filter(|i| !i.trim().is_empty())
             .ok_or(PlanError::NoImage)?;
-        let uid = input.user.split(':').next().unwrap_or("");
-        if uid.is_empty() || uid == "0" || uid == "root" {
-            return Err(PlanError::RootUser(input.user.to_owned()));
+        if input.uid == 0 {
+            return Err(PlanError::RootUser(input.uid.to_string()));
         }
         let l = input.limits;
         let fit = |field: &'static str, value: u64| {
@@ -192,7 +192,7 @@ impl ContainerPlan {
         Ok(ContainerPlan {
             name: input.name,
             image: image.to_owned(),
-            user: input.user.to_owned(),
+            user: format!("{0}:{0}", input.uid),
             cmd,
             env: program_env(),
             labels,
@@ -218,9 +218,9 @@ impl ContainerPlan {
 
     /// The uid and gid the tmpfs mounts are owned by.
     fn ids(&self) -> (&str, &str) {
-        let mut parts = self.user.splitn(2, ':');
-        let uid = parts.next().unwrap_or("65534");
-        (uid, parts.next().unwrap_or(uid))
+        self.user
+            .split_once(':')
+            .unwrap_or((&self.user, &self.user))
     }
 
     /// The Engine API's create body.
@@ -323,7 +323,7 @@ mod tests {
             image: Some("warden-python:3.11"),
             limits: l,
             network_enabled: false,
-            user: "65534:65534",
+            uid: 1_900_000_042,
             oci_runtime: None,
             labels,
             role: Role::Persistent,
@@ -422,14 +422,12 @@ mod tests {
         let mut i = input(&l, &labels);
         i.image = None;
         assert_eq!(ContainerPlan::build(i).unwrap_err(), PlanError::NoImage);
-        for user in ["0", "0:0", "root", ""] {
-            let mut i = input(&l, &labels);
-            i.user = user;
-            assert!(matches!(
-                ContainerPlan::build(i),
-                Err(PlanError::RootUser(_))
-            ));
-        }
+        let mut i = input(&l, &labels);
+        i.uid = 0;
+        assert!(matches!(
+            ContainerPlan::build(i),
+            Err(PlanError::RootUser(_))
+        ));
         let mut big = limits();
         big.memory_mb = u64::MAX;
         assert!(matches!(

@@ -111,11 +111,15 @@ impl JailBackend {
 }
 
 impl JailBackend {
-    fn sandbox_part(&self, landlock: u32) -> SandboxPart {
+    /// A sandbox's part of the backend: its runs map to `uid`, which its workspace holds.
+    fn sandbox_part(&self, landlock: u32, uid: u32) -> SandboxPart {
         SandboxPart {
             helper_exe: self.settings.helper_exe.clone(),
             host_paths: self.settings.host_paths.clone(),
-            ids: self.settings.ids,
+            ids: crate::plan::IdMap {
+                host: crate::plan::HostIds::Held { uid },
+                ..self.settings.ids
+            },
             fast_cgroup_attach: self.settings.fast_cgroup_attach,
             landlock,
         }
@@ -254,11 +258,30 @@ impl Backend for JailBackend {
             warden_net::check(request)
                 .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
         }
-        let workspace = Workspace::create(spec.limits.workspace_mb, self.settings.ids)
-            .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}")))?;
+        // The sandbox's own host uid, for its whole life (every run, context and file).
+        let range = match self.settings.ids.host {
+            crate::plan::HostIds::Lease(range) => range,
+            crate::plan::HostIds::Held { uid } => warden_net::uids::UidRange {
+                base: uid,
+                count: 1,
+            },
+        };
+        let workspace_mb = spec.limits.workspace_mb;
+        let workspace = blocking(move || {
+            let lease = range
+                .lease(
+                    std::path::Path::new(warden_net::uids::RUN_DIR),
+                    &warden_net::uids::ProcScan,
+                )
+                .map_err(|e| BackendError::Refused(format!("no host uid for the sandbox: {e}")))?;
+            Workspace::create(workspace_mb, lease)
+                .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}")))
+        })
+        .await?;
+        let uid = workspace.uid_lease().0;
         Ok(Arc::new(JailSandbox::new(
             spec.id,
-            self.sandbox_part(landlock),
+            self.sandbox_part(landlock, uid),
             network,
             workspace,
             spec.env,
@@ -319,8 +342,7 @@ mod tests {
             ids: crate::plan::IdMap {
                 inside_uid: 1000,
                 inside_gid: 1000,
-                host_uid: 65534,
-                host_gid: 65534,
+                host: crate::plan::HostIds::Lease(Default::default()),
             },
             helper_exe: "/nonexistent".into(),
             fork_when_single_threaded: false,

@@ -28,22 +28,36 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| BackendError::Internal(format!("workspace task: {e}")))?
 }
 
-/// The command that starts an exec'd helper in `mode` (`1`: one run; `session`: a context),
-/// with an empty environment, dying with this process, and with a sandbox's workspace at
-/// [`crate::helper::INHERITED_WORKSPACE_FD`] if given.
+/// What a sandbox with a lifetime gives each of its runs' helpers: its workspace (at
+/// [`crate::helper::INHERITED_WORKSPACE_FD`]) and its uid's lease (at
+/// [`crate::helper::INHERITED_LEASE_FD`]), as descriptors of this process.
+#[derive(Debug, Clone, Copy)]
+pub struct Inherited {
+    pub workspace: std::os::fd::RawFd,
+    pub lease: std::os::fd::RawFd,
+}
+
+/// The command that starts an exec'd helper in `mode` (`1`: one run; `session`: a context)
+/// for a plan whose host ids are `host`, with an empty environment but for the mode and
+/// `host`, dying with this process, and with a sandbox's descriptors if given.
 pub(crate) fn helper_command(
     helper_exe: &std::path::Path,
-    workspace: Option<std::os::fd::RawFd>,
+    host: &crate::plan::HostIds,
+    inherited: Option<Inherited>,
     mode: &str,
 ) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(helper_exe);
     command
         .env_clear()
         .env(HELPER_ENV, mode)
+        .env(crate::uid::HOST_IDS_ENV, crate::uid::env_value(host))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    let target = crate::helper::INHERITED_WORKSPACE_FD;
+    let targets = [
+        crate::helper::INHERITED_WORKSPACE_FD,
+        crate::helper::INHERITED_LEASE_FD,
+    ];
     // SAFETY: between fork and exec only async-signal-safe calls (prctl, dup2, fcntl) run.
     unsafe {
         command.pre_exec(move || {
@@ -60,14 +74,19 @@ pub(crate) fn helper_command(
             {
                 return Err(std::io::Error::last_os_error());
             }
-            let moved = match workspace {
-                // dup2 onto itself keeps close-on-exec: clear it instead.
-                Some(fd) if fd == target => libc::fcntl(fd, libc::F_SETFD, 0),
-                Some(fd) => libc::dup2(fd, target),
-                None => 0,
-            };
-            if moved == -1 {
-                return Err(std::io::Error::last_os_error());
+            if let Some(Inherited { workspace, lease }) = inherited {
+                // Either may sit at the other's target: copy both above the targets first
+                // (close-on-exec copies), then onto the targets (dup2 clears close-on-exec).
+                let above = targets[1] + 1;
+                let copies = [
+                    libc::fcntl(workspace, libc::F_DUPFD_CLOEXEC, above),
+                    libc::fcntl(lease, libc::F_DUPFD_CLOEXEC, above),
+                ];
+                for (copy, target) in copies.into_iter().zip(targets) {
+                    if copy == -1 || libc::dup2(copy, target) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
             }
             Ok(())
         });
@@ -75,17 +94,16 @@ pub(crate) fn helper_command(
     command
 }
 
-/// Starts an exec'd helper (with a sandbox's workspace at
-/// [`crate::helper::INHERITED_WORKSPACE_FD`], if given) and converses with it.
+/// Starts an exec'd helper (with a sandbox's descriptors, if given) and converses with it.
 pub(crate) async fn exec_helper(
     helper_exe: &std::path::Path,
     jail_plan: &JailPlan,
     events: Option<EventSender>,
     margin: Duration,
-    workspace: Option<std::os::fd::RawFd>,
+    inherited: Option<Inherited>,
     cancel: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<ExecResult, BackendError> {
-    let mut command = helper_command(helper_exe, workspace, "1");
+    let mut command = helper_command(helper_exe, &jail_plan.ids.host, inherited, "1");
     let mut child = command.spawn().map_err(|e| {
         BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
     })?;

@@ -75,9 +75,14 @@ impl JailContext {
     pub async fn start(
         helper_exe: &std::path::Path,
         plan: &JailPlan,
-        workspace: std::os::fd::RawFd,
+        inherited: crate::client::Inherited,
     ) -> Result<JailContext, BackendError> {
-        let mut command = helper_command(helper_exe, Some(workspace), crate::helper::SESSION_MODE);
+        let mut command = helper_command(
+            helper_exe,
+            &plan.ids.host,
+            Some(inherited),
+            crate::helper::SESSION_MODE,
+        );
         command.kill_on_drop(true);
         let mut child = command.spawn().map_err(|e| {
             BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))

@@ -26,6 +26,8 @@ pub const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
 /// [`crate::plan::JailPlan::shared_workspace_fd`]).
 pub const INHERITED_WORKSPACE_FD: i32 = 3;
 
+pub use crate::uid::INHERITED_LEASE_FD;
+
 /// The value of [`HELPER_ENV`] that starts a session (a context's long-lived run, see
 /// [`crate::session`]) instead of a one-shot run.
 pub const SESSION_MODE: &str = "session";
@@ -63,7 +65,8 @@ fn read_to_end(input: &mut impl Read) -> Result<Vec<u8>, HelperFailure> {
 /// plan from `input` to its end, runs it writing output frames and the final frame to `out`,
 /// and tears the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
-    serve_with(|| read_to_end(input), out, None)
+    let host = crate::uid::HelperUid::expected_by_env();
+    serve_with(host, || read_to_end(input), out, None)
 }
 
 /// [`serve`] for a helper forked by its caller (`caller`, a pidfd: the one-shot CLI), which
@@ -77,6 +80,7 @@ pub(crate) fn serve_forked(
     out: &mut impl Write,
 ) -> i32 {
     serve_with(
+        crate::uid::HelperUid::expected_by_default(),
         || {
             crate::init::receive_plan(plan_r.as_fd(), bell.as_fd(), MAX_PLAN_BYTES as usize)
                 .ok_or(HelperFailure::NoPlan)
@@ -89,13 +93,15 @@ pub(crate) fn serve_forked(
 /// How long a forked helper holds its teardown back for its caller to exit.
 const CALLER_EXIT_GRACE_MS: i32 = 100;
 
+/// `host`: the host ids the plan most likely names (the sandbox is started before it comes).
 fn serve_with(
+    host: Option<crate::plan::HostIds>,
     receive: impl FnOnce() -> Result<Vec<u8>, HelperFailure>,
     out: &mut impl Write,
     caller: Option<OwnedFd>,
 ) -> i32 {
     let entered_at = crate::monotonic_ms();
-    let started = supervisor::start();
+    let started = crate::uid::start(host);
     let started_at = crate::monotonic_ms();
     let plan = receive();
     // Whether to trace is in the plan: the times before it are kept and printed after.
@@ -103,13 +109,25 @@ fn serve_with(
     let plan = plan.and_then(|raw| {
         serde_json::from_slice::<JailPlan>(&raw).map_err(HelperFailure::DecodePlan)
     });
-    let (mut started, plan) = match (started, plan) {
-        (Ok(s), Ok(p)) => (s, p),
+    let (owned, plan) = match (started, plan) {
+        (started, Ok(p)) => match crate::uid::for_plan(started, p.ids.host) {
+            Ok(owned) => (owned, p),
+            Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
+        },
         // A caller that went away without a plan (it refused the request itself) gets no frame.
+        (Ok(owned), Err(HelperFailure::NoPlan)) => {
+            let crate::uid::Owned { started, uid } = owned;
+            drop(started);
+            if let Some(uid) = uid {
+                uid.release();
+            }
+            return 0;
+        }
         (_, Err(HelperFailure::NoPlan)) => return 0,
         (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e)), None),
         (_, Err(e)) => return finish(out, Err(e), None),
     };
+    let crate::uid::Owned { mut started, uid } = owned;
     if plan.trace_timing {
         eprintln!("warden-trace: {entered_at:.3} helper runs");
         eprintln!("warden-trace: {started_at:.3} helper started the sandbox");
@@ -147,6 +165,10 @@ fn serve_with(
     .map_err(HelperFailure::Jail);
     let code = finish(out, result, caller);
     drop(network);
+    // The teardown (in `finish`) killed and reaped init, with every process of the sandbox.
+    if let Some(uid) = uid {
+        uid.release();
+    }
     code
 }
 

@@ -32,6 +32,7 @@ pub mod settings;
 pub mod supervisor;
 mod sys;
 pub mod tables;
+pub mod uid;
 pub mod workspace;
 
 pub use backend::JailBackend;

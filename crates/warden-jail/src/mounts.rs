@@ -512,8 +512,7 @@ mod tests {
             ids: IdMap {
                 inside_uid: 1000,
                 inside_gid: 1000,
-                host_uid: 65534,
-                host_gid: 65534,
+                host: crate::plan::HostIds::Lease(Default::default()),
             },
             extra_env: vec![],
             shared_workspace_fd: None,

@@ -19,13 +19,25 @@ pub use crate::layout::{
 /// reason per entry (`data/host_paths.toml`, see [`crate::tables`]).
 pub use crate::tables::FORBIDDEN_HOST_PATHS;
 
-/// The uid and gid the program has inside the sandbox, and the unprivileged host ids they map to.
+/// The uid and gid the program has inside the sandbox, and which unprivileged host uid (and
+/// gid of the same number) they map to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdMap {
     pub inside_uid: u32,
     pub inside_gid: u32,
-    pub host_uid: u32,
-    pub host_gid: u32,
+    pub host: HostIds,
+}
+
+/// Which host uid a sandbox runs as: its own, never another live sandbox's (see
+/// [`warden_net::uids`]). The helper learns the number; it owns the sandbox's user namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HostIds {
+    /// A one-shot run: the helper leases a uid of this range for the run's life.
+    Lease(warden_net::uids::UidRange),
+    /// A run of a sandbox with a lifetime, which holds the lease of `uid`; the helper
+    /// inherits it at [`crate::helper::INHERITED_LEASE_FD`] and holds it until it is done.
+    Held { uid: u32 },
 }
 
 /// One step of building the sandbox's root, applied in order under the new root.
@@ -495,8 +507,7 @@ pub(crate) fn sample(argv: &[&str]) -> JailPlan {
         ids: IdMap {
             inside_uid: 1000,
             inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
+            host: HostIds::Lease(Default::default()),
         },
         extra_env: vec![("K".into(), "v=w".into())],
         shared_workspace_fd: None,
@@ -535,8 +546,7 @@ mod tests {
             ids: IdMap {
                 inside_uid: 1000,
                 inside_gid: 1000,
-                host_uid: 65534,
-                host_gid: 65534,
+                host: HostIds::Lease(Default::default()),
             },
             extra_env: vec![],
             shared_workspace_fd: None,

@@ -12,7 +12,7 @@
 //! a context thaws it first, since a frozen process can neither run nor die.
 
 use crate::cgroup::Hierarchy;
-use crate::client::{blocking, exec_helper};
+use crate::client::{Inherited, blocking, exec_helper};
 use crate::context::{CellEnd, JailContext};
 use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
 use crate::session::CellRequest;
@@ -30,6 +30,7 @@ use warden_types::{ExecResult, FileEntry, WorkspacePath};
 pub(crate) struct SandboxPart {
     pub(crate) helper_exe: PathBuf,
     pub(crate) host_paths: Vec<PathBuf>,
+    /// The sandbox's ids: its host uid is held by its workspace (`HostIds::Held`).
     pub(crate) ids: IdMap,
     pub(crate) fast_cgroup_attach: bool,
     /// The Landlock ABI every run enforces (the backend's check for the sandbox's profile).
@@ -257,8 +258,7 @@ impl JailSandbox {
     async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
         let workspace = self.workspace()?;
         let plan = self.context_plan(spec)?;
-        use std::os::fd::AsRawFd;
-        JailContext::start(&self.backend.helper_exe, &plan, workspace.fd().as_raw_fd()).await
+        JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)).await
     }
 
     /// Removes the cgroups of helpers that had to be killed (their sandboxes are on their
@@ -277,6 +277,15 @@ impl JailSandbox {
             Ok(())
         })
         .await
+    }
+}
+
+/// A run's view of its sandbox: the workspace and the uid's lease, which its helper inherits.
+fn inherited(workspace: &Workspace) -> Inherited {
+    use std::os::fd::AsRawFd;
+    Inherited {
+        workspace: workspace.fd().as_raw_fd(),
+        lease: workspace.uid_lease().1.as_raw_fd(),
     }
 }
 
@@ -324,15 +333,13 @@ impl BackendSandbox for JailSandbox {
         };
         jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
         let margin = plan.limits.timeout + Duration::from_secs(10);
-        use std::os::fd::AsRawFd;
-        let fd = workspace.fd().as_raw_fd();
         let cancel = self.destroyed.subscribe();
         exec_helper(
             &b.helper_exe,
             &jail_plan,
             events,
             margin,
-            Some(fd),
+            Some(inherited(&workspace)),
             Some(cancel),
         )
         .await

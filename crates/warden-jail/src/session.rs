@@ -89,9 +89,19 @@ enum SessionError {
 /// Runs the exec'd session helper: frames from `input` (its stdin), frames to `out`. Returns
 /// the exit status.
 pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
-    let started = supervisor::start();
+    let started = crate::uid::start(crate::uid::HelperUid::expected_by_env());
     let mut reader = FrameReader::default();
     let plan = read_plan(&input, &mut reader);
+    // The sandbox's host uid, held until its processes are gone (below).
+    let mut uid = None;
+    let started = match (started, &plan) {
+        (started, Ok(plan)) => crate::uid::for_plan(started, plan.ids.host),
+        (started, Err(_)) => started,
+    }
+    .map(|owned| {
+        uid = owned.uid;
+        owned.started
+    });
     // A networked sandbox's link, firewall and resolver, as for a one-shot run: attached
     // before the plan goes to init, the interpreter starts only after the firewall committed,
     // removed after the sandbox (below).
@@ -126,6 +136,9 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
             let _ = out.flush();
             drop(teardown);
             drop(network);
+            if let Some(uid) = uid {
+                uid.release();
+            }
             0
         }
         Err(e) => {

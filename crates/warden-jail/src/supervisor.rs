@@ -87,6 +87,9 @@ impl std::fmt::Debug for Teardown {
 /// overlap it with its own work (the CLI loads settings and runs policies meanwhile).
 pub struct Started {
     pid: libc::pid_t,
+    /// The host uid that owns the sandbox's user namespace and its user maps to (`None`:
+    /// unprivileged, the caller's own).
+    host_uid: Option<u32>,
     kill_guard: KillOnDrop,
     /// A pidfd of init (readable once it exits).
     pidfd: OwnedFd,
@@ -146,7 +149,13 @@ impl std::fmt::Debug for Started {
 /// plan; dropping the result kills it. The cgroup comes later ([`launch`]), while init builds
 /// its root: the start-up path holds only what needs no plan and cannot overlap with anything
 /// else.
-pub fn start() -> Result<Started, JailError> {
+///
+/// `host_uid` (as root): the sandbox's own host uid, leased by the caller (see
+/// [`crate::uid`]). The user namespace is created with it as this process's effective uid and
+/// gid, which makes it the namespace's owner: the kernel charges the per-user counts of
+/// everything inside (inotify instances, processes, pending signals, message queues,
+/// namespaces…) to that uid on the host, never to root's, which every sandbox would share.
+pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
     let cgroup_name = format!(
         "run-{}-{:x}",
         std::process::id(),
@@ -174,11 +183,15 @@ pub fn start() -> Result<Started, JailError> {
         }
     }
 
+    let owner = match host_uid {
+        Some(uid) => Some(sys::EffectiveIds::become_ids(uid, uid).map_err(os("seteuid"))?),
+        None => None,
+    };
     // SAFETY: called from a single-threaded process; the child only runs `sandbox_init`, which
     // never returns.
-    let pid = unsafe { sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES) }
-        .map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?;
-    if pid == 0 {
+    let pid = unsafe { sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES) };
+    if matches!(pid, Ok(0)) {
+        // Init keeps the owner's effective uid until its step "switch user" sets every id.
         drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r));
         init::sandbox_init(
             plan_r,
@@ -189,7 +202,11 @@ pub fn start() -> Result<Started, JailError> {
             status_w,
         );
     }
-    let pid = pid as libc::pid_t;
+    if let Some(owner) = owner {
+        owner.restore().map_err(os("restore the effective uid"))?;
+    }
+    let pid = pid.map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?
+        as libc::pid_t;
     drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w));
     // Kill the sandbox if anything fails before the normal end; reap it in any case.
     let kill_guard = KillOnDrop(pid);
@@ -197,6 +214,7 @@ pub fn start() -> Result<Started, JailError> {
     let netns = NetnsMaker::start(pidfd.as_fd()).map_err(netns_refused)?;
     Ok(Started {
         pid,
+        host_uid,
         kill_guard,
         pidfd,
         netns,
@@ -255,6 +273,7 @@ pub(crate) fn launch(
     };
     let Started {
         pid,
+        host_uid,
         kill_guard,
         pidfd,
         mut netns,
@@ -269,8 +288,7 @@ pub(crate) fn launch(
         ws_parent,
         ctl_r,
     } = started;
-    // SAFETY: geteuid has no preconditions.
-    map_ids(pid, plan, unsafe { libc::geteuid() } == 0)?;
+    map_ids(pid, plan, host_uid)?;
     trace("ids mapped");
     // Init builds its sandbox from the plan while the cgroup gets its limits and init is moved
     // into it; init starts the program only after the go byte, which follows both.
@@ -576,22 +594,18 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn map_ids(pid: libc::pid_t, plan: &JailPlan, root: bool) -> Result<(), JailError> {
+/// Maps the sandbox user to `host_uid` (and the gid of the same number), or without privilege
+/// to the caller's own ids.
+fn map_ids(pid: libc::pid_t, plan: &JailPlan, host_uid: Option<u32>) -> Result<(), JailError> {
     let ids = plan.ids;
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let write = |file: &str, content: String| {
         std::fs::write(proc_dir.join(file), content)
             .map_err(|e| JailError::Refused(format!("cannot map ids of the sandbox ({file}): {e}")))
     };
-    if root {
-        write(
-            "uid_map",
-            format!("{} {} 1\n", ids.inside_uid, ids.host_uid),
-        )?;
-        write(
-            "gid_map",
-            format!("{} {} 1\n", ids.inside_gid, ids.host_gid),
-        )?;
+    if let Some(host) = host_uid {
+        write("uid_map", format!("{} {host} 1\n", ids.inside_uid))?;
+        write("gid_map", format!("{} {host} 1\n", ids.inside_gid))?;
     } else {
         // Without privilege only our own ids can be mapped, and setgroups must be denied.
         // SAFETY: getuid/getgid have no preconditions.

@@ -31,6 +31,100 @@ fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// This process's effective uid and gid set to another user's for a while (its real and
+/// saved ids stay root's, so [`EffectiveIds::restore`] can switch back): what a namespace
+/// created meanwhile takes as its owner. Single-threaded callers only (the raw system calls
+/// change the calling thread).
+///
+/// A change of effective ids clears the dumpable flag and the parent-death signal: both are
+/// put back on restore (a helper must still die with the daemon that started it).
+#[must_use = "restore the effective ids"]
+pub struct EffectiveIds {
+    dumpable: libc::c_int,
+    parent_death_signal: libc::c_int,
+    parent: libc::pid_t,
+}
+
+impl EffectiveIds {
+    pub fn become_ids(uid: u32, gid: u32) -> io::Result<EffectiveIds> {
+        // SAFETY: prctl with integer arguments.
+        let dumpable = check(unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) })?;
+        let mut parent_death_signal: libc::c_int = 0;
+        // SAFETY: PR_GET_PDEATHSIG writes an int to the pointer, which is valid.
+        check(unsafe {
+            libc::prctl(
+                libc::PR_GET_PDEATHSIG,
+                &mut parent_death_signal as *mut libc::c_int as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        })?;
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        const KEEP: libc::c_long = -1;
+        // SAFETY: setresgid/setresuid with integer arguments; -1 keeps an id.
+        check_long(unsafe {
+            libc::syscall(libc::SYS_setresgid, KEEP, libc::c_long::from(gid), KEEP)
+        })?;
+        // SAFETY: as above.
+        if let Err(e) = check_long(unsafe {
+            libc::syscall(libc::SYS_setresuid, KEEP, libc::c_long::from(uid), KEEP)
+        }) {
+            // SAFETY: as above; back to root's gid.
+            unsafe { libc::syscall(libc::SYS_setresgid, KEEP, 0 as libc::c_long, KEEP) };
+            return Err(e);
+        }
+        Ok(EffectiveIds {
+            dumpable,
+            parent_death_signal,
+            parent,
+        })
+    }
+
+    /// Back to the effective uid and gid 0 (the permitted capabilities, kept because the real
+    /// uid stayed 0, become effective again) and to the dumpable flag the change cleared.
+    pub fn restore(self) -> io::Result<()> {
+        const KEEP: libc::c_long = -1;
+        // SAFETY: setresuid/setresgid/prctl with integer arguments.
+        unsafe {
+            check_long(libc::syscall(
+                libc::SYS_setresuid,
+                KEEP,
+                0 as libc::c_long,
+                KEEP,
+            ))?;
+            check_long(libc::syscall(
+                libc::SYS_setresgid,
+                KEEP,
+                0 as libc::c_long,
+                KEEP,
+            ))?;
+            check(libc::prctl(
+                libc::PR_SET_DUMPABLE,
+                self.dumpable as libc::c_ulong,
+                0,
+                0,
+                0,
+            ))?;
+            if self.parent_death_signal != 0 {
+                check(libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    self.parent_death_signal as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ))?;
+                // A parent that died meanwhile sent no signal: act as if it had.
+                if libc::getppid() != self.parent {
+                    libc::raise(self.parent_death_signal);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The namespaces the sandbox's init is cloned into: user, pid, mount, ipc, uts. Its network
 /// namespace is made beside it ([`crate::netns`]) and its cgroup namespace entered later, once
 /// it is in its cgroup.

@@ -8,16 +8,18 @@
 //! appears in a host mount table; every path is opened with `openat2` beneath the workspace,
 //! never following a symlink or crossing a mount; only regular files are read or replaced,
 //! and reads never block (a FIFO is refused, not opened for reading); files the daemon
-//! creates belong to the sandbox user.
+//! creates belong to the sandbox user; the sandbox's host uid is leased for as long as the
+//! workspace lives (each run's helper holds the lease too), and released cleanly only once no
+//! process runs as it (see [`warden_net::uids`]).
 
 use crate::artifacts::FileStamp;
 use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK};
-use crate::plan::IdMap;
 use crate::sys;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use warden_net::uids::{ProcScan, UidLease, UidUsers};
 use warden_types::{FileEntry, WorkspacePath};
 
 /// Folders deeper than this are not listed.
@@ -39,17 +41,56 @@ pub enum WorkspaceError {
 
 #[derive(Debug)]
 pub struct Workspace {
+    /// Closed first (fields drop in order), so the files are gone before the lease goes.
     root: OwnedFd,
     owner: (u32, u32),
+    lease: HeldUid,
+}
+
+/// How many times (20 ms apart) a dropped workspace looks for its uid's processes to be gone.
+const RELEASE_CHECKS: usize = 250;
+
+/// The sandbox's uid lease; dropped after the workspace's root.
+#[derive(Debug)]
+struct HeldUid(Option<UidLease>);
+
+impl Drop for HeldUid {
+    /// Released cleanly once no process runs as the uid any more: a run's helper may still
+    /// be tearing its sandbox down (it holds the lease too), so the check is repeated for a
+    /// while; past that the record stays, and the next taker checks again. The check scans
+    /// /proc, so off the caller's thread.
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            let check = move || {
+                for _ in 0..RELEASE_CHECKS {
+                    if !ProcScan.in_use(lease.uid()) {
+                        lease.release();
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            };
+            if let Err(e) = std::thread::Builder::new()
+                .name("uid-release".into())
+                .spawn(check)
+            {
+                eprintln!("warden: release a sandbox's uid: {e}");
+            }
+        }
+    }
 }
 
 impl Workspace {
-    /// Creates the tmpfs (`size_mb`), owned by the sandbox user's host ids, with the working
-    /// folder, its output folder and /tmp's folder.
-    pub fn create(size_mb: u64, ids: IdMap) -> io::Result<Workspace> {
-        let owner = (ids.host_uid, ids.host_gid);
+    /// Creates the tmpfs (`size_mb`), owned by the sandbox's leased host uid (and the gid of
+    /// the same number), with the working folder, its output folder and /tmp's folder.
+    pub fn create(size_mb: u64, lease: UidLease) -> io::Result<Workspace> {
+        let owner = (lease.uid(), lease.uid());
         let root = sys::detached_tmpfs(size_mb * 1024 * 1024, 0o700, owner.0, owner.1)?;
-        let ws = Workspace { root, owner };
+        let ws = Workspace {
+            root,
+            owner,
+            lease: HeldUid(Some(lease)),
+        };
         for dir in [SCRATCH_WORK, SCRATCH_TMP] {
             ws.mkdir_owned(ws.root.as_fd(), dir, 0o700)?;
         }
@@ -65,6 +106,12 @@ impl Workspace {
     /// The root of the tmpfs, for a run to attach.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.root.as_fd()
+    }
+
+    /// The sandbox's host uid and its lease, for a run's helper to inherit.
+    pub fn uid_lease(&self) -> (u32, BorrowedFd<'_>) {
+        let lease = self.lease.0.as_ref().expect("held until dropped");
+        (lease.uid(), lease.as_fd())
     }
 
     fn mkdir_owned(&self, dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<()> {

@@ -15,6 +15,10 @@
 //! (docker) run the same steps in a [`keeper`] process per sandbox, which holds them until
 //! the sandbox is destroyed.
 //!
+//! Besides the network, the host resources the jail and docker backends lease per sandbox
+//! across processes live here: [`lease`] (numbered leases by lock files, the address slots'
+//! mechanism) and [`uids`] (each live sandbox's own host uid).
+//!
 //! Invariants: the host's other tables are never changed (the one exception, Docker's
 //! DOCKER-USER chain, is documented on [`host`]); every object is named after its slot so a
 //! crash's leftovers are found by name; a missing per-sandbox chain means "drop".
@@ -24,9 +28,11 @@ pub mod dns;
 pub mod host;
 pub mod inside;
 pub mod keeper;
+pub mod lease;
 pub mod plan;
 pub mod pool;
 pub mod sys;
+pub mod uids;
 
 pub use host::{Attached, HostError, RUN_DIR, attach, check, sweep};
 pub use plan::{Interface, NetPlan, NetRequest};

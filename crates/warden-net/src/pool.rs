@@ -3,15 +3,14 @@
 //! `::1`, sandbox end `::2` of the /126), leased across processes with a lock file per slot.
 //!
 //! Invariants: a slot is used by at most one live sandbox on this host — its lease is an
-//! exclusive `flock` on `<run_dir>/slot-<index>.lock`, which the kernel releases when the
-//! holder dies, so a crashed helper frees its slot; whoever takes a slot next first removes
+//! exclusive `flock` on `<run_dir>/slot-<index>.lock` ([`crate::lease`]), which the kernel
+//! releases when the holder dies, so a crashed helper frees its slot; whoever takes a slot next first removes
 //! whatever the previous holder left (see [`crate::host`]); slots are taken lowest first, so a
 //! crash's leftovers are found again by the next start.
 
-use std::fs::File;
+use crate::lease::{LeaseError, LockLeases};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use warden_types::egress::Cidr;
 
 /// The prefix of every host-side interface, nft chain suffix and lock of Warden's sandboxes.
@@ -33,16 +32,8 @@ pub enum PoolError {
         "IPv6 address pool {pool6} must be an IPv6 range of at least as many /126 slots as the IPv4 pool {pool} has /30s"
     )]
     BadPool6 { pool: Cidr, pool6: Cidr },
-    #[error("create {path:?}: {source}")]
-    RunDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("lock {path:?}: {source}")]
-    Lock {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Lease(LeaseError),
     #[error("address pool {pool} is exhausted: {slots} networked sandboxes are running")]
     Exhausted { pool: Cidr, slots: u32 },
 }
@@ -149,76 +140,39 @@ impl Pool {
         })
     }
 
-    /// Leases the lowest free slot, creating `run_dir` (mode 0700) if needed.
+    /// Leases the lowest free slot, creating `run_dir` (mode 0700) if needed. Whatever a
+    /// crashed holder left is the next taker's to remove ([`crate::host`]).
     pub fn lease(&self, run_dir: &Path) -> Result<Lease, PoolError> {
-        ensure_private_dir(run_dir)?;
-        for index in 0..self.slots() {
-            let path = lock_path(run_dir, index);
-            let file = open_lock(&path)?;
-            // SAFETY: flock on a descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                let slot = self.slot(index).expect("index below slots()");
-                return Ok(Lease { slot, _file: file });
-            }
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(PoolError::Lock { path, source: err });
-            }
+        match leases(run_dir, self.slots()).lease(0, |_, _| true) {
+            Ok(lease) => Ok(Lease {
+                slot: self.slot(lease.index()).expect("index below slots()"),
+                _lease: lease,
+            }),
+            Err(LeaseError::Exhausted { .. }) => Err(PoolError::Exhausted {
+                pool: self.cidr,
+                slots: self.slots(),
+            }),
+            Err(e) => Err(PoolError::Lease(e)),
         }
-        Err(PoolError::Exhausted {
-            pool: self.cidr,
-            slots: self.slots(),
-        })
     }
 
     /// Whether slot `index` is leased by a live process right now (a probe: takes and drops
     /// the lock).
     pub fn is_leased(run_dir: &Path, index: u32) -> bool {
-        let Ok(file) = File::open(lock_path(run_dir, index)) else {
-            return false;
-        };
-        // SAFETY: flock on a descriptor we own; closing it drops the probe's lock.
-        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+        leases(run_dir, index.saturating_add(1)).is_leased(index)
     }
 }
 
-fn lock_path(run_dir: &Path, index: u32) -> PathBuf {
-    run_dir.join(format!("slot-{index}.lock"))
-}
-
-fn open_lock(path: &Path) -> Result<File, PoolError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|source| PoolError::Lock {
-            path: path.into(),
-            source,
-        })
-}
-
-fn ensure_private_dir(dir: &Path) -> Result<(), PoolError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| PoolError::RunDir {
-            path: dir.into(),
-            source,
-        })
+/// The slots' lock files: `<run_dir>/slot-<index>.lock`.
+fn leases(run_dir: &Path, slots: u32) -> LockLeases {
+    LockLeases::new(run_dir, "slot", 0, slots)
 }
 
 /// A leased slot; dropping it frees the slot.
 #[derive(Debug)]
 pub struct Lease {
     pub slot: Slot,
-    _file: File,
+    _lease: crate::lease::Lease,
 }
 
 #[cfg(test)]
@@ -274,9 +228,8 @@ mod tests {
         assert!(Pool::is_leased(&dir, 0));
         assert!(matches!(p.lease(&dir), Err(PoolError::Exhausted { .. })));
         drop(a);
-        assert!(!Pool::is_leased(&dir, 0));
-        assert_eq!(p.lease(&dir).unwrap().slot.index, 0);
-        drop(b);
+        let again = crate::lease::tests::eventually(0, |l: &Lease| l.slot.index, || p.lease(&dir));
+        drop((again, b));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -75,8 +75,7 @@ async fn main() {
         ids: warden_jail::IdMap {
             inside_uid: 1000,
             inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
+            host: warden_jail::plan::HostIds::Lease(Default::default()),
         },
         helper_exe: warden.into(),
         fork_when_single_threaded: false,

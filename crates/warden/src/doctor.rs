@@ -151,6 +151,14 @@ fn optional_json(
 pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
     let settings = load_settings(config)?;
     let probes = warden_jail::probe::run_all();
+    // Each sandbox's own host uid comes from these ranges (warden_net::uids).
+    let range = |base, count| warden_net::uids::UidRange { base, count }.describe();
+    let jail = &settings.sandbox.jail;
+    let jail_uids = range(jail.uid_base, jail.uid_count);
+    let docker_uids = range(
+        settings.sandbox.docker.uid_base,
+        settings.sandbox.docker.uid_count,
+    );
     let docker = docker(&settings);
     let engine = crate::run::engine(settings.clone())?;
     // Probe the cluster when a profile uses it or credentials are configured.
@@ -195,8 +203,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                         ids: warden_jail::IdMap {
                             inside_uid: 0,
                             inside_gid: 0,
-                            host_uid: 0,
-                            host_gid: 0,
+                            host: warden_jail::plan::HostIds::Lease(Default::default()),
                         },
                         helper_exe: PathBuf::new(),
                         fork_when_single_threaded: false,
@@ -261,6 +268,10 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         let value = serde_json::json!({
             "unsupported": unsupported_json,
             "jail": probes,
+            "uids": {
+                "jail": {"ok": jail_uids.0, "detail": jail_uids.1},
+                "docker": {"ok": docker_uids.0, "detail": docker_uids.1},
+            },
             "docker": match &docker {
                 Ok(p) => serde_json::json!({
                     "ok": true,
@@ -286,6 +297,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
         for p in &probes {
             println!("  {} {:<14} {}", mark(p.ok), p.name, p.detail);
         }
+        println!("  {} {:<14} {}", mark(jail_uids.0), "uids", jail_uids.1);
         println!(
             "  {} {:<14} nftables, iproute2 and forwarding for networked profiles{}",
             mark(networking),
@@ -293,6 +305,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             hint(networking, Some(INSTALL_NET))
         );
         println!("docker backend:");
+        println!("  {} {:<14} {}", mark(docker_uids.0), "uids", docker_uids.1);
         match &docker {
             Ok(p) => {
                 println!(
@@ -368,6 +381,9 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
             }
         }
     }
-    let all_ok = probes.iter().all(|p| p.ok) && verdicts.iter().all(|(_, v)| v.is_ok());
+    let all_ok = probes.iter().all(|p| p.ok)
+        && jail_uids.0
+        && docker_uids.0
+        && verdicts.iter().all(|(_, v)| v.is_ok());
     Ok(if all_ok { 0 } else { 1 })
 }

@@ -67,8 +67,10 @@ fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBacke
         ids: IdMap {
             inside_uid: jail.sandbox_uid,
             inside_gid: jail.sandbox_gid,
-            host_uid: jail.host_uid,
-            host_gid: jail.host_gid,
+            host: warden_jail::plan::HostIds::Lease(warden_net::uids::UidRange {
+                base: jail.uid_base,
+                count: jail.uid_count,
+            }),
         },
         helper_exe: std::env::current_exe()?,
         fork_when_single_threaded: mode == HelperMode::ForkWhenSingleThreaded,
@@ -131,7 +133,10 @@ pub fn docker_backend(settings: &Settings) -> DockerBackend {
     DockerBackend::new(DockerSettings {
         host: options.host.clone(),
         call_timeout: Duration::from_secs_f64(options.call_timeout_seconds),
-        user: options.user.clone(),
+        uids: warden_net::uids::UidRange {
+            base: options.uid_base,
+            count: options.uid_count,
+        },
         network: warden_docker::NetSettings {
             pool: network.pool,
             pool6: network.pool6,

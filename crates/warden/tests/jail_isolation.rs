@@ -20,7 +20,22 @@ fn new_user_namespace_maps_to_an_unprivileged_host_user() {
     let v = py(
         "import os\nprint(os.getuid(), os.getgid(), os.getgroups())\nprint(open('/proc/self/uid_map').read().split())",
     );
-    assert_eq!(stdout_of(&v), "1000 1000 []\n['1000', '65534', '1']\n");
+    let out = stdout_of(&v);
+    let (ids, map) = out.split_once('\n').unwrap();
+    assert_eq!(ids, "1000 1000 []");
+    // A host uid of its own from the default range (warden_net::uids), mapped alone.
+    let map: Vec<String> = map
+        .trim()
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(", ")
+        .map(|f| f.trim_matches('\'').to_owned())
+        .collect();
+    assert_eq!((map[0].as_str(), map[2].as_str()), ("1000", "1"), "{out}");
+    let host: u32 = map[1].parse().unwrap();
+    assert!(
+        warden_net::uids::UidRange::default().contains(host),
+        "{host} is not in the default range"
+    );
 }
 
 #[test]

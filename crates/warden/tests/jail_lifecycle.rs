@@ -36,15 +36,20 @@ fn count_mounts() -> usize {
         .count()
 }
 
-/// Processes running as the sandbox's host user whose command line has `marker` (other tests
-/// of this file run at the same time, as the same user).
+/// Processes running as a sandbox's host user (a uid of the default range) whose command line
+/// has `marker` (other tests of this file run at the same time).
 fn sandbox_processes(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let sandbox_user = std::fs::read_to_string(e.path().join("status"))
             .map(|s| {
-                s.lines()
-                    .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("65534"))
+                s.lines().any(|l| {
+                    l.starts_with("Uid:")
+                        && l.split_whitespace()
+                            .nth(1)
+                            .and_then(|u| u.parse().ok())
+                            .is_some_and(|u| warden_net::uids::UidRange::default().contains(u))
+                })
             })
             .unwrap_or(false);
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();

@@ -108,7 +108,7 @@ pub fn run_with_timeout(
 }
 
 /// The jail as the tests build it through the Backend trait: the default host paths, fast
-/// cgroup attach, the sandbox user 1000 mapped to host 65534, this build's binary as the
+/// cgroup attach, the sandbox user 1000 mapped to a host uid of its own (the default range), this build's binary as the
 /// exec'd helper (the multi-threaded daemon's mode), no network. Override fields with
 /// `JailSettings { …, ..common::jail_settings() }`.
 pub fn jail_settings() -> warden_jail::JailSettings {
@@ -118,8 +118,7 @@ pub fn jail_settings() -> warden_jail::JailSettings {
         ids: warden_jail::IdMap {
             inside_uid: 1000,
             inside_gid: 1000,
-            host_uid: 65534,
-            host_gid: 65534,
+            host: warden_jail::plan::HostIds::Lease(Default::default()),
         },
         helper_exe: warden(),
         fork_when_single_threaded: false,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each cargo-fuzz target (fuzz/) for a bounded time: the settings parser (`settings`), the
-# policy analyser (`forbidden_imports`) and the REST request decoding (`rest`). Installs
+# policy analyser (`forbidden_imports`), the REST request decoding (`rest`) and the E2B drop-in's
+# decoders (`e2b`: Connect envelopes, multipart bodies, percent-decoding). Installs
 # cargo-fuzz first (scripts/setup-fuzz.sh, idempotent). The stable toolchain takes cargo fuzz's
 # nightly flags with RUSTC_BOOTSTRAP=1.
 #
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(settings forbidden_imports rest)
+[ ${#targets[@]} -gt 0 ] || targets=(settings forbidden_imports rest e2b)
 
 bash scripts/setup-fuzz.sh
 export RUSTC_BOOTSTRAP=1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests and benchmarks need, idempotently: what Warden needs to run
-# (scripts/setup.sh), then the benchmarks' baselines, the networking tools, the Python SDK's
-# and the MCP client's venvs, the docker backend's images and gVisor. Called by scripts/test.sh
+# (scripts/setup.sh), then the benchmarks' baselines, the networking tools, the Python SDK's,
+# the MCP client's and the E2B SDKs' venvs, the docker backend's images and gVisor. Called by scripts/test.sh
 # and the benchmark scripts; `scripts/warden` only runs scripts/setup.sh. Safe to run again.
 set -euo pipefail
 here="$(dirname "$0")"
@@ -33,3 +33,5 @@ bash "$here/setup-docker-images.sh"
 bash "$here/setup-gvisor.sh"
 # The official MCP Python client, for the MCP integration tests (crates/warden/tests/mcp.rs).
 bash "$here/setup-mcp-client.sh"
+# The official E2B SDKs (pinned), for the E2B drop-in's suite (tests/e2b) and benchmark.
+bash "$here/setup-e2b-sdk.sh"

@@ -33,6 +33,9 @@ summary() {
   if [ -s "$outputs"/pytest.log ]; then
     echo "python SDK: $(tail -n 1 "$outputs"/pytest.log)"
   fi
+  if [ -s "$outputs"/pytest-e2b.log ]; then
+    echo "E2B SDK: $(tail -n 1 "$outputs"/pytest-e2b.log)"
+  fi
   local skipped
   skipped="$(sort -u "$WARDEN_SKIP_LOG" 2>/dev/null | grep -c '^SKIPPED:' || true)"
   echo "skipped for a missing prerequisite: $skipped (listed in $WARDEN_SKIP_LOG)"
@@ -49,6 +52,9 @@ cargo test --workspace --locked 2>&1 | tee "$outputs"/cargo.log
 # The Python SDK's suite, against the daemon binary the tests above just built (-rs: pytest
 # lists its skips with their reasons).
 WARDEN_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden" "${WARDEN_VENV:-/var/cache/warden/venv}/bin/python" -m pytest -q -rs -p no:cacheprovider python/tests 2>&1 | tee "$outputs"/pytest.log
+# The E2B drop-in, driven by the official E2B SDKs (sync and async, pinned versions installed by
+# scripts/setup-e2b-sdk.sh from scripts/setup-tests.sh) against the same binary.
+WARDEN_BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/debug/warden" "${WARDEN_E2B_VENV:-/var/cache/warden/venv-e2b}/bin/python" -m pytest -q -rs -p no:cacheprovider tests/e2b 2>&1 | tee "$outputs"/pytest-e2b.log
 # The Go SDK's suite (sdk/go), against the same binary: go vet, then go test (standard library
 # only: no module download; its caches under /var/cache/warden/go).
 bash scripts/setup-go-sdk.sh

@@ -963,6 +963,7 @@ impl Backend for DockerBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        spec.refuse_env_and_home(self.name())?;
         let sh = &self.shared;
         let name = format!("warden-{}", spec.id);
         // The sandbox's own host uid, until its container is removed.

@@ -90,6 +90,31 @@ pub struct SandboxSpec {
     pub container_runtime: Option<String>,
     /// Set on what the backend creates, where it can carry labels.
     pub labels: BTreeMap<String, String>,
+    /// Environment variables every execution and context of the sandbox gets (after the
+    /// backend's own, which they may replace).
+    pub env: BTreeMap<String, String>,
+    /// An absolute path where the workspace is also seen, and the HOME and working directory
+    /// of every execution and context (the E2B drop-in's `/home/user`); `None`: the
+    /// workspace only at its usual place. A backend that cannot honour it refuses the spec.
+    pub home: Option<String>,
+}
+
+impl SandboxSpec {
+    /// The refusal of a backend that does not (yet) give a sandbox's runs its `env` and
+    /// `home`: a spec asking for either is refused, never run without them.
+    pub fn refuse_env_and_home(&self, backend: &str) -> Result<(), BackendError> {
+        if !self.env.is_empty() {
+            return Err(BackendError::Refused(format!(
+                "the {backend} backend does not set a sandbox's environment variables"
+            )));
+        }
+        if let Some(home) = &self.home {
+            return Err(BackendError::Refused(format!(
+                "the {backend} backend does not mount the workspace at {home}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// A context to start in a sandbox: a persistent interpreter (see

@@ -339,7 +339,14 @@ impl Sandboxes {
         let (profile, plan) = self.resolve_build(Some(profile.to_owned()), None, None)?;
         let backend = self.engine().backend_for(&profile)?.clone();
         let id = new_sandbox_id();
-        let spec = sandbox_spec(id.clone(), &profile, &plan, BTreeMap::new());
+        let spec = sandbox_spec(
+            id.clone(),
+            &profile,
+            &plan,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            None,
+        );
         let key = BuildKey::of(&plan, &spec);
         let handle = backend.create_sandbox(spec).await?;
         let context = self.context_spec(
@@ -717,5 +724,39 @@ mod tests {
         tokio::time::sleep(CHECK_EVERY + Duration::from_millis(200)).await;
         assert_eq!(backend.built.lock().unwrap().len(), built.len());
         assert_eq!(status(&s).ready, 0);
+    }
+
+    /// Not the pool's, but its fakes serve: E2B's `set_timeout` and a sandbox's `home`.
+    #[tokio::test]
+    async fn a_lifetime_is_set_from_now_within_the_profile_and_a_home_is_checked() {
+        let s = sandboxes(Arc::new(FakeBackend::default()));
+        let caller = Caller::default();
+        let info = s.create(&caller, create(None)).await.unwrap();
+        let set = s
+            .set_lifetime(None, &info.id, Duration::from_secs(5))
+            .unwrap();
+        assert!(set.max_lifetime_seconds <= 6, "{set:?}");
+        assert_eq!(set.idle_ttl_seconds, 5);
+        let err = s
+            .set_lifetime(None, &info.id, Duration::from_secs(999_999))
+            .unwrap_err();
+        assert_eq!(err.code(), "invalid_request");
+        assert!(
+            s.set_lifetime(Some("other"), &info.id, Duration::from_secs(5))
+                .is_err()
+        );
+        for home in ["/etc", "/home", "/home/../root", "/home/a b"] {
+            let req = CreateSandbox {
+                home: Some(home.into()),
+                ..create(None)
+            };
+            let err = s.create(&caller, req).await.unwrap_err();
+            assert_eq!(err.code(), "invalid_request", "{home}");
+        }
+        let req = CreateSandbox {
+            home: Some("/home/user".into()),
+            ..create(None)
+        };
+        s.create(&caller, req).await.unwrap();
     }
 }

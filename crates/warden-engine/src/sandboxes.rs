@@ -32,6 +32,11 @@ pub struct CreateSandbox {
     pub idle_ttl_seconds: Option<u64>,
     pub max_lifetime_seconds: Option<u64>,
     pub memory_mb: Option<u64>,
+    /// Environment variables of every execution and context (see [`SandboxSpec::env`]).
+    pub env: BTreeMap<String, String>,
+    /// Where the workspace is also mounted, the runs' HOME and working directory (see
+    /// [`SandboxSpec::home`]).
+    pub home: Option<String>,
 }
 
 /// One execution in a sandbox.
@@ -61,14 +66,21 @@ pub(crate) struct Entry {
     labels: BTreeMap<String, String>,
     pub(crate) limits: Limits,
     backend: &'static str,
-    idle_ttl: Duration,
-    max_lifetime: Duration,
+    /// Changed by [`Sandboxes::set_lifetime`].
+    ttls: Mutex<Ttls>,
     on_idle: OnIdle,
     created_ms: u64,
     created: Instant,
     pub(crate) handle: Arc<dyn BackendSandbox>,
     usage: Mutex<Usage>,
     pub(crate) contexts: crate::contexts::Contexts,
+}
+
+/// How long a sandbox may live: unused, and in all.
+#[derive(Debug, Clone, Copy)]
+struct Ttls {
+    idle: Duration,
+    lifetime: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,8 +113,9 @@ enum Expiry {
 impl Entry {
     fn info(&self) -> SandboxInfo {
         let usage = *self.usage.lock().expect("not poisoned");
-        let by_lifetime = self.created_ms + self.max_lifetime.as_millis() as u64;
-        let by_idle = usage.last_used_ms + self.idle_ttl.as_millis() as u64;
+        let ttls = *self.ttls.lock().expect("not poisoned");
+        let by_lifetime = self.created_ms + ttls.lifetime.as_millis() as u64;
+        let by_idle = usage.last_used_ms + ttls.idle.as_millis() as u64;
         SandboxInfo {
             id: self.id.clone(),
             name: self.name.clone(),
@@ -112,8 +125,8 @@ impl Entry {
             created_at: warden_types::rfc3339(self.created_ms),
             last_used_at: warden_types::rfc3339(usage.last_used_ms),
             expires_at: warden_types::rfc3339(by_lifetime.min(by_idle)),
-            idle_ttl_seconds: self.idle_ttl.as_secs(),
-            max_lifetime_seconds: self.max_lifetime.as_secs(),
+            idle_ttl_seconds: ttls.idle.as_secs(),
+            max_lifetime_seconds: ttls.lifetime.as_secs(),
             limits: self.limits.clone(),
             executions: usage.executions,
             backend: self.backend.to_owned(),
@@ -129,11 +142,12 @@ impl Entry {
     /// done its work already).
     fn expired(&self, now: Instant) -> Option<Expiry> {
         let usage = self.usage.lock().expect("not poisoned");
-        if now.duration_since(self.created) >= self.max_lifetime {
+        let ttls = *self.ttls.lock().expect("not poisoned");
+        if now.duration_since(self.created) >= ttls.lifetime {
             Some(Expiry::Lifetime)
         } else if usage.running == 0
             && !usage.paused
-            && now.duration_since(usage.last_used) >= self.idle_ttl
+            && now.duration_since(usage.last_used) >= ttls.idle
         {
             Some(Expiry::Idle)
         } else {
@@ -190,6 +204,8 @@ pub(crate) fn sandbox_spec(
     profile: &str,
     plan: &ExecPlan,
     mut labels: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
+    home: Option<String>,
 ) -> SandboxSpec {
     labels.insert("warden.profile".into(), profile.to_owned());
     SandboxSpec {
@@ -201,7 +217,25 @@ pub(crate) fn sandbox_spec(
         image: plan.image.clone(),
         container_runtime: plan.container_runtime.clone(),
         labels,
+        env,
+        home,
     }
+}
+
+/// A sandbox's `home`: `/home/` and one or more plain names (no `.`, `..` or empty parts),
+/// so it never hides a path of the root that the sandbox relies on.
+fn valid_home(home: &str) -> bool {
+    home.strip_prefix("/home/").is_some_and(|rest| {
+        rest.len() <= 64
+            && rest.split('/').all(|part| {
+                !part.is_empty()
+                    && part != "."
+                    && part != ".."
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+            })
+    })
 }
 
 fn valid_name(name: &str) -> bool {
@@ -323,7 +357,22 @@ impl Sandboxes {
                 );
             }
         }
-        let spec = sandbox_spec(id.clone(), &profile_name, &plan, req.labels.clone());
+        if let Some(home) = &req.home
+            && !valid_home(home)
+        {
+            return Err(EngineError::InvalidRequest {
+                field: "home",
+                message: "an absolute, clean path under /home (e.g. /home/user)".into(),
+            });
+        }
+        let spec = sandbox_spec(
+            id.clone(),
+            &profile_name,
+            &plan,
+            req.labels.clone(),
+            req.env,
+            req.home,
+        );
         // A warm sandbox built from exactly this spec (labels aside, which are the engine's
         // record only), if the pool has a live one; else one built now.
         let (handle, contexts) = match self.pools.take(&BuildKey::of(&plan, &spec)).await {
@@ -350,8 +399,10 @@ impl Sandboxes {
             labels: req.labels,
             limits: plan.limits,
             backend: backend.name(),
-            idle_ttl,
-            max_lifetime,
+            ttls: Mutex::new(Ttls {
+                idle: idle_ttl,
+                lifetime: max_lifetime,
+            }),
             on_idle: profile.on_idle,
             created_ms,
             created: now,
@@ -439,6 +490,40 @@ impl Sandboxes {
         self.record_destroyed(&entry, DestroyCause::Request);
         entry.handle.destroy().await?;
         Ok(entry.id.clone())
+    }
+
+    /// Makes the sandbox end `from_now` from now, used or not (its lifetime becomes the time
+    /// it has lived plus `from_now`, its idle TTL at most `from_now`), within its profile's
+    /// maximum lifetime and idle TTL. Returns its new record.
+    pub fn set_lifetime(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        from_now: Duration,
+    ) -> Result<SandboxInfo, EngineError> {
+        let entry = self.find(owner, id)?;
+        let profile = self
+            .engine
+            .settings()
+            .profile(&entry.profile)
+            .expect("resolved when the sandbox was created");
+        let lifetime = entry.created.elapsed() + from_now;
+        let max = Duration::from_secs(profile.max_lifetime_seconds);
+        if lifetime > max {
+            return Err(EngineError::InvalidRequest {
+                field: "timeout",
+                message: format!(
+                    "the sandbox would live {}s in all, more than its profile's max_lifetime_seconds ({})",
+                    lifetime.as_secs(),
+                    profile.max_lifetime_seconds
+                ),
+            });
+        }
+        *entry.ttls.lock().expect("not poisoned") = Ttls {
+            idle: from_now.min(Duration::from_secs(profile.idle_ttl_seconds)),
+            lifetime,
+        };
+        Ok(entry.info())
     }
 
     /// Destroys the sandboxes whose time is up, or pauses those idle past their TTL whose

@@ -285,6 +285,8 @@ impl Backend for JailBackend {
             self.sandbox_part(landlock, uid),
             network,
             workspace,
+            spec.env,
+            spec.home,
         )))
     }
 
@@ -438,6 +440,8 @@ mod tests {
             image: None,
             container_runtime: None,
             labels: Default::default(),
+            env: Default::default(),
+            home: None,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -268,7 +268,35 @@ pub struct PlanInput<'a> {
     pub network: Option<warden_net::NetRequest>,
 }
 
+/// Sets `key` in `env`, replacing an earlier value (a variable appears once).
+fn set_env(env: &mut Vec<(String, String)>, key: String, value: String) {
+    match env.iter_mut().find(|(k, _)| *k == key) {
+        Some(slot) => slot.1 = value,
+        None => env.push((key, value)),
+    }
+}
+
 impl JailPlan {
+    /// Also shows the workspace at `home` (an absolute, clean path under /home, e.g.
+    /// `/home/user`: the same folder of the workspace tmpfs as `/workspace`, so Landlock's
+    /// rule for the workspace covers it), and makes it the program's HOME and working
+    /// directory.
+    pub fn with_home(&mut self, home: &str) -> Result<(), PlanError> {
+        let dest = clean_absolute(Path::new(home))?;
+        // Under /home, which the root never binds from the host (host_paths refuses it):
+        // nothing of the root is hidden.
+        if !dest.starts_with("/home") || dest == Path::new("/home") {
+            return Err(PlanError::BadPath { path: dest });
+        }
+        self.mounts.push(MountOp::BindScratch {
+            subdir: SCRATCH_WORK.into(),
+            dest: dest.clone(),
+        });
+        set_env(&mut self.env, "HOME".into(), home.into());
+        self.cwd = dest;
+        Ok(())
+    }
+
     /// Builds the plan: checks the inputs and lays out the root in order.
     pub fn build(input: PlanInput<'_>) -> Result<JailPlan, PlanError> {
         if input.argv.is_empty() || input.argv[0].is_empty() {
@@ -424,7 +452,9 @@ impl JailPlan {
                 format!("{WORKSPACE_DIR}/{OUTPUT_DIR_NAME}"),
             ),
         ];
-        env.extend(input.extra_env);
+        for (key, value) in input.extra_env {
+            set_env(&mut env, key, value);
+        }
         Ok(JailPlan {
             argv: input.argv,
             env,
@@ -649,5 +679,31 @@ mod tests {
             JailPlan::build(i).unwrap_err(),
             PlanError::ZeroLimit { field: "memory_mb" }
         );
+    }
+}
+
+#[cfg(test)]
+mod home_tests {
+    use super::*;
+
+    #[test]
+    fn a_home_shows_the_workspace_and_is_home_and_working_directory() {
+        let mut plan = sample(&["/bin/true"]);
+        plan.with_home("/home/user").unwrap();
+        assert!(plan.mounts.contains(&MountOp::BindScratch {
+            subdir: SCRATCH_WORK.into(),
+            dest: "/home/user".into(),
+        }));
+        // The same folder of the workspace tmpfs as /workspace.
+        assert!(plan.mounts.contains(&MountOp::BindScratch {
+            subdir: SCRATCH_WORK.into(),
+            dest: WORKSPACE_DIR.into(),
+        }));
+        assert_eq!(plan.cwd, PathBuf::from("/home/user"));
+        let homes: Vec<_> = plan.env.iter().filter(|(k, _)| k == "HOME").collect();
+        assert_eq!(homes, [&("HOME".to_owned(), "/home/user".to_owned())]);
+        for bad in ["/etc", "/home", "/home/../etc", "relative", "/usr/home/x"] {
+            assert!(sample(&["/bin/true"]).with_home(bad).is_err(), "{bad}");
+        }
     }
 }

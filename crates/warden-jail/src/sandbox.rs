@@ -46,6 +46,11 @@ pub struct JailSandbox {
     backend: SandboxPart,
     /// A networked sandbox: each execution gets its own link and firewall with these rules.
     network: Option<warden_net::NetRequest>,
+    /// Every run's and context's own environment variables (`SandboxSpec::env`).
+    env: Vec<(String, String)>,
+    /// Where every run also sees the workspace, its HOME and working directory
+    /// (`SandboxSpec::home`).
+    home: Option<String>,
     /// `None` once destroyed. A run holds its own reference until it ends.
     workspace: std::sync::Mutex<Option<Arc<Workspace>>>,
     one_at_a_time: tokio::sync::Mutex<()>,
@@ -73,11 +78,15 @@ impl JailSandbox {
         backend: SandboxPart,
         network: Option<warden_net::NetRequest>,
         workspace: Workspace,
+        env: BTreeMap<String, String>,
+        home: Option<String>,
     ) -> JailSandbox {
         JailSandbox {
             id,
             backend,
             network,
+            env: env.into_iter().collect(),
+            home,
             workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
             one_at_a_time: tokio::sync::Mutex::new(()),
             destroyed: tokio::sync::watch::Sender::new(false),
@@ -217,17 +226,33 @@ impl JailSandbox {
             limits: spec.limits.clone(),
             host_paths: &b.host_paths,
             ids: b.ids,
-            extra_env: vec![("WARDEN_RESULT_BUDGET".into(), budget.to_string())],
+            extra_env: self
+                .env
+                .iter()
+                .cloned()
+                .chain([("WARDEN_RESULT_BUDGET".into(), budget.to_string())])
+                .collect(),
             shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
             // A networked sandbox's interpreter has the sandbox's egress, by the same rules.
             network: self.network.clone(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
+        self.give_home(&mut plan)?;
         plan.session = true;
         plan.fast_cgroup_attach = b.fast_cgroup_attach;
         plan.landlock = Some(b.landlock);
         plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
         Ok(plan)
+    }
+
+    /// The sandbox's `home`, if it has one, in a run's plan.
+    fn give_home(&self, plan: &mut JailPlan) -> Result<(), BackendError> {
+        match &self.home {
+            Some(home) => plan
+                .with_home(home)
+                .map_err(|e| BackendError::Refused(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
@@ -294,11 +319,12 @@ impl BackendSandbox for JailSandbox {
             limits: plan.limits.clone(),
             host_paths: &b.host_paths,
             ids: b.ids,
-            extra_env: vec![],
+            extra_env: self.env.clone(),
             shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
             network: self.network.clone(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
+        self.give_home(&mut jail_plan)?;
         jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
         jail_plan.landlock = Some(b.landlock);
         jail_plan.known_outputs = {

@@ -420,6 +420,8 @@ impl Backend for KubeBackend {
             container_runtime: None,
             image: plan.image.clone(),
             labels: BTreeMap::new(),
+            env: Default::default(),
+            home: None,
         };
         let pod = self.start_pod(&spec).await?;
         let sandbox = self.sandbox_for(pod, &spec);
@@ -437,6 +439,7 @@ impl Backend for KubeBackend {
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
         refuse_container_runtime(spec.container_runtime.as_deref())?;
         refuse_egress_rules(spec.network_enabled, &spec.egress)?;
+        spec.refuse_env_and_home(self.name())?;
         let pod = self.start_pod(&spec).await?;
         Ok(Arc::new(self.sandbox_for(pod, &spec)))
     }

@@ -403,6 +403,8 @@ async fn exec_over_kubes_websocket_client_carries_stdin_output_and_status() {
         container_runtime: None,
         image: Some("python:3.11-slim".into()),
         labels: BTreeMap::new(),
+        env: Default::default(),
+        home: None,
     };
     cluster
         .create_pod(&backend.pod_for(&spec).unwrap())
@@ -479,6 +481,8 @@ async fn the_backend_from_a_kubeconfig_runs_code_end_to_end() {
             container_runtime: None,
             image: Some("python:3.11-slim".into()),
             labels: BTreeMap::from([("team".into(), "a b".into())]),
+            env: Default::default(),
+            home: None,
         })
         .await
         .unwrap();

@@ -178,6 +178,8 @@ async fn sandboxes_keep_files_refuse_symlinks_and_are_deleted() {
         container_runtime: None,
         image: Some(image()),
         labels: BTreeMap::new(),
+        env: Default::default(),
+        home: None,
     };
     let sb = b.create_sandbox(spec).await.unwrap();
     let path = WorkspacePath::new("data/in.txt").unwrap();

@@ -139,6 +139,8 @@ async fn sandbox(pod: &Arc<LocalPod>) -> Arc<dyn warden_engine::BackendSandbox> 
             container_runtime: None,
             image: Some("python:3.11-slim".into()),
             labels: BTreeMap::new(),
+            env: Default::default(),
+            home: None,
         })
         .await
         .unwrap()

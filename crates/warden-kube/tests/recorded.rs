@@ -242,6 +242,8 @@ fn spec(id: &str) -> SandboxSpec {
         container_runtime: None,
         image: Some("python:3.11-slim".into()),
         labels: BTreeMap::new(),
+        env: Default::default(),
+        home: None,
     }
 }
 

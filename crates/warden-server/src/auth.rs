@@ -76,7 +76,7 @@ impl Keys {
         self.0.is_empty()
     }
 
-    fn find(&self, presented: &str) -> Option<Arc<KeyEntry>> {
+    pub(crate) fn find(&self, presented: &str) -> Option<Arc<KeyEntry>> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         // Look at every key, whatever matches, and compare without early exit.
         let mut found = None;

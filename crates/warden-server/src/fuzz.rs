@@ -109,3 +109,39 @@ fn check_refusal(route: Route, e: &ApiError) {
     };
     assert!(response.status().is_client_error(), "{route:?}: {e:?}");
 }
+
+/// The E2B drop-in's decoders over arbitrary bytes (fuzz target `e2b`): the first byte picks
+/// one (`0`: Connect envelopes, `1`: a multipart body, `2`: the list's percent-decoding), the
+/// rest is its input.
+///
+/// Invariants: none panics; envelopes account for every byte of the body (5 per header plus
+/// each message) and a compressed one is refused; multipart parts hold only bytes of the body.
+pub fn e2b(data: &[u8]) {
+    let Some((&selector, input)) = data.split_first() else {
+        return;
+    };
+    match selector % 3 {
+        0 => {
+            if let Ok(envelopes) = crate::e2b::decode_envelopes(input) {
+                let total: usize = envelopes.iter().map(|e| 5 + e.message.len()).sum();
+                assert_eq!(total, input.len(), "envelopes do not account for the body");
+                assert!(
+                    envelopes.iter().all(|e| e.flags & 1 == 0),
+                    "a compressed envelope"
+                );
+            }
+        }
+        1 => {
+            if let Ok(parts) =
+                crate::e2b::multipart::parse("multipart/form-data; boundary=b", input)
+            {
+                let sum: usize = parts.iter().map(|p| p.data.len()).sum();
+                assert!(sum <= input.len(), "parts hold more than the body");
+            }
+        }
+        _ => {
+            let decoded = crate::e2b::unquote(&String::from_utf8_lossy(input));
+            assert!(decoded.len() <= 3 * input.len() + 3);
+        }
+    }
+}

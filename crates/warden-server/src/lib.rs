@@ -12,6 +12,7 @@ pub mod audit;
 mod auth;
 mod compat;
 pub mod decode;
+pub mod e2b;
 mod error;
 pub mod fuzz;
 pub mod listen;
@@ -86,6 +87,8 @@ pub struct AppState {
     metrics: Metrics,
     /// Ends the MCP sessions and streams of `/mcp` (see [`AppState::stop_mcp`]).
     mcp_stop: warden_mcp::CancellationToken,
+    /// The E2B drop-in's sessions, tokens and running commands.
+    e2b: e2b::E2b,
     /// The engine's audit log, read by `GET /v1/audit`.
     audit: Arc<warden_engine::AuditLog>,
 }
@@ -116,6 +119,7 @@ impl AppState {
             sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
             mcp_stop: warden_mcp::CancellationToken::new(),
+            e2b: e2b::E2b::default(),
             audit,
             engine,
             limits,
@@ -145,8 +149,10 @@ impl AppState {
     }
 }
 
-/// The API's routes.
+/// The API's routes; in front of them, E2B's (see [`e2b`]: requests with `E2b-Sandbox-Id`,
+/// and the control plane's paths).
 pub fn router(state: AppState) -> Router {
+    let e2b_routers = e2b::Routers::new(&state);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -200,6 +206,10 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            e2b_routers,
+            e2b::dispatch,
+        ))
         .with_state(state)
 }
 

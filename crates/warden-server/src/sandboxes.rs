@@ -64,6 +64,8 @@ pub(crate) async fn create_sandbox(
                 idle_ttl_seconds: body.idle_ttl_seconds,
                 max_lifetime_seconds: body.max_lifetime_seconds,
                 memory_mb: body.memory_mb,
+                env: BTreeMap::new(),
+                home: None,
             },
         )
         .await?)

@@ -1064,3 +1064,7 @@ async fn profiles_lists_the_profiles_and_languages() {
     assert!(languages.iter().any(|l| l == "python"), "{body}");
     assert!(languages.iter().any(|l| l == "javascript"), "{body}");
 }
+
+/// The E2B drop-in's routing, codecs and errors (a fake backend; the official SDK drives a
+/// real daemon in tests/e2b).
+mod e2b;

@@ -47,6 +47,8 @@ fn spec(id: &str) -> SandboxSpec {
         image: Some(IMAGE.into()),
         container_runtime: None,
         labels: BTreeMap::new(),
+        env: Default::default(),
+        home: None,
     }
 }
 

@@ -128,6 +128,8 @@ impl Subject {
             image: Some(PYTHON_IMAGE.into()),
             container_runtime: self.container_runtime(),
             labels: BTreeMap::from([("conformance-case".to_string(), self.label())]),
+            env: Default::default(),
+            home: None,
         }
     }
 }

@@ -41,6 +41,8 @@ async fn sandbox(backend: &JailBackend, id: &str, memory_mb: u64) -> Arc<dyn Bac
             container_runtime: None,
             image: None,
             labels: BTreeMap::new(),
+            env: Default::default(),
+            home: None,
         })
         .await
         .unwrap()

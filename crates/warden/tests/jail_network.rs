@@ -1162,6 +1162,8 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
                 container_runtime: None,
                 image: None,
                 labels: Default::default(),
+                env: Default::default(),
+                home: None,
             })
             .await
             .unwrap();
@@ -1243,6 +1245,8 @@ fn a_context_in_a_networked_sandbox_gets_its_egress() {
                 container_runtime: None,
                 image: None,
                 labels: Default::default(),
+                env: Default::default(),
+                home: None,
             })
             .await
             .unwrap();
@@ -1353,6 +1357,8 @@ fn docker_a_persistent_networked_container_keeps_its_rules_and_leaves_nothing() 
                 container_runtime: None,
                 image: Some("warden-python:3.11".into()),
                 labels: Default::default(),
+                env: Default::default(),
+                home: None,
             })
             .await
             .unwrap();

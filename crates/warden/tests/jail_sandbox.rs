@@ -56,6 +56,8 @@ async fn sandbox(backend: &JailBackend, id: &str) -> Arc<dyn BackendSandbox> {
             image: None,
             container_runtime: None,
             labels: BTreeMap::new(),
+            env: Default::default(),
+            home: None,
         })
         .await
         .unwrap()

@@ -354,6 +354,8 @@ async fn sandbox(
             image: image.map(str::to_owned),
             container_runtime: None,
             labels: BTreeMap::new(),
+            env: BTreeMap::new(),
+            home: None,
         })
         .await
         .unwrap_or_else(|e| panic!("create sandbox {id}: {e}"))

@@ -154,6 +154,9 @@ impl JailSandbox {
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         plan.session = true;
+        if let Some(guard) = &spec.import_guard {
+            plan.add_import_guard(guard, Some(&format!("{CODE_DIR}/{driver_file}")));
+        }
         plan.fast_cgroup_attach = b.fast_cgroup_attach;
         plan.landlock = Some(b.landlock);
         plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
@@ -221,6 +224,9 @@ impl BackendSandbox for JailSandbox {
             network: self.network.clone(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
+        if let Some(guard) = &plan.import_guard {
+            jail_plan.add_import_guard(guard, None);
+        }
         jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
         jail_plan.landlock = Some(b.landlock);
         jail_plan.known_outputs = {
@@ -379,6 +385,14 @@ impl BackendSandbox for JailSandbox {
             Some(Err(e)) => {
                 if let Some(live) = slot.live.take() {
                     live.kill().await;
+                }
+                if matches!(e, BackendError::ImportRefused(_)) {
+                    // The guard ended the interpreter (its state is gone): a fresh one now,
+                    // so that the next cell finds it, as after any death of the interpreter.
+                    match self.start_context(&slot.spec).await {
+                        Ok(live) => slot.live = Some(live),
+                        Err(e) => eprintln!("warden: restarting context {id} of {}: {e}", self.id),
+                    }
                 }
                 Err(e)
             }

@@ -15,6 +15,7 @@ fn backend() -> Arc<JailBackend> {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],

@@ -48,6 +48,7 @@ async fn sandbox(backend: &JailBackend, id: &str, memory_mb: u64) -> Arc<dyn Bac
 
 fn spec(id: &str, memory_mb: u64) -> ContextSpec {
     ContextSpec {
+        import_guard: None,
         id: id.into(),
         language: Language::new("python").unwrap(),
         command: vec!["/usr/bin/python3".into()],
@@ -351,6 +352,7 @@ fn an_interpreter_that_dies_between_cells_is_replaced_and_the_next_cell_says_so(
 
 fn js_spec(id: &str, memory_mb: u64) -> ContextSpec {
     ContextSpec {
+        import_guard: None,
         id: id.into(),
         language: Language::new("javascript").unwrap(),
         command: vec!["/usr/bin/node".into()],

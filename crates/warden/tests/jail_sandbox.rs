@@ -30,6 +30,7 @@ fn limits() -> Limits {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "test".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],

@@ -57,6 +57,9 @@ pub struct JailSandbox {
 struct ContextSlot {
     spec: ContextSpec,
     live: Option<JailContext>,
+    /// The import guard ended the last cell's interpreter: the next cell's result says that
+    /// the context was restarted.
+    refused_last: bool,
 }
 
 impl JailSandbox {
@@ -314,6 +317,7 @@ impl BackendSandbox for JailSandbox {
         let slot = ContextSlot {
             spec,
             live: Some(live),
+            refused_last: false,
         };
         self.contexts
             .lock()
@@ -335,7 +339,7 @@ impl BackendSandbox for JailSandbox {
         let known_outputs = blocking(move || Ok(workspace.output_stamps())).await?;
         // An interpreter that died since the last cell (its state is gone) is replaced first,
         // and the result says so.
-        let mut restarted = false;
+        let mut restarted = std::mem::take(&mut slot.refused_last);
         if let Some(live) = slot.live.as_mut()
             && !live.is_alive()
         {
@@ -387,6 +391,7 @@ impl BackendSandbox for JailSandbox {
                     live.kill().await;
                 }
                 if matches!(e, BackendError::ImportRefused(_)) {
+                    slot.refused_last = true;
                     // The guard ended the interpreter (its state is gone): a fresh one now,
                     // so that the next cell finds it, as after any death of the interpreter.
                     match self.start_context(&slot.spec).await {

@@ -142,10 +142,25 @@ def _install():
             frame = frame.f_back
         return False
 
+    def machinery_call(frame):
+        """Whether `frame` is the import machinery's own (not code compiled under its name)."""
+        filename = frame.f_code.co_filename
+        return filename in bootstrap and filename not in tainted
+
+    def own_file(name, filename):
+        """Whether `filename` is where the module `name` lives."""
+        if type(filename) is not str_type:
+            return False
+        if filename.startswith("<frozen "):
+            return filename == "<frozen " + name + ">"
+        path = "/" + name.replace(".", "/")
+        return filename.endswith(path + ".py") or filename.endswith(path + "/__init__.py")
+
     def loading(frame):
         """The name of the module whose code the import machinery is about to run."""
         while frame is not None:
-            if frame.f_code.co_name == "_load_unlocked" and frame.f_code.co_filename in bootstrap:
+            code = frame.f_code
+            if code.co_name in ("_load_unlocked", "_exec") and machinery_call(frame):
                 spec = frame.f_locals.get("spec")
                 name = getattr(spec, "name", None)
                 return name if type(name) is str_type else "?"
@@ -220,12 +235,18 @@ def _install():
         if event == "import" or event == "pickle.find_class":
             if importer(frame) and not allows(args[0]):
                 refuse(args[0], frame)
-        elif event == "exec" and frame.f_code.co_filename in bootstrap:
+        elif event == "exec" and machinery_call(frame):
             # A module's code about to run: also for loads that raise no import event
-            # (importlib.import_module, a loader's load_module).
-            name = loading(frame)
-            if name is not None and importer(frame) and not allows(name):
-                refuse(name, frame)
+            # (importlib.import_module, a loader's load_module). For user code, the module
+            # must be allowed and its code must come from that module's own file (not
+            # socket.py loaded under the name json.socket).
+            if importer(frame):
+                name = loading(frame)
+                code = args[0]
+                if name is None or not allows(name):
+                    refuse(name or "?", frame)
+                if type(code) is code_type and not own_file(name, code.co_filename):
+                    refuse(name, frame)
         elif not is_user(frame.f_code):
             return
         elif event == "compile" or event == "code.__new__":
@@ -266,7 +287,7 @@ def _install():
             frame = None  # the interpreter itself (printing a traceback), no Python code running
         # Called by the import machinery itself (its C helpers import through __import__):
         # the machinery's own business.
-        if frame is not None and frame.f_code.co_filename not in bootstrap and importer(frame):
+        if frame is not None and not machinery_call(frame) and importer(frame):
             if type(name) is not str_type or type(level) is not int_type:
                 if isinstance(name, str_type) or isinstance(level, int_type):
                     # A subclass could answer these checks unlike what the import uses.
@@ -292,7 +313,7 @@ def _install():
                             refuse(absolute, frame)
                         for sub in subs:
                             if not allows(absolute + "." + sub):
-                                refuse(absolute + "." + sub, frame)
+                                refuse(absolute, frame)
                 fromlist = items
         try:
             return original_import(name, globals, locals, fromlist, level)
@@ -309,7 +330,7 @@ def _install():
 
     functions = [
         allows, is_user, importer, program_line, json_string, send, refuse, taint, audit,
-        loading, relative_package, checked_import,
+        machinery_call, own_file, loading, relative_package, checked_import,
     ]
     for function in functions:
         function.__code__ = relabel(function.__code__)

@@ -41,7 +41,7 @@ if [ "$name" != / ]; then
   fi
   [ -d /workspace/output ] || mkdir /workspace/output 2>/dev/null
   if [ "$glen" -gt 0 ]; then
-    PYTHONPATH=/code/.warden-guard WARDEN_IMPORT_ALLOW="$allow" "$@" 3>/code/.warden-report
+    PYTHONPATH=/code/.warden-guard PYTHONUSERBASE=/code/.warden-guard/no-user-site WARDEN_IMPORT_ALLOW="$allow" "$@" 3>/code/.warden-report
   else
     "$@"
   fi

@@ -77,9 +77,15 @@ impl ImportGuard {
     /// sandbox. A context's `driver` (its path in the sandbox) is trusted like the standard
     /// library; the guard then leaves descriptor 3 to the driver. The guard removes all of
     /// these from `os.environ` before the program starts.
+    ///
+    /// `PYTHONUSERBASE` points into the guard's folder, where no site-packages exist: the
+    /// user's site-packages would be a folder of the workspace (`HOME`), whose `.pth` files and
+    /// `usercustomize` CPython runs at start-up before the guard, and which the guard would
+    /// take for the installation's own code.
     pub fn env(&self, dir: &str, driver: Option<&str>) -> Vec<(String, String)> {
         let mut env = vec![
             ("PYTHONPATH".to_owned(), dir.to_owned()),
+            ("PYTHONUSERBASE".to_owned(), format!("{dir}/no-user-site")),
             ("WARDEN_IMPORT_ALLOW".to_owned(), self.allowed.join(",")),
         ];
         if let Some(driver) = driver {

@@ -90,7 +90,7 @@ const SUPERVISE_GUARDED: &str = r#"report=$1 dir=$2 allow=$3
 shift 3
 command -v "$1" >/dev/null 2>&1 || { echo "warden: program not found: $1" >&2; exit 127; }
 code=0
-PYTHONPATH=$dir WARDEN_IMPORT_ALLOW=$allow "$@" 3>"$report" || code=$?
+PYTHONPATH=$dir PYTHONUSERBASE=$dir/no-user-site WARDEN_IMPORT_ALLOW=$allow "$@" 3>"$report" || code=$?
 kill -KILL -1 2>/dev/null
 exit $code"#;
 

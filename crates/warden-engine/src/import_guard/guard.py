@@ -55,6 +55,10 @@ def _install():
     here = os.path.dirname(os.path.abspath(__file__))
     if environ.get("PYTHONPATH") == here:
         del environ["PYTHONPATH"]
+    # Set by the backend so that no user site-packages (a workspace folder) runs code at
+    # start-up or passes for the installation: removed, as in a run without the guard.
+    if environ.get("PYTHONUSERBASE", "").startswith(os.path.join(here, "")):
+        del environ["PYTHONUSERBASE"]
 
     # The report descriptor: private and not inherited. A context's driver takes descriptor 3
     # for its own replies after this runs, so it stays open there; a one-shot program never

@@ -14,7 +14,7 @@ warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo 'print(1)' > "$work/one.py"
-echo 'import pandas' > "$work/pandas.py"
+echo 'import pandas' > "$work/import_pandas.py"
 # Both profiles check imports before the run; only `guarded` also checks them at run time.
 allowed='["json", "math", "numpy", "pandas"]'
 cat > "$work/settings.toml" <<TOML
@@ -41,19 +41,19 @@ run="$warden --config $work/settings.toml run"
 mkdir "$work/guard"
 cp crates/warden-engine/src/import_guard/guard.py "$work/guard/sitecustomize.py"
 py=/usr/bin/python3
-guarded_py="env PYTHONPATH=$work/guard WARDEN_IMPORT_ALLOW=json,math,numpy,pandas $py"
-for p in guarded unguarded; do $run -p "$p" "$work/pandas.py" >/dev/null; done   # warm caches
+guarded_py="env PYTHONPATH=$work/guard PYTHONUSERBASE=$work/guard/no-user-site WARDEN_IMPORT_ALLOW=json,math,numpy,pandas $py"
+for p in guarded unguarded; do $run -p "$p" "$work/import_pandas.py" >/dev/null; done   # warm caches
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F), $($py --version)"
-# The interpreter alone: descriptor 3 is the guard's report channel (here: /dev/null).
+# The interpreter alone, both through `sh -c` (descriptor 3 is the guard's report channel,
+# here /dev/null; the same redirection for both).
 python3 bench/interleave.py --rounds "$rounds" --gap-ms 25 \
-  "python3 print(1)=$py $work/one.py" \
+  "python3 print(1)=sh -c '$py $work/one.py 3>/dev/null'" \
   "python3 + guard print(1)=sh -c '$guarded_py $work/one.py 3>/dev/null'" \
-  "python3 import pandas=$py $work/pandas.py" \
-  "python3 + guard import pandas=sh -c '$guarded_py $work/pandas.py 3>/dev/null'" \
-  "sh -c python3 print(1)=sh -c '$py $work/one.py 3>/dev/null'"
+  "python3 import pandas=sh -c '$py $work/import_pandas.py 3>/dev/null'" \
+  "python3 + guard import pandas=sh -c '$guarded_py $work/import_pandas.py 3>/dev/null'"
 echo
 python3 bench/interleave.py --rounds "$rounds" --gap-ms 25 \
   "warden run print(1), no guard=$run -p unguarded $work/one.py" \
   "warden run print(1), guard=$run -p guarded $work/one.py" \
-  "warden run import pandas, no guard=$run -p unguarded $work/pandas.py" \
-  "warden run import pandas, guard=$run -p guarded $work/pandas.py"
+  "warden run import pandas, no guard=$run -p unguarded $work/import_pandas.py" \
+  "warden run import pandas, guard=$run -p guarded $work/import_pandas.py"

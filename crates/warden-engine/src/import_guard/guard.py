@@ -187,7 +187,7 @@ def _install():
                 out.append("\\" + ch)
             elif 0x20 <= point < 0x7F:
                 out.append(ch)
-            elif point < 0x10000:
+            elif point < 0xD800 or 0xE000 <= point < 0x10000:
                 out.append("\\u%04x" % point)
             else:
                 out.append("\\ufffd")
@@ -341,9 +341,11 @@ def _install():
     ours = functions
     judged[0] = checked_import.__code__
     checked_import.__name__ = checked_import.__qualname__ = "__import__"
-    send('{"type":"import_guard"}')
     sys.addaudithook(audit)
     builtins.__import__ = checked_import
+    # Last: the backend refuses a run without this message, so it must mean both are in place
+    # (an exception before it leaves the run unguarded and, without the message, refused).
+    send('{"type":"import_guard"}')
     return here
 
 

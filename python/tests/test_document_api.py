@@ -112,6 +112,11 @@ async def test_the_tool_reports_refusals_as_text_the_llm_can_act_on(service: AIS
     text = await tool.execute(code="import os\nprint(os.getcwd())", language="python")
     assert text.startswith("ERROR:\nthe code did not run: policy forbidden_imports refused")
     assert '"os"' in text
+    # A name built at run time passes the check before the run; the interpreter refuses it.
+    code = "print(1)\nimp = getattr(__builtins__, '__imp' + 'ort__')\nimp('o' + 's')"
+    text = await tool.execute(code=code, language="python")
+    assert text.startswith("ERROR:\nthe run was stopped: policy forbidden_imports refused"), text
+    assert "refused at run time" in text and "(line 3)" in text, text
     text = await tool.execute(code="1", language="cobol")
     assert text.startswith("ERROR:\n") and "cobol" in text
     text = await tool.execute(language="python")

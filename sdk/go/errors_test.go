@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -60,6 +61,18 @@ func TestPolicyViolation(t *testing.T) {
 	text := tool.Call(ctxT(t), `{"code": "import os"}`)
 	if !strings.HasPrefix(text, "ERROR:\npolicy_violation: policy forbidden_imports refused the request: import of \"os\"") ||
 		!strings.HasSuffix(text, "(line 1, column 8); the code was not run") || strings.Count(text, "line 1") != 1 {
+		t.Fatalf("%q", text)
+	}
+	// A name built at run time passes the check before the run; the interpreter refuses it,
+	// as the same policy violation, and the tool says the run was stopped.
+	code := "print(1)\nimp = getattr(__builtins__, '__imp' + 'ort__')\nimp('o' + 's')"
+	_, err = c.Execute(ctxT(t), ExecuteRequest{Code: code})
+	if !errors.As(err, &apiErr) || !errors.Is(err, ErrPolicyViolation) || apiErr.Violation == nil ||
+		apiErr.Violation.Module != "os" || apiErr.Violation.Line != 3 || apiErr.Violation.Column != 0 {
+		t.Fatalf("%#v", err)
+	}
+	text = tool.Call(ctxT(t), fmt.Sprintf(`{"code": %q}`, code))
+	if !strings.HasSuffix(text, "(line 3); the run was stopped there") || !strings.Contains(text, "refused at run time") {
 		t.Fatalf("%q", text)
 	}
 }

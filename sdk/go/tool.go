@@ -259,5 +259,10 @@ func refusal(e *APIError) string {
 	if e.Code == "" {
 		return e.Error()
 	}
-	return fmt.Sprintf("%s: %s%s; the code was not run", e.Code, e.Message, place)
+	// A refusal by the import guard stopped the run at the refused import.
+	ran := "the code was not run"
+	if strings.Contains(e.Message, "refused at run time") {
+		ran = "the run was stopped there"
+	}
+	return fmt.Sprintf("%s: %s%s; %s", e.Code, e.Message, place, ran)
 }

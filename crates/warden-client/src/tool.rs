@@ -286,8 +286,13 @@ impl CodeInterpreterTool {
     }
 }
 
-/// What the LLM is told when its call was refused before running: the daemon's message,
-/// with the violation's place when the message does not already say it.
+/// What the LLM is told when its call was refused: the daemon's message, with the violation's
+/// place when the message does not already say it, and whether the code ran (a refusal by the
+/// import guard stops a run at the refused import: "refused at run time" in its message).
+/// What the daemon's message of a refusal by the import guard says (see
+/// `warden_engine::import_guard::Refusal::violation`).
+const RUN_TIME_REFUSAL: &str = "refused at run time";
+
 fn refusal(e: &Error) -> String {
     match e {
         Error::Api {
@@ -302,7 +307,12 @@ fn refusal(e: &Error) -> String {
                 Some((line, None)) => format!(" (line {line})"),
                 None => String::new(),
             };
-            format!("{code}: {message}{place}; the code was not run")
+            let ran = if message.contains(RUN_TIME_REFUSAL) {
+                "the run was stopped there"
+            } else {
+                "the code was not run"
+            };
+            format!("{code}: {message}{place}; {ran}")
         }
         other => other.to_string(),
     }
@@ -405,5 +415,17 @@ mod tests {
             refusal(&e),
             "policy_violation: no os (line 2, column 8); the code was not run"
         );
+    }
+
+    #[test]
+    fn a_refusal_at_run_time_says_the_run_was_stopped() {
+        let body = br#"{"error":{"code":"policy_violation","message":"policy forbidden_imports refused the request: import of \"os\" refused at run time: not allowed by the profile's allowed_modules (line 3)","violation":{"policy":"forbidden_imports","kind":"forbidden_import","module":"os","message":"m","line":3,"column":null}}}"#;
+        let e = crate::error::from_error_body("execute", 422, None, body);
+        let text = refusal(&e);
+        assert!(
+            text.ends_with("(line 3); the run was stopped there"),
+            "{text}"
+        );
+        assert_eq!(text.matches("line 3").count(), 1, "{text}");
     }
 }

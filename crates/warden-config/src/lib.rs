@@ -262,6 +262,12 @@ pub struct Profile {
     pub strict_mode: bool,
     /// Policies run before execution, by name. Default: ["resource_quota"].
     pub enabled_policies: Vec<String>,
+    /// With `forbidden_imports` enabled, the interpreter itself also refuses imports outside
+    /// the allow-list while the program runs (Warden's import guard, installed by the Python
+    /// runtime's start-up before user code: see `warden_engine::import_guard`), which catches
+    /// what the static check cannot see (names built at run time, decoded code). Default:
+    /// true; false keeps the check before the run only. Python runtimes only.
+    pub runtime_import_check: bool,
     /// The profile's runtime: its default language and, optionally, the command and image.
     pub runtime: ProfileRuntime,
     /// Settings of each policy.
@@ -335,6 +341,7 @@ impl Default for Profile {
             read_only: true,
             strict_mode: true,
             enabled_policies: vec!["resource_quota".into()],
+            runtime_import_check: true,
             runtime: ProfileRuntime::default(),
             policies: PolicySettings::default(),
             backend: None,

@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
+use warden_engine::import_guard;
 use warden_engine::shape::archive::artifacts_from_tar;
 use warden_engine::{
     Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
@@ -616,13 +617,16 @@ async fn stop_keeper(shared: &Arc<Shared>, keeper: Option<Keeper>) {
 
 /// Turns what the relay saw and the exit status into the result, by the jail's precedence:
 /// output, memory, pids, timeout, signal, exited.
+/// A run's result, its counters, and the import guard's report (see [`judge_guard`]).
+type Finished = (ExecResult, (u64, u64), Option<Vec<u8>>);
+
 fn finish(
     relayed: Relayed,
     exit: Option<i64>,
     limits: &Limits,
     started: Instant,
     counters_before: (u64, u64),
-) -> Result<(ExecResult, (u64, u64)), DockerError> {
+) -> Result<Finished, DockerError> {
     let Some(report_bytes) = relayed.report.as_ref() else {
         // No marker: the wrapper did not get to run the program, or the sandbox was killed
         // before it could report.
@@ -654,6 +658,7 @@ fn finish(
         return Ok((
             assemble(relayed, exit, started, false, false, Vec::new(), Vec::new()),
             counters_before,
+            None,
         ));
     };
     let report = wrapper::parse_report(report_bytes).unwrap_or_default();
@@ -672,6 +677,7 @@ fn finish(
     }
     let oom_hit = oom > counters_before.0;
     let pids_hit = pids > counters_before.1;
+    let guard = report.guard;
     Ok((
         assemble(
             relayed,
@@ -683,7 +689,22 @@ fn finish(
             collected.skipped,
         ),
         (oom.max(counters_before.0), pids.max(counters_before.1)),
+        guard,
     ))
+}
+
+/// A guarded run's answer: its import guard's refusal, or the refusal of a run without the
+/// guard (see `warden_engine::import_guard::judge`); the result otherwise.
+fn judge_guard(
+    plan: &ExecPlan,
+    result: ExecResult,
+    report: Option<Vec<u8>>,
+) -> Result<ExecResult, BackendError> {
+    if plan.import_guard.is_some() {
+        let report = import_guard::parse_report(report.as_deref().unwrap_or_default());
+        import_guard::judge(&report, &result)?;
+    }
+    Ok(result)
 }
 
 fn assemble(
@@ -902,6 +923,7 @@ impl Backend for DockerBackend {
             plan.limits.max_artifact_bytes,
             &plan.file_name,
             plan.code.as_bytes(),
+            plan.import_guard.as_ref(),
             &plan.stdin,
         );
         let writer = feed(attached.input, payload);
@@ -950,12 +972,12 @@ impl Backend for DockerBackend {
                 "the docker engine became unreachable; the run's container is removed once the engine answers again".into(),
             ));
         }
-        let (result, _) = outcome?;
+        let (result, _, guard_report) = outcome?;
         match removed {
             // The run is complete; only its container waits for the engine.
-            Err(e) if e.is_unreachable() => Ok(result),
+            Err(e) if e.is_unreachable() => judge_guard(&plan, result, guard_report),
             Err(e) => Err(e.into()),
-            Ok(()) => Ok(result),
+            Ok(()) => judge_guard(&plan, result, guard_report),
         }
     }
 
@@ -1374,6 +1396,7 @@ impl BackendSandbox for DockerSandbox {
             plan.limits.max_artifact_bytes,
             &plan.file_name,
             plan.code.as_bytes(),
+            plan.import_guard.as_ref(),
             &plan.stdin,
         );
         let writer = feed(input, payload);
@@ -1408,9 +1431,10 @@ impl BackendSandbox for DockerSandbox {
             Err(DockerError::ContainerGone { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let (result, counters) = finish(relayed, exit, &plan.limits, started, state.counters)?;
+        let (result, counters, guard_report) =
+            finish(relayed, exit, &plan.limits, started, state.counters)?;
         state.counters = counters;
-        Ok(result)
+        judge_guard(&plan, result, guard_report)
     }
 
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {

@@ -2,10 +2,15 @@
 //! container's command for a one-shot, the `exec`'s command in a persistent sandbox).
 //!
 //! It reads a one-line header and then the code from stdin, writes the code into the `/code`
-//! tmpfs (so the code never touches the host's disk), runs the program with the rest of stdin,
+//! tmpfs (so the code never touches the host's disk), and, for a Python run with the import
+//! guard (`warden_engine::import_guard`), the guard as `/code/.warden-guard/sitecustomize.py`
+//! (folder and report made afresh for every run: no process of an earlier run survives it),
+//! runs the program with the rest of stdin (with the guard: `PYTHONPATH` and the allow-list in
+//! its environment, descriptor 3 on `/code/.warden-report`),
 //! and when the program ends kills every other process of the sandbox's user (`kill -KILL -1`:
 //! double-forked survivors too). Then it writes, on stdout, a marker carrying a nonce from the
-//! header, the cgroup's OOM-kill and pids-limit counters, the files of `/workspace/output`
+//! header, the cgroup's OOM-kill and pids-limit counters, the import guard's report (`guard N`
+//! and its N bytes, when the run had the guard), the files of `/workspace/output`
 //! larger than the whole artifact cap (never sent: they could not be returned anyway), and a
 //! tar archive of the rest in name order (tar archives symlinks as links, never following
 //! them). As in the jail, `/workspace/output` exists when the program starts, and in a
@@ -21,15 +26,25 @@
 //! well have written those files itself), parsed with caps by
 //! [`warden_engine::shape::archive`].
 
+use warden_engine::import_guard::{self, ImportGuard};
+
 /// The wrapper script, run as `sh -c SCRIPT warden PROGRAM ARGS…`.
-const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name || exit 125
+const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name glen allow || exit 125
 st=0
 if [ "$name" != / ]; then
   case "$name" in ''|*/*) exit 125;; esac
   command -v "$1" >/dev/null 2>&1 || { printf 'warden: command not found: %s\n' "$1" >&2; exit 126; }
   head -c "$len" > "/code/$name" || exit 125
+  rm -rf /code/.warden-guard /code/.warden-report || exit 125
+  if [ "$glen" -gt 0 ]; then
+    mkdir /code/.warden-guard && head -c "$glen" > /code/.warden-guard/sitecustomize.py && : > /code/.warden-report || exit 125
+  fi
   [ -d /workspace/output ] || mkdir /workspace/output 2>/dev/null
-  "$@"
+  if [ "$glen" -gt 0 ]; then
+    PYTHONPATH=/code/.warden-guard PYTHONUSERBASE=/code/.warden-guard/no-user-site WARDEN_IMPORT_ALLOW="$allow" "$@" 3>/code/.warden-report
+  else
+    "$@"
+  fi
   st=$?
 fi
 kill -KILL -1 2>/dev/null
@@ -39,6 +54,10 @@ for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events /
     while read -r k v; do case "$k" in oom_kill|max) printf '%s %s\n' "$k" "$v";; esac; done < "$f"
   fi
 done
+if [ -f /code/.warden-report ] && [ ! -L /code/.warden-report ]; then
+  printf 'guard %s\n' "$(head -c 4096 /code/.warden-report | wc -c)"
+  head -c 4096 /code/.warden-report
+fi
 nonempty=
 for f in /workspace/output/* /workspace/output/.[!.]* /workspace/output/..?*; do
   if [ -e "$f" ] || [ -L "$f" ]; then nonempty=1; break; fi
@@ -96,17 +115,32 @@ pub fn kill_all_command() -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), "kill -KILL -1".into()]
 }
 
-/// What goes first on the wrapper's stdin: the header line, then the code, then the program's
-/// own stdin.
+/// What goes first on the wrapper's stdin: the header line, then the code, then the import
+/// guard's source (when the run has it), then the program's own stdin.
 pub fn stdin_payload(
     nonce: &str,
     max_artifact_bytes: u64,
     file_name: &str,
     code: &[u8],
+    guard: Option<&ImportGuard>,
     stdin: &[u8],
 ) -> Vec<u8> {
-    let mut out = format!("{} {nonce} {max_artifact_bytes} {file_name}\n", code.len()).into_bytes();
+    let source = import_guard::SOURCE.as_bytes();
+    let (guard_len, allow) = match guard {
+        // The names are dotted module names (checked by the settings): no space, no newline.
+        Some(g) if !g.allowed.is_empty() => (source.len(), g.allowed.join(",")),
+        Some(_) => (source.len(), ",".to_owned()),
+        None => (0, "-".to_owned()),
+    };
+    let mut out = format!(
+        "{} {nonce} {max_artifact_bytes} {file_name} {guard_len} {allow}\n",
+        code.len()
+    )
+    .into_bytes();
     out.extend_from_slice(code);
+    if guard.is_some() {
+        out.extend_from_slice(source);
+    }
     out.extend_from_slice(stdin);
     out
 }
@@ -142,6 +176,8 @@ pub struct Report {
     pub pids_max_hits: Option<u64>,
     /// Files of the output folder larger than the whole artifact cap: (name, size).
     pub too_big: Vec<(String, u64)>,
+    /// The import guard's report (its descriptor's bytes), when the run had the guard.
+    pub guard: Option<Vec<u8>>,
     /// The tar archive of the output folder (empty if there was none).
     pub archive: Vec<u8>,
 }
@@ -163,6 +199,16 @@ pub fn parse_report(tail: &[u8]) -> Option<Report> {
         let Some((key, value)) = line.split_once(' ') else {
             continue;
         };
+        // Only the wrapper's own line, before the file names of `big` lines (which could
+        // hold a newline and a forged line).
+        if key == "guard" && report.guard.is_none() && report.too_big.is_empty() {
+            // Its bytes follow the line; a count that does not fit means a cut report.
+            let n = value.trim().parse::<usize>().ok()?;
+            let bytes = rest.get(..n)?;
+            report.guard = Some(bytes.to_vec());
+            rest = &rest[n..];
+            continue;
+        }
         match key {
             "oom_kill" | "max" => {
                 let Ok(n) = value.trim().parse::<u64>() else {
@@ -207,12 +253,28 @@ mod tests {
         assert!(parse_report(b"oom_kill 2\nma").is_none());
         let r = parse_report(b"oom_kill x\nweird\nend\n").unwrap();
         assert_eq!(r.oom_kills, None);
+        let r =
+            parse_report(b"oom_kill 0\nguard 3\n\x01\n\x02big 1:2 9 guard 1\nguard 1\nend\nTAR")
+                .unwrap();
+        assert_eq!(r.guard.as_deref(), Some(&b"\x01\n\x02"[..]));
+        assert_eq!(r.archive, b"TAR");
+        assert!(parse_report(b"guard 9\nab").is_none());
     }
 
     #[test]
     fn payload_and_marker() {
-        let p = stdin_payload("ab", 1024, "main.py", b"print(1)", b"in");
-        assert_eq!(p, b"8 ab 1024 main.py\nprint(1)in");
+        let p = stdin_payload("ab", 1024, "main.py", b"print(1)", None, b"in");
+        assert_eq!(p, b"8 ab 1024 main.py 0 -\nprint(1)in");
+        let guard = ImportGuard {
+            allowed: vec!["math".into(), "json".into()],
+        };
+        let p = stdin_payload("ab", 1024, "main.py", b"print(1)", Some(&guard), b"in");
+        let header = format!(
+            "8 ab 1024 main.py {} math,json\n",
+            import_guard::SOURCE.len()
+        );
+        assert!(p.starts_with(header.as_bytes()));
+        assert!(p.ends_with(format!("print(1){}in", import_guard::SOURCE).as_bytes()));
         assert_eq!(marker("ab"), b"\n\x01warden-end ab\x01\n");
         let n = nonce();
         assert_eq!(n.len(), 32);

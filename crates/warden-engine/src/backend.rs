@@ -24,6 +24,9 @@ pub struct ExecPlan {
     pub args: Vec<String>,
     pub stdin: Vec<u8>,
     pub limits: Limits,
+    /// The import guard the interpreter must run with (see [`crate::import_guard`]): a
+    /// backend that cannot install it refuses the plan, and a run without it is refused.
+    pub import_guard: Option<crate::import_guard::ImportGuard>,
     pub network_enabled: bool,
     /// What the sandbox may reach when `network_enabled` (ignored otherwise).
     pub egress: EgressPolicy,
@@ -69,6 +72,10 @@ pub enum BackendError {
     /// running (what could not be removed yet is removed when it can be).
     #[error("the sandbox was lost during the run: {0}")]
     Lost(String),
+    /// The interpreter's import guard refused an import while the program ran (see
+    /// [`crate::import_guard`]); the engine answers it as the policy's violation.
+    #[error("import of {:?} refused at run time", .0.module)]
+    ImportRefused(crate::import_guard::Refusal),
 }
 
 /// A sandbox with a lifetime: what it is built with. Its executions may only lower `limits`
@@ -132,6 +139,8 @@ pub struct ContextSpec {
     /// `preload_modules`, for the default context only). They are loaded, not bound in the
     /// user's globals. A module that fails to import fails the start.
     pub preload: Vec<String>,
+    /// The import guard the interpreter runs with (see [`ExecPlan::import_guard`]).
+    pub import_guard: Option<crate::import_guard::ImportGuard>,
 }
 
 /// One cell to run in a context.

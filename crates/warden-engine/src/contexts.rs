@@ -168,12 +168,18 @@ impl Sandboxes {
         } else {
             Vec::new()
         };
+        let import_guard = self
+            .engine()
+            .settings()
+            .profile(profile)
+            .and_then(|p| crate::import_guard::for_profile(p, &language));
         ContextSpec {
             id,
             language,
             command,
             limits,
             preload,
+            import_guard,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod admission;
 pub mod audit;
 pub mod backend;
 pub mod contexts;
+pub mod import_guard;
 pub mod observe;
 pub mod pipeline;
 pub mod pool;
@@ -78,7 +79,7 @@ pub enum EngineError {
         why: String,
     },
     #[error(transparent)]
-    Backend(#[from] BackendError),
+    Backend(BackendError),
     #[error("no sandbox {0:?}")]
     SandboxNotFound(String),
     #[error("a live sandbox is already named {0:?}")]
@@ -112,6 +113,19 @@ pub enum EngineError {
     Internal(String),
 }
 
+impl From<BackendError> for EngineError {
+    /// A backend's error, except the import guard's refusal: that is the policy's violation,
+    /// the same answer as the check before the run gives.
+    fn from(error: BackendError) -> Self {
+        match error {
+            BackendError::ImportRefused(refusal) => {
+                EngineError::PolicyViolation(refusal.violation())
+            }
+            other => EngineError::Backend(other),
+        }
+    }
+}
+
 impl EngineError {
     /// A short machine-readable code, the same for every front-end (REST's `error.code`,
     /// MCP's, the CLI's JSON).
@@ -140,6 +154,7 @@ impl EngineError {
                 BackendError::BadPath(_) => "bad_path",
                 BackendError::Gone(_) => "sandbox_gone",
                 BackendError::Lost(_) => "sandbox_lost",
+                BackendError::ImportRefused(_) => "policy_violation",
                 BackendError::Setup(_) | BackendError::Internal(_) => "internal",
             },
         }
@@ -327,6 +342,7 @@ impl Engine {
             (Some(image), true) => Some(image.clone()),
             _ => runtime.image.clone(),
         };
+        let import_guard = import_guard::for_profile(profile, &language);
         Ok((
             profile_name.clone(),
             ExecPlan {
@@ -337,6 +353,7 @@ impl Engine {
                 code: req.code.clone(),
                 args: req.args.clone(),
                 stdin: req.stdin.clone(),
+                import_guard,
                 limits,
                 network_enabled: profile.network_enabled,
                 egress: profile.egress.clone(),

@@ -105,6 +105,9 @@ impl JailBackend {
         .map_err(|e| BackendError::Refused(e.to_string()))
         .and_then(|mut jail_plan| {
             jail_plan.landlock = Some(self.landlock_abi(&plan.profile)?);
+            if let Some(guard) = &plan.import_guard {
+                jail_plan.add_import_guard(guard, None);
+            }
             Ok(jail_plan)
         })
     }
@@ -354,6 +357,7 @@ mod tests {
 
     fn exec_plan(network_enabled: bool, deny: &[&str]) -> ExecPlan {
         ExecPlan {
+            import_guard: None,
             profile: "p".into(),
             language: serde_json::from_value(serde_json::json!("python")).unwrap(),
             command: vec!["python3".into()],

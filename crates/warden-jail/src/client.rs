@@ -15,6 +15,7 @@ use crate::protocol::{self, HelperError, Tag};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden_engine::import_guard::Refusal;
 use warden_engine::shape::Utf8Carry;
 use warden_engine::{BackendError, EventSender};
 use warden_types::{ExecEvent, ExecResult};
@@ -294,6 +295,10 @@ pub(crate) fn helper_error(body: &[u8]) -> BackendError {
             "refused" => BackendError::Refused(e.message),
             "setup" => BackendError::Setup(e.message),
             "command" => BackendError::Command(e.message),
+            "import_refused" => BackendError::ImportRefused(Refusal {
+                module: e.module.unwrap_or_default(),
+                line: e.line,
+            }),
             _ => BackendError::Internal(e.message),
         },
         Err(e) => BackendError::Internal(format!("helper error: {e}")),

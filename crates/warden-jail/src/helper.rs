@@ -205,15 +205,14 @@ fn finish(
 }
 
 fn to_helper_error(e: &HelperFailure) -> HelperError {
-    let kind = match e {
-        HelperFailure::Jail(JailError::Refused(_)) => "refused",
-        HelperFailure::Jail(JailError::Setup { .. }) => "setup",
-        HelperFailure::Jail(JailError::Command { .. }) => "command",
-        _ => "internal",
-    };
-    HelperError {
-        kind: kind.into(),
-        message: e.to_string(),
+    match e {
+        HelperFailure::Jail(jail) => HelperError::of(jail),
+        _ => HelperError {
+            kind: "internal".into(),
+            message: e.to_string(),
+            module: None,
+            line: None,
+        },
     }
 }
 

@@ -241,7 +241,11 @@ pub(crate) fn sandbox_init(
             stdin.as_raw_fd(),
             stdout.as_raw_fd(),
             stderr.as_raw_fd(),
-            if plan.session { reply.as_raw_fd() } else { -1 },
+            if plan.session || plan.import_report {
+                reply.as_raw_fd()
+            } else {
+                -1
+            },
         ],
         exec_errno: 0,
     };

@@ -12,5 +12,10 @@ pub const CODE_DIR: &str = "/code";
 pub const SCRATCH_WORK: &str = "work";
 pub const SCRATCH_TMP: &str = "tmp";
 
-/// The descriptor at which a session's program writes its replies.
+/// The descriptor at which a session's program writes its replies, and a guarded one-shot
+/// program's import guard its report (see `warden_engine::import_guard::REPORT_FD`).
 pub const SESSION_REPLY_FD: i32 = 3;
+
+/// The folder of the import guard's `sitecustomize.py` in the sandbox's root (Python runs
+/// with `PYTHONPATH` naming it; the guard removes it from `sys.path` before user code).
+pub const IMPORT_GUARD_DIR: &str = "/warden/import-guard";

@@ -12,7 +12,8 @@ use std::path::{Component, Path, PathBuf};
 use warden_types::Limits;
 
 pub use crate::layout::{
-    CODE_DIR, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK, SESSION_REPLY_FD, WORKSPACE_DIR,
+    CODE_DIR, IMPORT_GUARD_DIR, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK, SESSION_REPLY_FD,
+    WORKSPACE_DIR,
 };
 
 /// Host paths never mounted into a sandbox, whatever the settings say: checked-in data with a
@@ -159,6 +160,31 @@ pub struct JailPlan {
     /// the reply pipe at descriptor [`SESSION_REPLY_FD`], and init forwards SIGINT to it.
     #[serde(default)]
     pub session: bool,
+    /// The interpreter runs with the import guard ([`JailPlan::add_import_guard`]): the program
+    /// gets the report pipe at descriptor [`SESSION_REPLY_FD`], and a one-shot run's report is
+    /// judged when it ends (a session's travels with the driver's replies).
+    #[serde(default)]
+    pub import_report: bool,
+}
+
+impl JailPlan {
+    /// Runs the Python interpreter with the import guard: its `sitecustomize.py` written into
+    /// the root at [`IMPORT_GUARD_DIR`], the environment that names it, the report pipe. A
+    /// context's `driver` (its path in the sandbox) is trusted like the standard library.
+    pub fn add_import_guard(
+        &mut self,
+        guard: &warden_engine::import_guard::ImportGuard,
+        driver: Option<&str>,
+    ) {
+        use warden_engine::import_guard::{FILE_NAME, SOURCE};
+        self.mounts.push(MountOp::File {
+            dest: PathBuf::from(IMPORT_GUARD_DIR).join(FILE_NAME),
+            contents: SOURCE.to_owned(),
+            mode: 0o444,
+        });
+        self.env.extend(guard.env(IMPORT_GUARD_DIR, driver));
+        self.import_report = true;
+    }
 }
 
 /// A networked sandbox's part of the plan: what it may reach.
@@ -480,6 +506,7 @@ impl JailPlan {
             known_outputs: Vec::new(),
             network: input.network.map(|request| JailNetwork { request }),
             session: false,
+            import_report: false,
         })
     }
 }

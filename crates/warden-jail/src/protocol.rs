@@ -56,6 +56,36 @@ pub struct HelperError {
     /// (building the sandbox failed), `command` (the program could not be started), `internal`.
     pub kind: String,
     pub message: String,
+    /// `import_refused` (the import guard refused an import while the program ran): the
+    /// module, and the program's line that led to it when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl HelperError {
+    /// The error of a failed run, as the engine will read it ([`crate::client`]).
+    pub fn of(error: &crate::supervisor::JailError) -> HelperError {
+        use crate::supervisor::JailError;
+        let kind = match error {
+            JailError::Refused(_) => "refused",
+            JailError::Setup { .. } => "setup",
+            JailError::Command { .. } => "command",
+            JailError::ImportRefused(_) => "import_refused",
+            JailError::Os { .. } => "internal",
+        };
+        let (module, line) = match error {
+            JailError::ImportRefused(refusal) => (Some(refusal.module.clone()), refusal.line),
+            _ => (None, None),
+        };
+        HelperError {
+            kind: kind.into(),
+            message: error.to_string(),
+            module,
+            line,
+        }
+    }
 }
 
 pub fn write_frame(w: &mut impl Write, tag: Tag, payload: &[u8]) -> io::Result<()> {

@@ -68,6 +68,9 @@ pub struct JailSandbox {
 struct ContextSlot {
     spec: ContextSpec,
     live: Option<JailContext>,
+    /// The import guard ended the last cell's interpreter: the next cell's result says that
+    /// the context was restarted.
+    refused_last: bool,
 }
 
 impl JailSandbox {
@@ -239,6 +242,9 @@ impl JailSandbox {
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         self.give_home(&mut plan)?;
         plan.session = true;
+        if let Some(guard) = &spec.import_guard {
+            plan.add_import_guard(guard, Some(&format!("{CODE_DIR}/{driver_file}")));
+        }
         plan.fast_cgroup_attach = b.fast_cgroup_attach;
         plan.landlock = Some(b.landlock);
         plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
@@ -325,6 +331,9 @@ impl BackendSandbox for JailSandbox {
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         self.give_home(&mut jail_plan)?;
+        if let Some(guard) = &plan.import_guard {
+            jail_plan.add_import_guard(guard, None);
+        }
         jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
         jail_plan.landlock = Some(b.landlock);
         jail_plan.known_outputs = {
@@ -414,6 +423,7 @@ impl BackendSandbox for JailSandbox {
         let slot = ContextSlot {
             spec,
             live: Some(live),
+            refused_last: false,
         };
         self.contexts
             .lock()
@@ -435,7 +445,7 @@ impl BackendSandbox for JailSandbox {
         let known_outputs = blocking(move || Ok(workspace.output_stamps())).await?;
         // An interpreter that died since the last cell (its state is gone) is replaced first,
         // and the result says so.
-        let mut restarted = false;
+        let mut restarted = std::mem::take(&mut slot.refused_last);
         if let Some(live) = slot.live.as_mut()
             && !live.is_alive()
         {
@@ -485,6 +495,15 @@ impl BackendSandbox for JailSandbox {
             Some(Err(e)) => {
                 if let Some(live) = slot.live.take() {
                     live.kill().await;
+                }
+                if matches!(e, BackendError::ImportRefused(_)) {
+                    slot.refused_last = true;
+                    // The guard ended the interpreter (its state is gone): a fresh one now,
+                    // so that the next cell finds it, as after any death of the interpreter.
+                    match self.start_context(&slot.spec).await {
+                        Ok(live) => slot.live = Some(live),
+                        Err(e) => eprintln!("warden: restarting context {id} of {}: {e}", self.id),
+                    }
                 }
                 Err(e)
             }

@@ -68,6 +68,14 @@ enum DriverMessage {
         version: String,
     },
     Done(CellOutput),
+    /// The import guard, installed before the driver runs (see
+    /// [`warden_engine::import_guard`]); it shares the driver's reply pipe and framing.
+    ImportGuard,
+    /// The import guard refused an import and ended the interpreter.
+    ImportRefused {
+        module: String,
+        line: u32,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -149,9 +157,14 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
                 SessionError::StartTimeout(_) => "command",
                 _ => "internal",
             };
-            let error = HelperError {
-                kind: kind.into(),
-                message: e.to_string(),
+            let error = match &e {
+                SessionError::Jail(jail) => HelperError::of(jail),
+                _ => HelperError {
+                    kind: kind.into(),
+                    message: e.to_string(),
+                    module: None,
+                    line: None,
+                },
             };
             let payload = serde_json::to_vec(&error).unwrap_or_default();
             if write_frame(out, Tag::Error, &payload).is_ok() {
@@ -289,6 +302,10 @@ struct Session<'a, W: Write> {
     killed: bool,
     init_exited: bool,
     status_ready: bool,
+    /// The import guard said it is installed (required before `ready` when the plan has it).
+    guard_installed: bool,
+    /// The import guard's refusal: the session's end is then that error.
+    refused: Option<warden_engine::import_guard::Refusal>,
 }
 
 fn run<W: Write>(
@@ -350,6 +367,8 @@ fn run<W: Write>(
         ready: false,
         cell: None,
         kept: Kept::default(),
+        guard_installed: false,
+        refused: None,
         ending: false,
         killed: false,
         init_exited: false,
@@ -728,6 +747,22 @@ impl<W: Write> Session<'_, W> {
                 continue;
             }
             match message {
+                DriverMessage::ImportGuard if !self.ready && !self.guard_installed => {
+                    self.guard_installed = true;
+                }
+                DriverMessage::ImportRefused { module, line } if self.guard_installed => {
+                    // The guard ends the interpreter right after this: the session ends with
+                    // the refusal (see `finish`).
+                    self.refused =
+                        warden_engine::import_guard::GuardMessage::ImportRefused { module, line }
+                            .refusal();
+                }
+                DriverMessage::Ready { .. } if self.plan.import_report && !self.guard_installed => {
+                    self.kill();
+                    return Err(SessionError::Jail(JailError::Refused(
+                        warden_engine::import_guard::NOT_INSTALLED.into(),
+                    )));
+                }
                 DriverMessage::Ready { language, version } if !self.ready => {
                     self.ready = true;
                     let payload = serde_json::to_vec(&Ready { language, version })
@@ -812,6 +847,9 @@ impl<W: Write> Session<'_, W> {
         if self.input.is_none() && self.killed && self.cell.is_none() {
             // Closed by the engine: nobody waits for a report.
             return Ok(());
+        }
+        if let Some(refusal) = self.refused.take() {
+            return Err(SessionError::Jail(JailError::ImportRefused(refusal)));
         }
         let status = supervisor::read_status(self.core.status_r.as_fd(), self.plan)?;
         let (exit_code, signal) = supervisor::exit_of(status);

@@ -19,6 +19,8 @@ use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Instant;
+use warden_engine::BackendError;
+use warden_engine::import_guard;
 use warden_engine::shape::capped_text;
 use warden_types::{ExecResult, Reason};
 
@@ -31,6 +33,10 @@ pub enum JailError {
     Setup { step: String, message: String },
     #[error("cannot start {command:?}: {message}")]
     Command { command: String, message: String },
+    /// The interpreter's import guard refused an import (see
+    /// [`warden_engine::import_guard`]).
+    #[error("import of {:?} refused at run time", .0.module)]
+    ImportRefused(warden_engine::import_guard::Refusal),
     #[error("{op}: {source}")]
     Os {
         op: &'static str,
@@ -487,7 +493,8 @@ pub fn run_with(
         ctl_r,
         start,
     } = launch(started, plan, network, before_go)?;
-    drop(ctl_r);
+    // A guarded run's report pipe (the program's descriptor 3), read once it has ended.
+    let report_r = plan.import_report.then_some(ctl_r);
 
     let relay = relay_output(
         plan,
@@ -508,6 +515,15 @@ pub fn run_with(
     let oom = cgroup.0.oom_killed();
     let pids_hit = cgroup.0.pids_limit_hit();
     let reason = reason(&relay, oom, pids_hit, signal.is_some());
+    if let Some(report_r) = report_r {
+        // Every process of the sandbox is dead (init reports the status after killing and
+        // reaping the rest, or init was killed): what is in the pipe is all there will be.
+        let report = import_guard::parse_report(&read_available(report_r.as_fd()));
+        import_guard::judge_reason(&report, &reason).map_err(|e| match e {
+            BackendError::ImportRefused(refusal) => JailError::ImportRefused(refusal),
+            other => JailError::Refused(other.to_string()),
+        })?;
+    }
     let (artifacts, skipped_artifacts) = match sys::recv_fd(ws_parent.as_fd()) {
         Ok(Some(scratch)) => artifacts::collect(
             scratch.as_fd(),
@@ -546,6 +562,22 @@ pub fn run_with(
             _cgroup: cgroup,
         },
     ))
+}
+
+/// What a pipe holds now, at most the import guard's report size, without waiting.
+fn read_available(fd: BorrowedFd<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    if sys::set_nonblocking(fd).is_err() {
+        return out;
+    }
+    let mut buf = [0u8; import_guard::MAX_REPORT];
+    while out.len() < import_guard::MAX_REPORT {
+        match sys::read(fd, &mut buf[..import_guard::MAX_REPORT - out.len()]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    out
 }
 
 /// Why the run ended, by precedence: the output cap (Warden stopped it), then a limit the

@@ -380,6 +380,7 @@ fn run_error(e: RunError) -> BackendError {
         RunError::Prepare(m) => BackendError::Setup(m),
         RunError::NotStarted(m) => BackendError::Command(m),
         RunError::Cluster(c) => backend_error(c),
+        RunError::ImportGuard(e) => e,
         RunError::PodEnded(reason) => {
             BackendError::Gone(format!("the sandbox pod ended: {reason}"))
         }

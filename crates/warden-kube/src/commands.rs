@@ -47,11 +47,64 @@ fn sh(script: &str, args: &[&str]) -> Vec<String> {
 /// [`crate::run::Counters::parse`]); absent files print nothing.
 const COUNTERS: &str = r#"for f in memory.events pids.events; do echo "[$f]"; cat "/sys/fs/cgroup/$f" 2>/dev/null || true; done"#;
 
-/// Step 1 of a run: `$2` (the code file) from stdin, `$1/output` made, counters printed.
-pub fn prepare(layout: &Layout, file_name: &str) -> Vec<String> {
-    let script = format!("set -eu\ncat > \"$2\"\nmkdir -p \"$1/{OUTPUT_DIR}\"\n{COUNTERS}");
+/// The import guard's folder (its `sitecustomize.py`) and report file in the code folder:
+/// made afresh by every guarded run's [`prepare`] (no process of an earlier run survives its
+/// [`reap`]).
+pub const GUARD_DIR: &str = ".warden-guard";
+pub const GUARD_REPORT: &str = ".warden-report";
+
+/// Step 1 of a run: `$2` (the code file) from stdin, `$1/output` made, counters printed. With
+/// the import guard (`guarded_code_len`: the code's length), stdin holds the code and then the
+/// guard's source, written to `$3/sitecustomize.py`, and the report file `$4` is emptied.
+pub fn prepare(layout: &Layout, file_name: &str, guarded_code_len: Option<usize>) -> Vec<String> {
     let code_file = format!("{}/{file_name}", layout.code_dir);
-    sh(&script, &[&layout.workspace, &code_file])
+    match guarded_code_len {
+        None => {
+            let script = format!("set -eu\ncat > \"$2\"\nmkdir -p \"$1/{OUTPUT_DIR}\"\n{COUNTERS}");
+            sh(&script, &[&layout.workspace, &code_file])
+        }
+        Some(len) => {
+            let script = format!(
+                "set -eu\nhead -c \"$5\" > \"$2\"\nrm -rf \"$3\" \"$4\"\nmkdir \"$3\"\n\
+                 cat > \"$3/sitecustomize.py\"\n: > \"$4\"\nmkdir -p \"$1/{OUTPUT_DIR}\"\n{COUNTERS}"
+            );
+            let dir = format!("{}/{GUARD_DIR}", layout.code_dir);
+            let report = format!("{}/{GUARD_REPORT}", layout.code_dir);
+            sh(
+                &script,
+                &[
+                    &layout.workspace,
+                    &code_file,
+                    &dir,
+                    &report,
+                    &len.to_string(),
+                ],
+            )
+        }
+    }
+}
+
+/// [`SUPERVISE`] for a run with the import guard: `$1` the report file (the program's
+/// descriptor 3), `$2` the guard's folder (`PYTHONPATH`), `$3` the allow-list.
+const SUPERVISE_GUARDED: &str = r#"report=$1 dir=$2 allow=$3
+shift 3
+command -v "$1" >/dev/null 2>&1 || { echo "warden: program not found: $1" >&2; exit 127; }
+code=0
+PYTHONPATH=$dir PYTHONUSERBASE=$dir/no-user-site WARDEN_IMPORT_ALLOW=$allow "$@" 3>"$report" || code=$?
+kill -KILL -1 2>/dev/null
+exit $code"#;
+
+/// After [`reap`] (every process of the run dead): the import guard's report, at most
+/// `warden_engine::import_guard::MAX_REPORT` bytes; nothing when it is not a regular file.
+pub fn guard_report(layout: &Layout) -> Vec<String> {
+    let report = format!("{}/{GUARD_REPORT}", layout.code_dir);
+    sh(
+        &format!(
+            "[ -f \"$1\" ] && [ ! -L \"$1\" ] && head -c {} \"$1\" || true",
+            warden_engine::import_guard::MAX_REPORT
+        ),
+        &[&report],
+    )
 }
 
 /// The processes of a sandbox besides the program's own: the keep-alive shell, its `sleep`,
@@ -82,11 +135,22 @@ pub fn program(layout: &Layout, plan: &ExecPlan) -> Vec<String> {
         "--core=0".into(),
         "--".into(),
     ];
-    let mut program = plan.command.clone();
+    let mut program = Vec::new();
+    if let Some(guard) = &plan.import_guard {
+        program.push(format!("{}/{GUARD_REPORT}", layout.code_dir));
+        program.push(format!("{}/{GUARD_DIR}", layout.code_dir));
+        program.push(guard.allowed.join(","));
+    }
+    program.extend(plan.command.iter().cloned());
     program.push(format!("{}/{}", layout.code_dir, plan.file_name));
     program.extend(plan.args.iter().cloned());
     let program: Vec<&str> = program.iter().map(String::as_str).collect();
-    argv.extend(sh(SUPERVISE, &program));
+    let script = if plan.import_guard.is_some() {
+        SUPERVISE_GUARDED
+    } else {
+        SUPERVISE
+    };
+    argv.extend(sh(script, &program));
     argv
 }
 
@@ -245,5 +309,105 @@ pub async fn read_capped(mut r: impl AsyncRead + Unpin, cap: u64) -> (Vec<u8>, b
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_engine::import_guard::ImportGuard;
+
+    fn layout() -> Layout {
+        Layout {
+            workspace: "/workspace".into(),
+            code_dir: "/code".into(),
+        }
+    }
+
+    fn plan(guard: Option<ImportGuard>) -> ExecPlan {
+        ExecPlan {
+            import_guard: guard,
+            profile: "p".into(),
+            language: warden_types::Language::new("python").unwrap(),
+            command: vec!["python3".into()],
+            file_name: "main.py".into(),
+            code: "print(1)".into(),
+            args: vec!["a b".into()],
+            stdin: Vec::new(),
+            limits: warden_types::Limits {
+                timeout: Duration::from_secs(1),
+                memory_mb: 64,
+                max_pids: 8,
+                cpus: 1.0,
+                max_output_bytes: 1024,
+                max_file_size_bytes: 1024,
+                workspace_mb: 8,
+                max_artifacts: 1,
+                max_artifact_bytes: 1024,
+            },
+            network_enabled: false,
+            egress: Default::default(),
+            image: None,
+            container_runtime: None,
+        }
+    }
+
+    #[test]
+    fn a_guarded_program_gets_its_report_folder_and_allow_list_as_parameters() {
+        let guard = ImportGuard {
+            allowed: vec!["json".into(), "math".into()],
+        };
+        let argv = program(&layout(), &plan(Some(guard)));
+        assert_eq!(
+            argv[..5],
+            ["prlimit", "--nproc=11", "--fsize=1024", "--core=0", "--"]
+        );
+        assert_eq!(argv[5..8], ["sh", "-c", SUPERVISE_GUARDED]);
+        assert_eq!(
+            argv[8..],
+            [
+                "warden",
+                "/code/.warden-report",
+                "/code/.warden-guard",
+                "json,math",
+                "python3",
+                "/code/main.py",
+                "a b"
+            ]
+        );
+        // Without the guard: the plain supervisor, nothing else.
+        let argv = program(&layout(), &plan(None));
+        assert_eq!(argv[5..8], ["sh", "-c", SUPERVISE]);
+        assert_eq!(argv[8..], ["warden", "python3", "/code/main.py", "a b"]);
+    }
+
+    #[test]
+    fn a_guarded_prepare_splits_code_and_guard_by_length() {
+        let argv = prepare(&layout(), "main.py", Some(8));
+        assert_eq!(
+            argv[3..],
+            [
+                "warden",
+                "/workspace",
+                "/code/main.py",
+                "/code/.warden-guard",
+                "/code/.warden-report",
+                "8"
+            ]
+        );
+        assert!(argv[2].contains("head -c \"$5\" > \"$2\""), "{}", argv[2]);
+        assert!(
+            argv[2].contains("cat > \"$3/sitecustomize.py\""),
+            "{}",
+            argv[2]
+        );
+        assert_eq!(
+            prepare(&layout(), "main.py", None)[3..],
+            ["warden", "/workspace", "/code/main.py"]
+        );
+        assert_eq!(
+            guard_report(&layout())[3..],
+            ["warden", "/code/.warden-report"]
+        );
     }
 }

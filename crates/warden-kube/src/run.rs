@@ -20,6 +20,7 @@ use crate::cluster::{Cluster, ClusterError, ExecSession, ExitStatus};
 use crate::commands::{self, Layout};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use warden_engine::import_guard;
 use warden_engine::shape::archive::{Collected, artifacts_from_tar};
 use warden_engine::shape::{CappedOutput, Utf8Carry};
 use warden_engine::{EventSender, ExecPlan};
@@ -37,6 +38,10 @@ pub enum RunError {
     /// The pod's container ended during the run (reason from its status, e.g. Evicted).
     #[error("the sandbox pod ended during the run: {0}")]
     PodEnded(String),
+    /// The import guard refused an import, or the guarded run ran without it (see
+    /// `warden_engine::import_guard::judge`).
+    #[error(transparent)]
+    ImportGuard(warden_engine::BackendError),
 }
 
 /// The counters of the pod's cgroup that say a limit was hit.
@@ -86,11 +91,16 @@ pub async fn execute(
     plan: &ExecPlan,
     events: Option<EventSender>,
 ) -> Result<ExecResult, RunError> {
+    let guarded = plan.import_guard.is_some();
+    let mut input = plan.code.as_bytes().to_vec();
+    if guarded {
+        input.extend_from_slice(import_guard::SOURCE.as_bytes());
+    }
     let prepared = commands::call(
         cluster,
         pod,
-        commands::prepare(layout, &plan.file_name),
-        plan.code.as_bytes(),
+        commands::prepare(layout, &plan.file_name, guarded.then_some(plan.code.len())),
+        &input,
         COUNTERS_CAP,
     )
     .await?;
@@ -180,6 +190,18 @@ pub async fn execute(
     } else {
         Reason::Exited
     };
+    if guarded && container_end.is_none() {
+        let out = commands::call(
+            cluster,
+            pod,
+            commands::guard_report(layout),
+            &[],
+            import_guard::MAX_REPORT as u64,
+        )
+        .await?;
+        import_guard::judge_reason(&import_guard::parse_report(&out.stdout), &reason)
+            .map_err(RunError::ImportGuard)?;
+    }
     let (artifacts, skipped_artifacts) = if container_end.is_some() {
         // The container was killed for memory: its workspace went with it.
         (

@@ -37,6 +37,7 @@ fn limits() -> Limits {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],

@@ -107,6 +107,7 @@ fn limits() -> Limits {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],
@@ -350,4 +351,34 @@ async fn an_interpreter_missing_from_the_image_is_a_command_error() {
         Err(BackendError::Command(m)) => assert!(m.contains("python9"), "{m}"),
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test]
+async fn the_import_guard_refuses_at_run_time_and_lets_allowed_imports_through() {
+    require_root!();
+    let pod = Arc::new(LocalPod::new());
+    let sb = sandbox(&pod).await;
+    let guard = warden_engine::import_guard::ImportGuard {
+        allowed: vec!["json".into(), "math".into()],
+    };
+    let guarded = |code: &str| ExecPlan {
+        import_guard: Some(guard.clone()),
+        ..plan(code)
+    };
+    // Allowed modules and their own dependencies work, and the program has its stdin.
+    let code = "import json, math\nprint(json.dumps([math.pi > 3, input()]))";
+    let r = sb.exec(guarded(code), None).await.unwrap();
+    assert_eq!((r.reason, r.exit_code), (Reason::Exited, Some(0)), "{r:?}");
+    assert_eq!(r.stdout, "[true, \"from stdin\"]\n", "{r:?}");
+    // A name the static check cannot see: refused while the program runs, with its line.
+    let code = "print('before')\nimp = getattr(__builtins__, '__imp' + 'ort__')\nimp('o' + 's')\nprint('BROKEN')";
+    match sb.exec(guarded(code), None).await {
+        Err(BackendError::ImportRefused(refusal)) => {
+            assert_eq!((refusal.module.as_str(), refusal.line), ("os", Some(3)));
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+    // Without the guard the same program runs (the plan decides, not the pod's leftovers).
+    let r = sb.exec(plan(code), None).await.unwrap();
+    assert!(r.stdout.contains("BROKEN"), "{r:?}");
 }

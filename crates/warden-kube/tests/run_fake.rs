@@ -119,6 +119,7 @@ impl Cluster for Fake {
 
 fn plan() -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],

@@ -40,6 +40,12 @@ impl ToolError {
     /// The sentence the model reads: what went wrong and, where it can, what to change.
     pub fn message(&self) -> String {
         match self {
+            // The import guard's refusal stopped a run at the refused import.
+            ToolError::Engine(EngineError::PolicyViolation(v))
+                if v.message.contains("refused at run time") =>
+            {
+                format!("the run was stopped: {self}")
+            }
             ToolError::Engine(EngineError::PolicyViolation(_)) => {
                 format!("the code did not run: {self}")
             }

@@ -228,13 +228,15 @@
     clearViolation();
     const v = err.violation || {};
     const box = $("refusal");
-    box.textContent = "Refused before running: " + err.message;
+    // The import guard's refusal stops a run at the import (its line, no column).
+    const atRunTime = (err.message || "").includes("refused at run time");
+    box.textContent = (atRunTime ? "Stopped while running: " : "Refused before running: ") + err.message;
     box.hidden = false;
     if (!v.line) return;
     const line = Math.min(v.line - 1, editor.lineCount() - 1);
     const text = editor.getLine(line);
-    let from = Math.max(0, Math.min((v.column || 1) - 1, text.length));
-    let to = v.module ? Math.min(text.length, from + v.module.length) : text.length;
+    let from = v.column ? Math.max(0, Math.min(v.column - 1, text.length)) : 0;
+    let to = v.column && v.module ? Math.min(text.length, from + v.module.length) : text.length;
     if (to <= from) {
       from = 0;
       to = text.length;

@@ -51,7 +51,8 @@ impl From<EngineError> for ApiError {
             | EngineError::UnknownLanguage { .. }
             | EngineError::InvalidRequest { .. }
             | EngineError::Backend(BackendError::BadPath(_)) => S::BAD_REQUEST,
-            EngineError::PolicyViolation(_) | EngineError::Backend(BackendError::Limit(_)) => {
+            EngineError::PolicyViolation(_)
+            | EngineError::Backend(BackendError::Limit(_) | BackendError::ImportRefused(_)) => {
                 S::UNPROCESSABLE_ENTITY
             }
             EngineError::SandboxNotFound(_)

@@ -22,6 +22,7 @@ fn limits() -> Limits {
 
 fn plan() -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],

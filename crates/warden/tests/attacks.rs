@@ -190,6 +190,8 @@ struct Finding {
 enum PolicyVerdict {
     /// Refused before it runs (422).
     Catches,
+    /// Refused while it runs, by the interpreter's import guard (422, "at run time").
+    Refuses,
     /// Not seen: it runs, and isolation must hold.
     Misses,
 }
@@ -606,12 +608,26 @@ impl Suite {
             v.push(Check::Secret, "the daemon's secret is in the answer");
         }
         let result: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-        let caught = profile == "attack_policy" && attack.policy == Some(PolicyVerdict::Catches);
+        let caught = profile == "attack_policy"
+            && matches!(
+                attack.policy,
+                Some(PolicyVerdict::Catches | PolicyVerdict::Refuses)
+            );
         if caught {
             if status != 422 || result["error"]["code"] != "policy_violation" {
                 v.push(
                     Check::Answer,
                     format!("the policy did not refuse it: {status} {body:.300}"),
+                );
+            }
+            // The import guard's refusals, and only those, happen at run time.
+            let at_run_time = result["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("at run time"));
+            if at_run_time != (attack.policy == Some(PolicyVerdict::Refuses)) {
+                v.push(
+                    Check::Answer,
+                    format!("refused at the wrong stage: {body:.300}"),
                 );
             }
         } else if status != 200 {

@@ -78,6 +78,7 @@ impl Subject {
             other => panic!("no runtime for {other} in the suite"),
         };
         ExecPlan {
+            import_guard: None,
             profile: "test".into(),
             language: Language::new(language).unwrap(),
             command: vec![command.into()],

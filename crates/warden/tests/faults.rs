@@ -458,6 +458,7 @@ fn the_docker_engine_going_away_mid_run_is_a_clear_error_and_nothing_is_left() {
     rt.block_on(async {
         let backend = warden_docker::DockerBackend::new(settings);
         let plan = warden_engine::ExecPlan {
+            import_guard: None,
             profile: "test".into(),
             language: warden_types::Language::new("python").unwrap(),
             command: vec!["python3".into()],

@@ -15,6 +15,7 @@ fn backend() -> Arc<JailBackend> {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "standard".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],
@@ -157,5 +158,52 @@ fn a_caller_that_goes_away_leaves_no_process_and_no_cgroup() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    });
+}
+
+#[test]
+fn the_import_guard_changes_nothing_the_program_observes() {
+    require_root!();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = backend();
+        // What a program can see of its start: argv, its names, the import path, the loaded
+        // modules, its environment, its folder, warnings' attribution, a traceback, the exit.
+        let code = "import sys, os, json, warnings\n\
+            print(sys.argv, __file__, __name__, __package__, __spec__, type(__loader__).__name__)\n\
+            print(sys.path)\n\
+            print(sorted(sys.modules))\n\
+            print(sorted(os.environ.items()))\n\
+            print(sorted(os.listdir('/code')), sys.flags)\n\
+            warnings.warn('attributed to the program')\n\
+            def f():\n    import json.nope\n\
+            try:\n    f()\nexcept ImportError as e:\n    print(repr(e))\n\
+            json.loads('{')\n";
+        let guard = warden_engine::import_guard::ImportGuard {
+            allowed: ["sys", "os", "json", "warnings"].map(String::from).to_vec(),
+        };
+        let mut guarded = plan(code);
+        guarded.args = vec!["a b".into(), "c".into()];
+        guarded.import_guard = Some(guard);
+        let mut plain = guarded.clone();
+        plain.import_guard = None;
+        let with = b.exec(guarded, None).await.unwrap();
+        let without = b.exec(plain, None).await.unwrap();
+        assert_eq!(with.exit_code, Some(1), "{with:?}");
+        assert!(with.stderr.contains("JSONDecodeError"), "{with:?}");
+        assert!(with.stderr.contains("main.py:7: UserWarning"), "{with:?}");
+        assert_eq!(
+            (&with.stdout, &with.stderr, with.exit_code, with.reason),
+            (
+                &without.stdout,
+                &without.stderr,
+                without.exit_code,
+                without.reason
+            )
+        );
     });
 }

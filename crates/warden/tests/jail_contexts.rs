@@ -50,6 +50,7 @@ async fn sandbox(backend: &JailBackend, id: &str, memory_mb: u64) -> Arc<dyn Bac
 
 fn spec(id: &str, memory_mb: u64) -> ContextSpec {
     ContextSpec {
+        import_guard: None,
         id: id.into(),
         language: Language::new("python").unwrap(),
         command: vec!["/usr/bin/python3".into()],
@@ -353,6 +354,7 @@ fn an_interpreter_that_dies_between_cells_is_replaced_and_the_next_cell_says_so(
 
 fn js_spec(id: &str, memory_mb: u64) -> ContextSpec {
     ContextSpec {
+        import_guard: None,
         id: id.into(),
         language: Language::new("javascript").unwrap(),
         command: vec!["/usr/bin/node".into()],
@@ -485,5 +487,47 @@ fn preloading_into_a_javascript_context_is_refused() {
             other => panic!("{other:?}"),
         }
         sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn the_import_guard_refuses_a_cell_at_run_time_and_the_next_cell_finds_a_fresh_interpreter() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-guard", 256).await;
+        let guarded = ContextSpec {
+            import_guard: Some(warden_engine::import_guard::ImportGuard {
+                allowed: vec!["json".into(), "math".into(), "pandas".into()],
+            }),
+            // Preloaded by the (trusted) driver, like a warm pool's context.
+            preload: vec!["json".into()],
+            ..spec("g", 256)
+        };
+        sb.create_context(guarded).await.unwrap();
+        // Allowed modules and what they import themselves work, tracebacks show no Warden
+        // frame, and state persists.
+        let r = run(&sb, "g", "import json, pandas\nx = json.dumps(list(pandas.DataFrame({'a': [1, 2]}).a))\nx").await;
+        assert_eq!(r.cell.text.as_deref(), Some("'[1, 2]'"), "{r:?}");
+        let r = run(&sb, "g", "import json.nope").await;
+        let e = r.cell.error.as_ref().expect("an error");
+        assert_eq!(e.name, "ModuleNotFoundError", "{r:?}");
+        assert!(!e.traceback.contains("warden"), "{}", e.traceback);
+        // A name the static check cannot see: refused while the cell runs, with its line.
+        let code = "y = 1\nimp = getattr(__builtins__, '__imp' + 'ort__')\nimp('sub' + 'process')\nprint('BROKEN')";
+        match sb.exec_in_context("g", cell(code), None).await {
+            Err(BackendError::ImportRefused(refusal)) => {
+                assert_eq!((refusal.module.as_str(), refusal.line), ("subprocess", Some(3)));
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+        // The interpreter is gone with its state; the next cell says so.
+        let r = run(&sb, "g", "'x' in globals()").await;
+        assert_eq!(r.cell.text.as_deref(), Some("False"), "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(true), "{r:?}");
+        let r = run(&sb, "g", "1 + 1").await;
+        assert_eq!(r.cell.context_restarted, Some(false), "{r:?}");
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
     });
 }

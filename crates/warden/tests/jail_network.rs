@@ -1134,6 +1134,7 @@ fn a_networked_sandbox_with_a_lifetime_gets_its_rules_on_every_run() {
         ..common::jail_settings()
     });
     let plan = |code: &str| ExecPlan {
+        import_guard: None,
         profile: "net".into(),
         language: warden_types::Language::new("python").unwrap(),
         command: vec!["python3".into()],
@@ -1252,6 +1253,7 @@ fn a_context_in_a_networked_sandbox_gets_its_egress() {
             .unwrap();
         sandbox
             .create_context(ContextSpec {
+                import_guard: None,
                 id: "c1".into(),
                 language: warden_types::Language::new("python").unwrap(),
                 command: vec!["/usr/bin/python3".into()],
@@ -1329,6 +1331,7 @@ fn docker_a_persistent_networked_container_keeps_its_rules_and_leaves_nothing() 
     settings.network.upstream_dns = Some("203.0.113.10:53".parse().unwrap());
     let backend = warden_docker::DockerBackend::new(settings);
     let plan = |code: &str| ExecPlan {
+        import_guard: None,
         profile: "net".into(),
         language: warden_types::Language::new("python").unwrap(),
         command: vec!["python3".into()],

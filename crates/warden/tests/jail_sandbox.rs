@@ -30,6 +30,7 @@ fn limits() -> Limits {
 
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
+        import_guard: None,
         profile: "test".into(),
         language: Language::new("python").unwrap(),
         command: vec!["python3".into()],
@@ -286,6 +287,44 @@ fn a_timeout_in_a_sandbox_ends_that_run_only() {
             .await
             .unwrap();
         assert_eq!(r.stdout, "1\n");
+        sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn a_workspace_cannot_run_code_before_the_import_guard() {
+    require_root!();
+    run(async {
+        let b = backend();
+        let sb = sandbox(&b, "guard-user-site").await;
+        // HOME is the workspace: Python's user site-packages would be a folder of it, and its
+        // .pth files and usercustomize run at start-up, before any check.
+        let site = "/workspace/.local/lib/python3.11/site-packages";
+        let pth = "import builtins, os; builtins.OS_FROM_PTH = os\n";
+        sb.write_file(
+            &path(".local/lib/python3.11/site-packages/early.pth"),
+            pth.as_bytes().to_vec(),
+        )
+        .await
+        .unwrap();
+        let seen = sb
+            .exec(
+                plan(&format!("import os\nprint(os.listdir('{site}'))")),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(seen.stdout, "['early.pth']\n", "{seen:?}");
+        let mut guarded = plan("print('OS_FROM_PTH' in dir(__builtins__))");
+        guarded.import_guard = Some(warden_engine::import_guard::ImportGuard {
+            allowed: vec!["json".into()],
+        });
+        let r = sb.exec(guarded, None).await.unwrap();
+        assert_eq!(
+            (r.stdout.as_str(), r.exit_code),
+            ("False\n", Some(0)),
+            "{r:?}"
+        );
         sb.destroy().await.unwrap();
     });
 }

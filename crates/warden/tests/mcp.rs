@@ -213,6 +213,29 @@ fn check_session(v: &Value) {
         v["violation"]["structured"]["violation"]["policy"],
         "forbidden_imports"
     );
+    // The same violation when the interpreter refuses the import while the code runs.
+    assert!(is_error(v, "violation_at_run_time"));
+    let violation = text(v, "violation_at_run_time");
+    assert!(
+        violation.starts_with("ERROR:\nthe run was stopped: policy forbidden_imports")
+            && violation.contains("\"subprocess\" refused at run time")
+            && violation.contains("line 3"),
+        "{violation}"
+    );
+    let structured = &v["violation_at_run_time"]["structured"]["violation"];
+    assert_eq!(
+        (
+            &structured["kind"],
+            &structured["module"],
+            &structured["line"]
+        ),
+        (
+            &serde_json::json!("forbidden_import"),
+            &serde_json::json!("subprocess"),
+            &serde_json::json!(3)
+        ),
+        "{structured}"
+    );
 
     // Arguments that do not fit the schema: a tool error the model can act on.
     assert!(is_error(v, "bad_arguments"));
@@ -304,13 +327,13 @@ fn a_real_mcp_client_over_http_and_the_daemon_still_stops_promptly() {
         check_version(&v, mode);
         check_session(&v);
     }
-    // MCP's executions and refusals are in /metrics: seven runs and one policy violation a
-    // session.
+    // MCP's executions and refusals are in /metrics: seven runs and two policy violations a
+    // session (one before the run, one at run time; a refused run is not in the durations).
     let metrics = get(&server.addr, "/metrics");
     for line in [
         r#"warden_executions_total{profile="test",language="python",outcome="exited"} 14"#,
-        r#"warden_executions_total{profile="strict",language="python",outcome="policy_violation"} 2"#,
-        r#"warden_policy_violations_total{policy="forbidden_imports"} 2"#,
+        r#"warden_executions_total{profile="strict",language="python",outcome="policy_violation"} 4"#,
+        r#"warden_policy_violations_total{policy="forbidden_imports"} 4"#,
         "warden_execution_duration_seconds_count 14",
         "warden_sandboxes_live 0",
     ] {

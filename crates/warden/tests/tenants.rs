@@ -324,6 +324,7 @@ fn plan_with(code: &str, image: Option<&str>, memory_mb: u64) -> ExecPlan {
         egress: Default::default(),
         image: image.map(str::to_owned),
         container_runtime: None,
+        import_guard: None,
     }
 }
 

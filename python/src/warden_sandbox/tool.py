@@ -217,7 +217,11 @@ def format_result(result: SandboxResult, max_output_length: int = DEFAULT_MAX_OU
 def format_error(error: Exception, max_output_length: int = DEFAULT_MAX_OUTPUT_LENGTH) -> str:
     """The report for a request the sandbox refused, so the LLM can correct its call."""
     if isinstance(error, SecurityViolationError):
-        text = f"the code did not run: {error.message}"
+        # A refusal by the import guard stopped the run at the refused import.
+        if "refused at run time" in error.message:
+            text = f"the run was stopped: {error.message}"
+        else:
+            text = f"the code did not run: {error.message}"
     elif isinstance(error, SandboxConfigurationError):
         text = f"the sandbox cannot run this request: {error.message}"
     elif isinstance(error, InvalidRequestError):

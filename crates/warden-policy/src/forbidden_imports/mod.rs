@@ -207,7 +207,7 @@ impl Policy for ForbiddenImports {
 }
 
 /// `python`, `python3`, `python3.12`: the languages this policy understands.
-fn is_python(language: &str) -> bool {
+pub fn is_python(language: &str) -> bool {
     language
         .strip_prefix("python")
         .is_some_and(|version| version.chars().all(|c| c.is_ascii_digit() || c == '.'))

@@ -203,6 +203,23 @@ const MAX_ARTIFACT_BYTES: u64 = 1 << 20;
 /// What an attack prints only when it worked.
 const BROKEN: &str = "BROKEN:";
 
+/// An attack program's code as the sandbox gets it: the file, with a `# prelude: NAME` line
+/// replaced by `prelude/NAME.py` (a helper several programs share, each program being sent
+/// alone).
+fn program(attack: &Attack) -> String {
+    let code = std::fs::read_to_string(attacks_dir().join(&attack.file)).unwrap();
+    code.lines()
+        .map(|line| match line.strip_prefix("# prelude: ") {
+            Some(rest) => {
+                let name = rest.split_whitespace().next().unwrap_or_default();
+                std::fs::read_to_string(attacks_dir().join("prelude").join(format!("{name}.py")))
+                    .unwrap_or_else(|e| panic!("{}: prelude {name}: {e}", attack.file))
+            }
+            None => format!("{line}\n"),
+        })
+        .collect()
+}
+
 fn attacks_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/attacks")
 }
@@ -571,7 +588,7 @@ impl Suite {
     /// Runs one attack in `profile`; `index` makes its marker unique.
     fn run(&mut self, attack: &Attack, profile: &str, index: usize) -> Verdict {
         let mut v = Verdict::default();
-        let code = std::fs::read_to_string(attacks_dir().join(&attack.file)).unwrap();
+        let code = program(attack);
         let marker = format!(
             "{}{:02}{}.25",
             std::process::id() % 100_000,
@@ -992,7 +1009,7 @@ fn every_attack_program_is_in_the_table() {
             a.file
         );
         assert!(a.policy.is_none() || a.language == "python", "{}", a.file);
-        let code = std::fs::read_to_string(attacks_dir().join(&a.file)).unwrap();
+        let code = program(a);
         // Every program says what it does in its first line.
         assert!(
             code.starts_with("# "),
@@ -1192,7 +1209,7 @@ fn run_control(
     let marker = format!("{}{:02}9.25", std::process::id() % 100_000, index);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/weak_sandbox.sh");
     std::fs::copy(script, path("weak_sandbox.sh")).unwrap();
-    std::fs::copy(attacks_dir().join(&attack.file), path("program")).unwrap();
+    std::fs::write(path("program"), program(attack)).unwrap();
     std::fs::write(path("secret"), &secret).unwrap();
     std::fs::write(
         path("stdin"),

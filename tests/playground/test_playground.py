@@ -198,7 +198,10 @@ def test_with_api_keys_the_page_asks_for_one_and_keeps_it_for_the_tab(browser, k
         page.wait_for_selector("#key-overlay:not([hidden])")
         page.fill("#key-input", "wrong-key")
         page.press("#key-input", "Enter")
-        page.wait_for_function("document.getElementById('key-message').textContent.includes('refused')")
+        # A function, not an expression: Playwright polls an expression with eval(), which the
+        # page's Content-Security-Policy (script-src 'self') refuses whenever the first check is
+        # false.
+        page.wait_for_function("() => document.getElementById('key-message').textContent.includes('refused')")
         assert page.locator("#key-overlay").is_visible()
         page.fill("#key-input", KEY)
         page.click("#key-submit")

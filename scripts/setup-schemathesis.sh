@@ -8,21 +8,7 @@ set -euo pipefail
 venv="${WARDEN_SCHEMATHESIS_VENV:-/var/cache/warden/venv-schemathesis}"
 # The 4.x CLI (`st run URL --max-examples … --checks …`).
 version='4.32.5'
+check="import importlib.metadata as m, os, sys; sys.exit(0 if m.version('schemathesis') == '$version' and os.access(sys.prefix + '/bin/st', os.X_OK) else 1)"
 
-if [ -x "$venv/bin/st" ] && [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" = "$version" ]; then
-  exit 0
-fi
-if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup-schemathesis: python3-venv is missing; run this script as root" >&2
-    exit 1
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends python3-venv
-fi
-mkdir -p "$(dirname "$venv")"
-/usr/bin/python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
-"$venv/bin/st" --version
-echo "setup-schemathesis: schemathesis $version is in $venv"
+. "$(dirname "$0")/lib/venv.sh"
+ensure_venv setup-schemathesis "$venv" "$check" "schemathesis==$version"

@@ -184,3 +184,28 @@ def test_the_sync_client_pauses_and_resumes(sync_client: WardenClient) -> None:
         assert sb.pause().state == SandboxState.PAUSED
         assert sb.resume().state == SandboxState.RUNNING
         assert sb.run("print(3)").stdout == "3\n"
+
+
+async def test_an_evicting_pause_saves_the_variables_and_names_the_rest(service: AISandboxService) -> None:
+    async with service.sandbox() as sb:
+        code = "import math\nkept = [1, 2]\nnumbers = (i for i in range(3))"
+        r = await service.client.exec(sb.id, code, context="default")
+        assert r.exit_code == 0, r
+        paused = await sb.pause(evict=True)
+        assert paused.state == SandboxState.PAUSED
+        [evicted] = paused.evicted
+        assert evicted.context == "default"
+        assert "kept" in evicted.saved and "math" in evicted.saved
+        assert [u.name for u in evicted.unsaved] == ["numbers"]
+        resumed = await sb.resume()
+        assert resumed.state == SandboxState.RUNNING
+        assert [r.context for r in resumed.restored] == ["default"]
+        r = await service.client.exec(sb.id, "print(kept, math.floor(2.5), 'numbers' in globals())", context="default")
+        assert r.stdout == "[1, 2] 2 False\n"
+
+
+def test_the_sync_client_evicts_too(sync_client: WardenClient) -> None:
+    with sync_client.create_sandbox() as sb:
+        assert sync_client.exec(sb.id, "x = 3", context="default").exit_code == 0
+        assert [e.saved for e in sb.pause(evict=True).evicted] == [["x"]]
+        assert sync_client.exec(sb.id, "print(x * 2)", context="default").stdout == "6\n"

@@ -49,5 +49,7 @@ pub use tool::{
 /// The LLM-facing report of a result (shared with the daemon's MCP tools).
 pub use warden_types::llm::format_for_llm;
 pub use warden_types::{
-    Artifact, ExecEvent, ExecResult, FileEntry, Limits, Reason, SandboxInfo, SkippedArtifact,
+    Artifact, EvictedContext, Eviction, ExecEvent, ExecResult, FileEntry, KeptContext, Limits,
+    Paused, Reason, Restoration, RestoredContext, Resumed, SandboxInfo, SandboxState,
+    SkippedArtifact, Unsaved,
 };

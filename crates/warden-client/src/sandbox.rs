@@ -13,7 +13,7 @@ use reqwest::Method;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use warden_types::{ExecResult, FileEntry, SandboxInfo, WorkspacePath};
+use warden_types::{ExecResult, FileEntry, Paused, Resumed, SandboxInfo, WorkspacePath};
 
 /// What to create a sandbox with (`POST /v1/sandboxes`); everything defaults to the
 /// daemon's profile.
@@ -250,6 +250,41 @@ impl Sandbox {
                 body,
             )
             .await
+    }
+
+    /// Pauses the sandbox (`POST …/pause`): its processes stop where they are, its files and
+    /// contexts are kept; its next use resumes it. With `evict`, its Python contexts are saved
+    /// and their interpreters ended to free their memory; [`Paused::evicted`] names what could
+    /// not be saved. A pause while an execution runs is the API's 409 `sandbox_busy`.
+    pub async fn pause(&self, evict: bool) -> Result<Paused, Error> {
+        let body = client::json_body(&serde_json::json!({ "evict": evict }))?;
+        let response = self
+            .client
+            .send(
+                "pause sandbox",
+                Method::POST,
+                &["v1", "sandboxes", &self.info.id, "pause"],
+                &[],
+                body,
+            )
+            .await?;
+        self.client.read_json("pause sandbox", response).await
+    }
+
+    /// Resumes the sandbox (`POST …/resume`), loading the state of the contexts an evicting
+    /// pause saved ([`Resumed::restored`]).
+    pub async fn resume(&self) -> Result<Resumed, Error> {
+        let response = self
+            .client
+            .send(
+                "resume sandbox",
+                Method::POST,
+                &["v1", "sandboxes", &self.info.id, "resume"],
+                &[],
+                Body::Empty,
+            )
+            .await?;
+        self.client.read_json("resume sandbox", response).await
     }
 
     /// Writes a file into the workspace (`PUT …/files/{path}`), creating its folders;

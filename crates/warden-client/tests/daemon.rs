@@ -242,6 +242,47 @@ async fn a_sandbox_session() {
     let by_name = Sandbox::connect(&client, "sdk-session").await.unwrap();
     assert_eq!(by_name.id(), id);
 
+    // Pause and resume; an evicting pause saves the context's variables and names the rest.
+    let r = sandbox
+        .run_with(
+            RunRequest::new(
+                "import threading
+kept = 41
+lock = threading.Lock()",
+            )
+            .context("default"),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_success(), "{r:?}");
+    let paused = sandbox.pause(true).await.unwrap();
+    assert_eq!(paused.sandbox.state, warden_client::SandboxState::Paused);
+    assert_eq!(paused.evicted.len(), 1, "{paused:?}");
+    assert!(
+        paused.evicted[0]
+            .eviction
+            .saved
+            .contains(&"kept".to_owned()),
+        "{paused:?}"
+    );
+    assert_eq!(
+        paused.evicted[0].eviction.unsaved[0].name, "lock",
+        "{paused:?}"
+    );
+    let resumed = sandbox.resume().await.unwrap();
+    assert_eq!(resumed.sandbox.state, warden_client::SandboxState::Running);
+    assert_eq!(resumed.restored.len(), 1, "{resumed:?}");
+    let r = sandbox
+        .run_with(RunRequest::new("print(kept + 1, 'lock' in globals())").context("default"))
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "42 False\n", "{r:?}");
+    assert!(sandbox.pause(false).await.unwrap().evicted.is_empty());
+    assert_eq!(
+        sandbox.resume().await.unwrap().sandbox.state,
+        warden_client::SandboxState::Running
+    );
+
     // Paths are checked before any request; missing files are the daemon's 404.
     assert!(matches!(
         sandbox.upload("../escape", "x").await,

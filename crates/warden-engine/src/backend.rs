@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use warden_types::egress::EgressPolicy;
-use warden_types::{ExecEvent, ExecResult, FileEntry, Language, Limits, WorkspacePath};
+use warden_types::{
+    Eviction, ExecEvent, ExecResult, FileEntry, Language, Limits, Restoration, WorkspacePath,
+};
 
 /// One execution, fully resolved: the backend neither looks up profiles nor runs policies.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,6 +223,30 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_CONTEXTS.into()))
     }
 
+    /// Saves what can be saved of a context's state inside the sandbox, then ends its
+    /// interpreter to free its memory (a pause that evicts). The context stays: its next cell,
+    /// or [`BackendSandbox::restore_context`], starts a fresh interpreter that loads the state.
+    /// `timeout` bounds the save (user objects' pickling runs user code).
+    async fn evict_context(
+        &self,
+        id: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Eviction, BackendError> {
+        let _ = (id, timeout);
+        Err(BackendError::Refused(NO_EVICTION.into()))
+    }
+
+    /// Starts an evicted context's interpreter and loads its saved state (`None`: the context
+    /// was not evicted, nothing to do).
+    async fn restore_context(
+        &self,
+        id: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<Restoration>, BackendError> {
+        let _ = (id, timeout);
+        Ok(None)
+    }
+
     /// Stops every process of the sandbox where it is — its contexts' interpreters keep their
     /// memory and state — until [`BackendSandbox::resume`]; the processes cannot tell (the
     /// cgroup freezer, a container's pause). Refused while an execution runs. Any other
@@ -242,6 +268,9 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         false
     }
 }
+
+/// The refusal of a backend that cannot evict a context.
+pub const NO_EVICTION: &str = "this backend cannot evict a context";
 
 /// The refusal of a backend that cannot pause sandboxes.
 pub const NO_PAUSE: &str = "this backend cannot pause a sandbox";

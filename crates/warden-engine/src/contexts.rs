@@ -20,7 +20,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_types::{ExecResult, Language};
+use warden_types::{
+    EvictedContext, ExecResult, KeptContext, Language, Restoration, RestoredContext, Unsaved,
+};
 
 /// The id of a sandbox's default context (`"context": "default"` in an execution).
 pub const DEFAULT_CONTEXT: &str = "default";
@@ -55,6 +57,10 @@ pub struct ContextInfo {
     pub executions: u64,
     /// Times its interpreter was replaced by a fresh one (after a kill, or on request).
     pub restarts: u64,
+    /// Its interpreter was ended by a pause that evicted it; what could be saved of its state
+    /// is loaded again by the resume or its next cell.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub evicted: bool,
 }
 
 /// The engine's record of a context.
@@ -66,6 +72,7 @@ pub(crate) struct ContextMeta {
     last_used_ms: u64,
     executions: u64,
     restarts: u64,
+    evicted: bool,
 }
 
 impl ContextMeta {
@@ -78,6 +85,7 @@ impl ContextMeta {
             last_used_at: warden_types::rfc3339(self.last_used_ms),
             executions: self.executions,
             restarts: self.restarts,
+            evicted: self.evicted,
         }
     }
 }
@@ -101,6 +109,7 @@ impl Contexts {
             last_used_ms: started_ms,
             executions: 0,
             restarts: 0,
+            evicted: false,
         };
         let contexts = Contexts::default();
         contexts
@@ -113,6 +122,19 @@ impl Contexts {
 
     fn get(&self, id: &str) -> Option<ContextMeta> {
         self.live.lock().expect("not poisoned").get(id).cloned()
+    }
+
+    /// Every context, oldest first.
+    fn all(&self) -> Vec<ContextMeta> {
+        let mut all: Vec<_> = self
+            .live
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        all
     }
 
     fn update(&self, id: &str, f: impl FnOnce(&mut ContextMeta)) {
@@ -212,6 +234,7 @@ impl Sandboxes {
             last_used_ms: now,
             executions: 0,
             restarts: 0,
+            evicted: false,
         };
         entry
             .contexts
@@ -391,11 +414,74 @@ impl Sandboxes {
         entry.contexts.update(&context, |m| {
             m.executions += 1;
             m.last_used_ms = warden_types::now_ms();
+            // An evicted context's interpreter was started, and its state loaded, for it.
+            m.evicted = false;
             if restarted {
                 m.restarts += 1;
             }
         });
         Ok(result)
+    }
+
+    /// Evicts the sandbox's Python contexts (saves what can be saved of each, ends its
+    /// interpreter); the others stay in memory. The caller then freezes the sandbox.
+    pub(crate) async fn evict_contexts(
+        &self,
+        entry: &Entry,
+    ) -> Result<(Vec<EvictedContext>, Vec<KeptContext>), EngineError> {
+        let (mut evicted, mut kept) = (Vec::new(), Vec::new());
+        for meta in entry.contexts.all() {
+            if meta.evicted {
+                continue;
+            }
+            if meta.language.as_str() != CONTEXT_LANGUAGES[0] {
+                kept.push(KeptContext {
+                    context: meta.id,
+                    why: format!("{} contexts cannot be saved: kept in memory", meta.language),
+                });
+                continue;
+            }
+            let eviction = entry
+                .handle
+                .evict_context(&meta.id, entry.limits.timeout)
+                .await?;
+            entry.contexts.update(&meta.id, |m| m.evicted = true);
+            evicted.push(EvictedContext {
+                context: meta.id,
+                eviction,
+            });
+        }
+        Ok((evicted, kept))
+    }
+
+    /// Loads the state of the sandbox's evicted contexts into fresh interpreters. A context
+    /// whose load failed is no longer evicted either (its next cell starts afresh); the
+    /// failure is its entry's `unsaved`.
+    pub(crate) async fn restore_contexts(&self, entry: &Entry) -> Vec<RestoredContext> {
+        let mut restored = Vec::new();
+        for meta in entry.contexts.all().into_iter().filter(|m| m.evicted) {
+            let outcome = entry
+                .handle
+                .restore_context(&meta.id, entry.limits.timeout)
+                .await;
+            entry.contexts.update(&meta.id, |m| m.evicted = false);
+            let restoration = match outcome {
+                Ok(Some(r)) => r,
+                Ok(None) => continue,
+                Err(e) => Restoration {
+                    restored: Vec::new(),
+                    unsaved: vec![Unsaved {
+                        name: "*".into(),
+                        why: format!("the state could not be loaded: {e}"),
+                    }],
+                },
+            };
+            restored.push(RestoredContext {
+                context: meta.id,
+                restoration,
+            });
+        }
+        restored
     }
 }
 

@@ -28,9 +28,9 @@ pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_PAUSE, SandboxSpec, Unsupported,
+    NO_CONTEXTS, NO_EVICTION, NO_PAUSE, SandboxSpec, Unsupported,
 };
-pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
+pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE};
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, SandboxExec, SandboxInfo, Sandboxes};
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warden_config::OnIdle;
-use warden_types::{ExecResult, FileEntry, Limits, SandboxState, WorkspacePath};
+use warden_types::{ExecResult, FileEntry, Limits, Paused, Resumed, SandboxState, WorkspacePath};
 
 /// What a caller asks for when creating a sandbox.
 #[derive(Debug, Clone, Default)]
@@ -578,15 +578,36 @@ impl Sandboxes {
     }
 
     /// Freezes every process of the caller's sandbox (its contexts keep their state) until
-    /// [`Sandboxes::resume`] or its next use; refused while an execution runs in it.
-    pub async fn pause(&self, owner: Option<&str>, id: &str) -> Result<SandboxInfo, EngineError> {
+    /// [`Sandboxes::resume`] or its next use; refused while an execution runs in it. With
+    /// `evict`, its Python contexts are first saved (what can be) and their interpreters
+    /// ended, to free their memory; the resume or their next cell loads them again.
+    pub async fn pause(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        evict: bool,
+    ) -> Result<Paused, EngineError> {
         let entry = self.find(owner, id)?;
+        let (mut evicted, mut kept) = (Vec::new(), Vec::new());
+        if evict {
+            if entry.usage.lock().expect("not poisoned").running > 0 {
+                return Err(EngineError::SandboxBusy(entry.id.clone()));
+            }
+            // Saving runs the interpreters: a paused sandbox is thawed for it (a use).
+            entry.touch(Use::Files);
+            (evicted, kept) = self.evict_contexts(&entry).await?;
+        }
         self.pause_entry(&entry).await?;
-        Ok(entry.info())
+        Ok(Paused {
+            sandbox: entry.info(),
+            evicted,
+            kept_in_memory: kept,
+        })
     }
 
-    /// Lets a paused sandbox's processes run again (nothing to do for a running one).
-    pub async fn resume(&self, owner: Option<&str>, id: &str) -> Result<SandboxInfo, EngineError> {
+    /// Lets a paused sandbox's processes run again (nothing to do for a running one), and
+    /// loads the state of the contexts a pause evicted.
+    pub async fn resume(&self, owner: Option<&str>, id: &str) -> Result<Resumed, EngineError> {
         let entry = self.find(owner, id)?;
         if entry.usage.lock().expect("not poisoned").paused {
             entry.handle.resume().await?;
@@ -596,7 +617,11 @@ impl Sandboxes {
                     sandbox: entry.id.clone(),
                 });
         }
-        Ok(entry.info())
+        let restored = self.restore_contexts(&entry).await;
+        Ok(Resumed {
+            sandbox: entry.info(),
+            restored,
+        })
     }
 
     /// Any use of a paused sandbox resumes it first (executions and contexts are thawed by

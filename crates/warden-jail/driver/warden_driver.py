@@ -14,7 +14,11 @@ Protocol (the supervisor is the other end; see crates/warden-jail/src/session.rs
 - the driver first sends ``{"type": "ready", ...}``; then for each ``{"code": "..."}`` request
   it sends one ``{"type": "done", "execution_count", "text", "results", "error"}``, after
   flushing the cell's stdout and stderr;
-- SIGINT interrupts a running cell (KeyboardInterrupt); between cells it is ignored.
+- SIGINT interrupts a running cell (KeyboardInterrupt); between cells it is ignored;
+- ``{"op": "save_state", "path": ...}`` writes what can be saved of the globals to that file
+  (a pause that evicts the context; the interpreter is ended after it) and
+  ``{"op": "restore_state", "path": ...}`` loads it into a fresh interpreter and removes it;
+  both answer a ``done`` whose ``text`` is a JSON report (see ``save_state``/``restore_state``).
 
 Arguments: ``--preload a,b.c`` imports those modules before ``ready`` (a warm pool's sandbox has
 then paid for them before a request arrives). They land in ``sys.modules`` only, not in the
@@ -35,10 +39,12 @@ import io
 import json
 import linecache
 import os
+import pickle
 import signal
 import struct
 import sys
 import traceback
+import types
 
 REQUEST_FD = 0
 REPLY_FD = 3
@@ -187,6 +193,13 @@ def mime_bundle(value):
     return data
 
 
+class _Discard:
+    """A file that keeps nothing: what pickle can save is tried against it."""
+
+    def write(self, data):
+        return len(data)
+
+
 class Cell:
     """The outputs of the running cell."""
 
@@ -216,6 +229,9 @@ class Driver:
         self.cell = None
         self.in_cell = False
         self.pyplot_patched = False
+        # name -> (cell file name, first line, source) of the latest top-level def or class of
+        # that name: what a saved state keeps of functions and classes (see save_state).
+        self.definitions = {}
         builtins.display = self.display
         signal.signal(signal.SIGINT, self._on_interrupt)
 
@@ -307,6 +323,7 @@ class Driver:
             except (SyntaxError, ValueError) as e:
                 # The code never ran: the parser's own frames are no help to the user.
                 return self._report(text, self._error(e, trim=False))
+            self._record_definitions(tree, filename, code)
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
                 last = ast.Expression(tree.body.pop().value)
@@ -335,6 +352,102 @@ class Driver:
         finally:
             self.in_cell = False
         return self._report(text, error)
+
+    def _record_definitions(self, tree, filename, code):
+        lines = code.splitlines(True)
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                source = "".join(lines[first - 1 : node.end_lineno])
+                self.definitions[node.name] = (filename, first, source)
+
+    def _defined_here(self, name, value):
+        """The recorded source of a function or class that a cell defined under this name."""
+        found = self.definitions.get(name)
+        if found is None or not isinstance(value, (types.FunctionType, type)):
+            return None
+        if isinstance(value, types.FunctionType):
+            made_by = value.__code__.co_filename
+        else:
+            made_by = next(
+                (
+                    f.__code__.co_filename
+                    for f in vars(value).values()
+                    if isinstance(f, types.FunctionType)
+                ),
+                found[0],
+            )
+        if value.__name__ != name or made_by != found[0]:
+            return None
+        return found
+
+    def save_state(self, path):
+        """Writes what can be saved of the globals to ``path``; returns the report
+        ``{"saved": [names], "unsaved": [{"name", "why"}], "bytes": n}``.
+
+        The file holds two pickles: a header (modules kept by name, functions and classes
+        defined in cells kept by their source, to be run again on restore) and then every other
+        value in one dict, so that two names for one object stay one object. Each value is
+        first tried against a sink that keeps nothing (no copy in memory); what pickle refuses
+        is named with its reason.
+        """
+        values, modules, sources, unsaved = {}, {}, {}, []
+        sink = pickle.Pickler(_Discard(), pickle.HIGHEST_PROTOCOL)
+        for name, value in list(self.namespace.items()):
+            if name in ("__builtins__", "__name__"):
+                continue
+            if isinstance(value, types.ModuleType):
+                modules[name] = value.__name__
+                continue
+            found = self._defined_here(name, value)
+            if found is not None:
+                sources[name] = found
+                continue
+            try:
+                sink.clear_memo()
+                sink.dump(value)
+            except BaseException as e:  # noqa: BLE001 - any failure is this value's reason
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                unsaved.append({"name": name, "why": _cut("%s: %s" % (type(e).__name__, e), 300)})
+                continue
+            values[name] = value
+        header = {
+            "version": 2,
+            "execution_count": self.execution_count,
+            "modules": modules,
+            "sources": sources,
+        }
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        partial = path + ".partial"
+        with open(partial, "wb") as f:
+            pickle.dump(header, f, pickle.HIGHEST_PROTOCOL)
+            pickle.dump(values, f, pickle.HIGHEST_PROTOCOL)
+            size = f.tell()
+        os.replace(partial, path)
+        saved = sorted(list(values) + list(modules) + list(sources))
+        return {"saved": saved, "unsaved": unsaved, "bytes": size}
+
+    def restore_state(self, path):
+        """Loads a state written by ``save_state`` and removes the file; returns
+        ``{"restored": [names], "unsaved": [{"name", "why"}]}`` (what failed to load).
+
+        The file is in the sandbox, so it is user input: everything it asks for (modules,
+        pickled classes) is imported by code the import guard judges as the user's (compiled
+        under ``<warden restore>``), never by this driver's trusted frames.
+        """
+        scope = {"__builtins__": builtins}
+        exec(_RESTORE_CODE, scope)
+        with open(path, "rb") as f:
+            os.unlink(path)
+            restored, failed, count, sources = scope["restore"](
+                f, self.namespace, sys.modules, pickle.load, linecache.cache
+            )
+        if type(count) is int and count >= 0:
+            self.execution_count = count
+        for name, found in sources.items():
+            self.definitions[name] = found
+        return {"restored": sorted(restored), "unsaved": failed}
 
     def _report(self, text, error):
         self.in_cell = False
@@ -365,7 +478,68 @@ class Driver:
                 return
             # A late interrupt (after the cell ended) is ignored by the handler, so nothing
             # raises between here and the reply.
-            self.channel.send(self.run(request.get("code", "")))
+            op = request.get("op")
+            if op in ("save_state", "restore_state"):
+                self.channel.send(self.state_op(op, request.get("path", "")))
+            else:
+                self.channel.send(self.run(request.get("code", "")))
+
+    def state_op(self, op, path):
+        """Runs a save or restore like a cell: its report is the ``text`` (JSON), a failure
+        the ``error``."""
+        self.cell = Cell()
+        text, error = None, None
+        self.in_cell = True
+        try:
+            report = self.save_state(path) if op == "save_state" else self.restore_state(path)
+            text = json.dumps(report)
+        except BaseException as e:  # noqa: BLE001 - the engine reports it
+            error = self._error(e, trim=False)
+        finally:
+            self.in_cell = False
+        return self._report(text, error)
+
+
+# The restore, compiled under a file name that the import guard judges as user code: the
+# state's modules and the classes its pickles name are imported as if by a cell.
+_RESTORE_CODE = compile(
+    """
+def restore(file, namespace, modules, load, lines):
+    restored, failed, sources = [], [], {}
+    state = load(file)
+    for name, module in state["modules"].items():
+        try:
+            __import__(module)
+            namespace[name] = modules[module]
+            restored.append(name)
+        except Exception as e:
+            failed.append({"name": name, "why": "%s: %s" % (type(e).__name__, e)})
+    try:
+        values = load(file)
+        values = {k: v for k, v in values.items() if type(k) is str}
+        namespace.update(values)
+        restored.extend(values)
+    except Exception as e:
+        failed.append({"name": "*", "why": "the values could not be loaded: %s: %s" % (type(e).__name__, e)})
+    for name, (filename, first, source) in state["sources"].items():
+        try:
+            text = "\\n" * (first - 1) + source
+            known = lines.get(filename)
+            kept = list(known[2]) if known else []
+            segment = text.splitlines(True)
+            kept.extend(["\\n"] * (len(segment) - len(kept)))
+            kept[first - 1 : len(segment)] = segment[first - 1 :]
+            lines[filename] = (sum(map(len, kept)), None, kept, filename)
+            exec(compile(text, filename, "exec"), namespace)
+            sources[name] = (filename, first, source)
+            restored.append(name)
+        except Exception as e:
+            failed.append({"name": name, "why": "%s: %s" % (type(e).__name__, e)})
+    return restored, failed, state.get("execution_count"), sources
+""",
+    "<warden restore>",
+    "exec",
+)
 
 
 def _preload_from_argv():

@@ -15,14 +15,14 @@ use crate::cgroup::Hierarchy;
 use crate::client::{Inherited, blocking, exec_helper};
 use crate::context::{CellEnd, JailContext};
 use crate::plan::{CODE_DIR, IdMap, JailPlan, PlanInput};
-use crate::session::CellRequest;
+use crate::session::{CellRequest, StateOp};
 use crate::workspace::{Workspace, WorkspaceError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use warden_engine::{BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan};
-use warden_types::{ExecResult, FileEntry, WorkspacePath};
+use warden_types::{Eviction, ExecResult, FileEntry, Restoration, WorkspacePath};
 
 /// What a sandbox needs of its backend to start runs: always exec'd helpers (the daemon is
 /// multi-threaded).
@@ -71,6 +71,48 @@ struct ContextSlot {
     /// The import guard ended the last cell's interpreter: the next cell's result says that
     /// the context was restarted.
     refused_last: bool,
+    /// Evicted: no interpreter, its state saved at [`state_path`]; the next cell or
+    /// `restore_context` starts one and loads it.
+    evicted: bool,
+}
+
+/// Where an evicted context's state waits, in the sandbox: the workspace, the one place all
+/// of the sandbox's processes see. It is the user's data like any file there (the restore
+/// treats it as user input); the driver removes it once loaded.
+fn state_path(id: &str) -> String {
+    format!("{}/.warden/{id}.state", crate::layout::WORKSPACE_DIR)
+}
+
+/// [`state_path`] as a path in the workspace.
+fn state_file(id: &str) -> Result<WorkspacePath, BackendError> {
+    WorkspacePath::new(&format!(".warden/{id}.state"))
+        .map_err(|e| BackendError::Internal(format!("state path of context {id:?}: {e}")))
+}
+
+/// From a save or restore's answer: the driver's JSON report (a failure is the driver's
+/// error, or a context that died on the way).
+fn state_report<T: serde::de::DeserializeOwned>(
+    end: CellEnd,
+    what: &str,
+) -> Result<T, BackendError> {
+    let result = match end {
+        CellEnd::Alive(result) => result,
+        CellEnd::Died(result) => {
+            return Err(BackendError::Internal(format!(
+                "the context's interpreter ended during the {what} ({:?})",
+                result.reason
+            )));
+        }
+    };
+    if let Some(error) = result.cell.error {
+        return Err(BackendError::Refused(format!(
+            "the {what} failed: {}: {}",
+            error.name, error.value
+        )));
+    }
+    let text = result.cell.text.unwrap_or_default();
+    serde_json::from_str(&text)
+        .map_err(|e| BackendError::Internal(format!("the driver's {what} report: {e}")))
 }
 
 impl JailSandbox {
@@ -261,6 +303,30 @@ impl JailSandbox {
         }
     }
 
+    /// Starts an evicted context's interpreter and loads its state. The caller holds the turn
+    /// and the slot. Whatever happens the context is no longer evicted: its state file is
+    /// read once (a failed load leaves a fresh interpreter, or none for the next cell to
+    /// start).
+    async fn restore_into(
+        &self,
+        id: &str,
+        slot: &mut ContextSlot,
+        timeout: Duration,
+    ) -> Result<Restoration, BackendError> {
+        slot.evicted = false;
+        let mut live = self.start_context(&slot.spec).await?;
+        let end = live
+            .exec(&state_request(StateOp::RestoreState, id, timeout), None)
+            .await;
+        let ended = matches!(end, Ok(CellEnd::Died(_)) | Err(_));
+        if ended {
+            live.kill().await;
+        } else {
+            slot.live = Some(live);
+        }
+        state_report(end?, "restore")
+    }
+
     async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
         let workspace = self.workspace()?;
         let plan = self.context_plan(spec)?;
@@ -283,6 +349,17 @@ impl JailSandbox {
             Ok(())
         })
         .await
+    }
+}
+
+/// The request that saves or restores a context's state (`code` is the state's path).
+fn state_request(op: StateOp, id: &str, timeout: Duration) -> CellRequest {
+    CellRequest {
+        code: state_path(id),
+        timeout_ms: timeout.as_millis() as u64,
+        grace_ms: warden_engine::INTERRUPT_GRACE.as_millis() as u64,
+        known_outputs: Vec::new(),
+        state: Some(op),
     }
 }
 
@@ -424,6 +501,7 @@ impl BackendSandbox for JailSandbox {
             spec,
             live: Some(live),
             refused_last: false,
+            evicted: false,
         };
         self.contexts
             .lock()
@@ -455,14 +533,24 @@ impl BackendSandbox for JailSandbox {
             restarted = true;
         }
         if slot.live.is_none() {
-            let live = self.start_context(&slot.spec).await?;
-            slot.live = Some(live);
+            if slot.evicted {
+                // Its saved state first; a restore that ended the interpreter lost it.
+                if let Err(e) = self.restore_into(id, &mut slot, cell.timeout).await {
+                    eprintln!("warden: restoring context {id} of {}: {e}", self.id);
+                    restarted = true;
+                }
+            }
+            if slot.live.is_none() {
+                let live = self.start_context(&slot.spec).await?;
+                slot.live = Some(live);
+            }
         }
         let request = CellRequest {
             code: cell.code,
             timeout_ms: cell.timeout.as_millis() as u64,
             grace_ms: cell.interrupt_grace.as_millis() as u64,
             known_outputs,
+            state: None,
         };
         let mut cancel = self.destroyed.subscribe();
         let outcome = {
@@ -532,6 +620,51 @@ impl BackendSandbox for JailSandbox {
         Ok(())
     }
 
+    async fn evict_context(&self, id: &str, timeout: Duration) -> Result<Eviction, BackendError> {
+        let _turn = self.turn().await?;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        if slot.spec.language.as_str() != "python" {
+            return Err(BackendError::Refused(format!(
+                "context {id:?} runs {}: only Python contexts can be evicted",
+                slot.spec.language
+            )));
+        }
+        let Some(live) = slot.live.as_mut() else {
+            // No interpreter (evicted already, or a restart that failed): nothing held.
+            return Ok(Eviction {
+                saved: Vec::new(),
+                unsaved: Vec::new(),
+                bytes: 0,
+            });
+        };
+        let end = live
+            .exec(&state_request(StateOp::SaveState, id, timeout), None)
+            .await?;
+        let eviction: Eviction = state_report(end, "save")?;
+        if let Some(live) = slot.live.take()
+            && live.close().await
+        {
+            Self::remove_stale_cgroups().await?;
+        }
+        slot.evicted = true;
+        Ok(eviction)
+    }
+
+    async fn restore_context(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<Option<Restoration>, BackendError> {
+        let _turn = self.turn().await?;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        if !slot.evicted {
+            return Ok(None);
+        }
+        self.restore_into(id, &mut slot, timeout).await.map(Some)
+    }
+
     async fn pause(&self) -> Result<(), BackendError> {
         let _turn = self.one_at_a_time.try_lock().map_err(|_| {
             BackendError::Refused(
@@ -568,7 +701,15 @@ impl BackendSandbox for JailSandbox {
             return Ok(());
         };
         // A running cell holds the slot; destroying waits for it (its timeout bounds that).
-        let live = slot.lock().await.live.take();
+        let (live, evicted) = {
+            let mut slot = slot.lock().await;
+            (slot.live.take(), slot.evicted)
+        };
+        if evicted {
+            let workspace = self.workspace()?;
+            let state = state_file(id)?;
+            blocking(move || workspace.remove_file(&state).map_err(workspace_error)).await?;
+        }
         // A frozen interpreter cannot end: thaw its runs (the others stay as they are).
         if self.paused.load(std::sync::atomic::Ordering::Acquire)
             && let Some(pid) = live.as_ref().and_then(JailContext::helper_pid)

@@ -47,6 +47,18 @@ pub struct CellRequest {
     /// The output folder's files before the cell: not its artifacts unless changed.
     #[serde(default)]
     pub known_outputs: Vec<FileStamp>,
+    /// Instead of running `code`: save the interpreter's state to, or restore it from, the
+    /// file at `code` (a path in the sandbox); the driver's report is the result's `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateOp>,
+}
+
+/// What a state request asks of the driver (see [`CellRequest::state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateOp {
+    SaveState,
+    RestoreState,
 }
 
 /// What the driver says once it is up.
@@ -594,8 +606,11 @@ impl<W: Write> Session<'_, W> {
                 "a cell was sent while another runs or before the interpreter was ready".into(),
             ));
         }
-        let message = serde_json::to_vec(&serde_json::json!({ "code": request.code }))
-            .map_err(|e| SessionError::Protocol(format!("encode cell: {e}")))?;
+        let message = match request.state {
+            None => serde_json::to_vec(&serde_json::json!({ "code": request.code })),
+            Some(op) => serde_json::to_vec(&serde_json::json!({ "op": op, "path": request.code })),
+        }
+        .map_err(|e| SessionError::Protocol(format!("encode cell: {e}")))?;
         self.pending_in
             .extend_from_slice(&(message.len() as u32).to_le_bytes());
         self.pending_in.extend_from_slice(&message);

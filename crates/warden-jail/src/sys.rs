@@ -480,6 +480,15 @@ pub fn mkdir_at(dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes the file `name` of `dir` (not a folder; never follows a symlink: it removes the
+/// link).
+pub fn unlink_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    let name = cstring(name)?;
+    // SAFETY: a valid descriptor and C string.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })?;
+    Ok(())
+}
+
 /// `fchownat(2)` of one name in `dir`, never following a symlink.
 pub fn chown_at(dir: BorrowedFd<'_>, name: &str, uid: u32, gid: u32) -> io::Result<()> {
     let name = cstring(name)?;

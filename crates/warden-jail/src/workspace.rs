@@ -165,6 +165,29 @@ impl Workspace {
         file.write_all(bytes).map_err(err)
     }
 
+    /// Removes a file (a missing one is no error). Its folders are walked without following
+    /// symlinks, like [`Workspace::write_file`].
+    pub fn remove_file(&self, path: &WorkspacePath) -> Result<(), WorkspaceError> {
+        let err = |source: io::Error| map_io(path, source);
+        let parts: Vec<&str> = path.components().collect();
+        let (name, folders) = parts.split_last().expect("a WorkspacePath is never empty");
+        let mut dir = self.work().map_err(err)?;
+        for folder in folders {
+            dir = match sys::open_beneath(
+                dir.as_fd(),
+                Path::new(folder),
+                libc::O_RDONLY | libc::O_DIRECTORY,
+            ) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                other => other.map_err(err)?,
+            };
+        }
+        match sys::unlink_at(dir.as_fd(), name) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other.map_err(err),
+        }
+    }
+
     /// Reads a regular file of at most `max_bytes`.
     pub fn read_file(
         &self,

@@ -41,12 +41,24 @@ pub struct RunCodeArgs {
     pub timeout_seconds: Option<f64>,
 }
 
-/// `destroy_sandbox`, `pause_sandbox`, `resume_sandbox` and `list_files`: one sandbox.
+/// `destroy_sandbox`, `resume_sandbox` and `list_files`: one sandbox.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxArgs {
     /// The sandbox's name or id.
     pub sandbox_name: String,
+}
+
+/// `pause_sandbox`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseArgs {
+    /// The sandbox's name or id.
+    pub sandbox_name: String,
+    /// Also free the memory of its Python sessions: their variables are saved (the answer
+    /// names any that cannot be) and loaded again on resume.
+    #[serde(default)]
+    pub evict: bool,
 }
 
 /// `execute_code`: one program in a fresh sandbox that is gone afterwards.

@@ -21,8 +21,8 @@ pub mod args;
 pub mod reply;
 
 use args::{
-    CreateSandboxArgs, Encoding, ExecuteCodeArgs, ReadFileArgs, RunCodeArgs, SandboxArgs,
-    WriteFileArgs,
+    CreateSandboxArgs, Encoding, ExecuteCodeArgs, PauseArgs, ReadFileArgs, RunCodeArgs,
+    SandboxArgs, WriteFileArgs,
 };
 use base64::Engine as _;
 use reply::ToolError;
@@ -210,26 +210,43 @@ impl WardenMcp {
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
-    async fn pause(&self, caller: Caller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
-        let info = self
+    async fn pause(&self, caller: Caller, a: PauseArgs) -> Result<CallToolResult, ToolError> {
+        let paused = self
             .sandboxes
-            .pause(caller.owner.as_deref(), &a.sandbox_name)
+            .pause(caller.owner.as_deref(), &a.sandbox_name, a.evict)
             .await?;
-        let message = format!(
-            "sandbox {} paused: its processes are frozen, its files and variables kept; the next run_code resumes it",
-            info.id
-        );
-        let structured = json!({ "success": true, "message": message, "sandbox": info });
+        let mut message = if a.evict {
+            format!(
+                "sandbox {} paused: its processes are frozen and its Python sessions saved and ended, its files kept; the next run_code resumes it",
+                paused.sandbox.id
+            )
+        } else {
+            format!(
+                "sandbox {} paused: its processes are frozen, its files and variables kept; the next run_code resumes it",
+                paused.sandbox.id
+            )
+        };
+        for context in &paused.evicted {
+            for lost in &context.eviction.unsaved {
+                message.push_str(&format!(
+                    "\nnot saved: {} ({}), gone after the resume",
+                    lost.name, lost.why
+                ));
+            }
+        }
+        let structured = json!({ "success": true, "message": message, "sandbox": paused.sandbox,
+            "evicted": paused.evicted, "kept_in_memory": paused.kept_in_memory });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
     async fn resume(&self, caller: Caller, a: SandboxArgs) -> Result<CallToolResult, ToolError> {
-        let info = self
+        let resumed = self
             .sandboxes
             .resume(caller.owner.as_deref(), &a.sandbox_name)
             .await?;
-        let message = format!("sandbox {} is running", info.id);
-        let structured = json!({ "success": true, "message": message, "sandbox": info });
+        let message = format!("sandbox {} is running", resumed.sandbox.id);
+        let structured = json!({ "success": true, "message": message, "sandbox": resumed.sandbox,
+            "restored": resumed.restored });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
@@ -423,7 +440,8 @@ impl WardenMcp {
     #[tool(
         description = "Pause a sandbox: its processes stop where they are and use no CPU; its \
             files and Python variables are kept. The next run_code resumes it. Refused while \
-            code runs in it.",
+            code runs in it. With evict, its Python sessions are saved and ended to free their \
+            memory (what cannot be saved is named) and loaded again on resume.",
         annotations(
             title = "Pause a sandbox",
             read_only_hint = false,
@@ -434,7 +452,7 @@ impl WardenMcp {
     )]
     async fn pause_sandbox(
         &self,
-        Parameters(a): Parameters<SandboxArgs>,
+        Parameters(a): Parameters<PauseArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         self.answer(self.pause(self.caller(&ctx), a).await)

@@ -39,11 +39,13 @@ pub enum Route {
     CompatDestroy,
     /// `POST /api/v2/execute` (Piston's errors: 400 with `{"message"}`).
     PistonExecute,
+    /// `POST /v1/sandboxes/{id}/pause` (the body is optional).
+    PauseSandbox,
 }
 
 impl Route {
     /// Every route, in a fixed order (the fuzz target picks one by index).
-    pub const ALL: [Route; 10] = [
+    pub const ALL: [Route; 11] = [
         Route::Execute,
         Route::CreateSandbox,
         Route::SandboxExec,
@@ -54,6 +56,7 @@ impl Route {
         Route::CompatExecuteIn,
         Route::CompatDestroy,
         Route::PistonExecute,
+        Route::PauseSandbox,
     ];
 }
 
@@ -77,6 +80,10 @@ pub enum Decoded {
     File(WorkspacePath),
     DestroySandbox {
         sandbox: String,
+    },
+    /// A pause: whether it evicts the contexts.
+    PauseSandbox {
+        evict: bool,
     },
 }
 
@@ -103,10 +110,14 @@ pub fn decode(route: Route, input: &[u8]) -> Result<Decoded, ApiError> {
             })
         }
         Route::CreateContext => {
-            let body = CreateContextBody::from_body(input)?;
+            let body = sandboxes::optional_body::<CreateContextBody>(input)?;
             Ok(Decoded::CreateContext(CreateContext {
                 language: body.language,
             }))
+        }
+        Route::PauseSandbox => {
+            let body = sandboxes::optional_body::<sandboxes::PauseBody>(input)?;
+            Ok(Decoded::PauseSandbox { evict: body.evict })
         }
         Route::FilePath => {
             // axum's `Path` hands over text (percent-decoded); other bytes never get here.

@@ -84,7 +84,10 @@ fn check_decoded(route: Route, decoded: Decoded) {
                 "{route:?} accepted the path {path:?}"
             );
         }
-        Decoded::CreateSandbox(_) | Decoded::CreateContext(_) | Decoded::DestroySandbox { .. } => {}
+        Decoded::CreateSandbox(_)
+        | Decoded::CreateContext(_)
+        | Decoded::DestroySandbox { .. }
+        | Decoded::PauseSandbox { .. } => {}
     }
 }
 

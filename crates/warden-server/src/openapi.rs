@@ -260,18 +260,18 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/pause",
-        summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs)",
-        request: Body::None,
+        summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs). With `evict`, its Python contexts are saved and their interpreters ended",
+        request: Body::Json(schema::<crate::sandboxes::PauseBody>),
         status: 200,
-        response: Body::Json(schema::<SandboxInfo>),
+        response: Body::Json(schema::<warden_types::Paused>),
     },
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/resume",
-        summary: "Resume a paused sandbox",
+        summary: "Resume a paused sandbox, and load the state of the contexts its pause evicted",
         request: Body::None,
         status: 200,
-        response: Body::Json(schema::<SandboxInfo>),
+        response: Body::Json(schema::<warden_types::Resumed>),
     },
     Operation {
         method: "post",

@@ -130,13 +130,26 @@ pub async fn get(
     }
 }
 
-/// `POST /v1/sandboxes/{id}/pause`: its processes frozen, its state kept.
+/// `POST /v1/sandboxes/{id}/pause`: its processes frozen, its state kept (or, with `evict`,
+/// its Python contexts saved and ended).
 pub async fn pause(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match state.sandboxes.pause(caller.owner().as_deref(), &id).await {
+    let body = match body
+        .map_err(bytes_rejection)
+        .and_then(|body| optional_body::<PauseBody>(&body))
+    {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
+    match state
+        .sandboxes
+        .pause(caller.owner().as_deref(), &id, body.evict)
+        .await
+    {
         Ok(info) => Json(info).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
@@ -339,17 +352,28 @@ pub struct CreateContextBody {
     pub language: Option<String>,
 }
 
-impl CreateContextBody {
-    /// Decodes the optional body: no body (or only white space) is `{}`.
-    pub(crate) fn from_body(body: &[u8]) -> Result<CreateContextBody, ApiError> {
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(CreateContextBody::default());
-        }
-        // Through axum's decoder, so the message names the field (`language: invalid type…`).
-        Json::<crate::Object<CreateContextBody>>::from_bytes(body)
-            .map(|Json(crate::Object(body))| body)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text()))
+/// Decodes an optional JSON body: no body (or only white space) is `{}`.
+pub(crate) fn optional_body<T: serde::de::DeserializeOwned + Default>(
+    body: &[u8],
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
     }
+    // Through axum's decoder, so the message names the field (`language: invalid type…`).
+    Json::<crate::Object<T>>::from_bytes(body)
+        .map(|Json(crate::Object(body))| body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.body_text()))
+}
+
+/// `POST /v1/sandboxes/{id}/pause` (the body is optional).
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseBody {
+    /// Also evict the sandbox's Python contexts: save what can be saved of their variables
+    /// in the sandbox and end their interpreters, to free their memory; the resume (or a
+    /// context's next cell) loads them again. The answer names what could not be saved.
+    #[serde(default)]
+    pub evict: bool,
 }
 
 pub async fn create_context(
@@ -360,7 +384,7 @@ pub async fn create_context(
 ) -> Response {
     let body = match body
         .map_err(bytes_rejection)
-        .and_then(|body| CreateContextBody::from_body(&body))
+        .and_then(|body| optional_body::<CreateContextBody>(&body))
     {
         Ok(body) => body,
         Err(e) => return e.into_response(),

@@ -703,6 +703,79 @@ mod rfc3339_tests {
     }
 }
 
+/// A variable that could not be saved (or loaded again), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Unsaved {
+    pub name: String,
+    pub why: String,
+}
+
+/// What the eviction of a context saved of its state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Eviction {
+    /// The names whose values were saved: pickled values, imported modules (by name),
+    /// functions and classes defined in cells (by their source).
+    pub saved: Vec<String>,
+    /// The names that were not, each with the reason: they are gone after the resume.
+    pub unsaved: Vec<Unsaved>,
+    /// The size of the saved state.
+    pub bytes: u64,
+}
+
+/// What the restore of an evicted context loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Restoration {
+    pub restored: Vec<String>,
+    /// What was saved but could not be loaded again, each with the reason.
+    pub unsaved: Vec<Unsaved>,
+}
+
+/// A paused sandbox, and what its pause did with its contexts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Paused {
+    #[serde(flatten)]
+    pub sandbox: SandboxInfo,
+    /// The contexts evicted (`evict`), each with what was saved and what was not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evicted: Vec<EvictedContext>,
+    /// The contexts an eviction kept in memory, frozen (a language whose state cannot be
+    /// saved).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_in_memory: Vec<KeptContext>,
+}
+
+/// A resumed sandbox, and the evicted contexts it loaded again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Resumed {
+    #[serde(flatten)]
+    pub sandbox: SandboxInfo,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<RestoredContext>,
+}
+
+/// A context that a pause evicted, and what was saved of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EvictedContext {
+    pub context: String,
+    #[serde(flatten)]
+    pub eviction: Eviction,
+}
+
+/// A context that a pause asked to evict kept in memory (frozen), and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KeptContext {
+    pub context: String,
+    pub why: String,
+}
+
+/// An evicted context that a resume loaded again, and what it loaded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RestoredContext {
+    pub context: String,
+    #[serde(flatten)]
+    pub restoration: Restoration,
+}
+
 /// A sandbox with a lifetime, as the API shows it (`POST|GET /v1/sandboxes…`) and the SDK
 /// reads it. Times are RFC 3339 UTC ([`rfc3339`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

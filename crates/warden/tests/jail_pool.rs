@@ -189,41 +189,6 @@ fn wait_ready(addr: &str, profile: &str, ready: u64) {
     }
 }
 
-/// The pids of processes descending from `root` whose command line contains `needle`.
-fn descendants_running(root: u32, needle: &str) -> Vec<u32> {
-    let parent_of = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if !String::from_utf8_lossy(&cmdline).contains(needle) {
-            continue;
-        }
-        let mut at = pid;
-        while let Some(parent) = parent_of(at) {
-            if parent == root {
-                out.push(pid);
-                break;
-            }
-            if parent <= 1 {
-                break;
-            }
-            at = parent;
-        }
-    }
-    out
-}
-
 #[test]
 fn a_pooled_sandbox_goes_to_one_caller_is_replaced_and_is_torn_down_at_shutdown() {
     require_root!();
@@ -284,11 +249,11 @@ fn a_pooled_sandbox_goes_to_one_caller_is_replaced_and_is_torn_down_at_shutdown(
     wait_ready(&a, "open", 1);
     wait_ready(&a, "strict", 1);
     let daemon_pid = daemon.server.child.id();
-    let drivers = descendants_running(daemon_pid, "warden_driver.py");
+    let drivers = common::descendants_running(daemon_pid, "warden_driver.py");
     // alice's context, and the two waiting ones.
     assert_eq!(drivers.len(), 3, "{drivers:?}");
     alice.destroy(&first);
-    let waiting = descendants_running(daemon_pid, "warden_driver.py");
+    let waiting = common::descendants_running(daemon_pid, "warden_driver.py");
     assert_eq!(waiting.len(), 2, "{waiting:?}");
     for pid in &waiting {
         let status = std::process::Command::new("kill")
@@ -322,7 +287,7 @@ fn a_pooled_sandbox_goes_to_one_caller_is_replaced_and_is_torn_down_at_shutdown(
 
     // Shutdown (SIGTERM) ends the waiting sandboxes cleanly: their helpers remove their own
     // cgroups, so nothing is stale and no interpreter is left.
-    let helpers = descendants_running(daemon_pid, "warden_driver.py");
+    let helpers = common::descendants_running(daemon_pid, "warden_driver.py");
     assert_eq!(helpers.len(), 2, "{helpers:?}");
     let status = std::process::Command::new("kill")
         .args(["-TERM", &daemon_pid.to_string()])

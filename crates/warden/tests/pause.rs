@@ -26,6 +26,14 @@ enabled_policies = []
 idle_ttl_seconds = 1
 on_idle = "pause"
 
+[sandbox.profiles.guarded]
+timeout_seconds = 20
+max_memory_mb = 160
+enabled_policies = ["forbidden_imports"]
+runtime_import_check = true
+  [sandbox.profiles.guarded.policies.forbidden_imports]
+  allowed_modules = ["math"]
+
 [sandbox.profiles.docker]
 backend = "docker"
 timeout_seconds = 20
@@ -244,4 +252,205 @@ fn an_idle_sandbox_of_an_on_idle_pause_profile_is_paused_not_destroyed() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(state(addr, &id), "paused");
     assert_eq!(cell(addr, &id, "print(kept * 6)")["stdout"], "42\n");
+}
+
+/// A cell that leaves values pickle can save (two names for one dict, some ballast), modules,
+/// a function and a class of its own, and a lock that nothing can save.
+const STATEFUL: &str = "import math as m\nimport threading\ndata = {'a': [1, 2, 3]}\nalias = data\ndef double(x):\n    return x * 2\nclass Box:\n    size = 3\nlock = threading.Lock()\nballast = bytearray(4 * 1024 * 1024)\nprint('ready')";
+
+fn cell_in(addr: &str, id: &str, context: &str, code: &str) -> Value {
+    let body = serde_json::json!({ "code": code, "context": context }).to_string();
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!(status, 200, "{v}");
+    v
+}
+
+fn names(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_evicting_pause_saves_what_it_can_ends_the_interpreters_and_the_resume_loads_it() {
+    require_root!();
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let daemon = server.child.id();
+    let id = create(addr, "ctx");
+    assert_eq!(
+        cell(addr, &id, STATEFUL)["stdout"],
+        "ready\n",
+        "the first cell"
+    );
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/contexts"), "{}");
+    assert_eq!(status, 201, "{v}");
+    let other = v["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        cell_in(addr, &id, &other, "y = 5\nprint(y)")["stdout"],
+        "5\n"
+    );
+    assert_eq!(
+        common::descendants_running(daemon, "warden_driver.py").len(),
+        2,
+        "one interpreter per context before the pause"
+    );
+
+    // A body that is not what the route takes names the field.
+    let (status, v) = call(
+        addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": "yes"}"#,
+    );
+    assert_eq!(status, 400, "{v}");
+    assert!(v.to_string().contains("evict"), "{v}");
+
+    let (status, v) = call(
+        addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": true}"#,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "paused", "{v}");
+    let evicted = v["evicted"].as_array().unwrap();
+    assert_eq!(evicted.len(), 2, "{v}");
+    let default = evicted.iter().find(|e| e["context"] == "default").unwrap();
+    let saved = names(&default["saved"]);
+    for name in [
+        "data",
+        "alias",
+        "double",
+        "Box",
+        "m",
+        "threading",
+        "ballast",
+    ] {
+        assert!(saved.contains(&name), "{name} not saved: {default}");
+    }
+    let unsaved = default["unsaved"].as_array().unwrap();
+    assert_eq!(unsaved.len(), 1, "{default}");
+    assert_eq!(unsaved[0]["name"], "lock");
+    assert!(
+        unsaved[0]["why"].as_str().unwrap().contains("lock"),
+        "{default}"
+    );
+    assert!(
+        default["bytes"].as_u64().unwrap() > 4 * 1024 * 1024,
+        "{default}"
+    );
+    // The interpreters are gone: their memory is free.
+    assert_eq!(
+        common::descendants_running(daemon, "warden_driver.py"),
+        Vec::<u32>::new(),
+        "interpreters left after an evicting pause"
+    );
+    let (status, v) = call(addr, "GET", &format!("/v1/sandboxes/{id}/contexts"), "");
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        v["contexts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["evicted"] == true),
+        "{v}"
+    );
+
+    // The resume loads every evicted context again.
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/resume"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "running", "{v}");
+    let restored = v["restored"].as_array().unwrap();
+    assert_eq!(restored.len(), 2, "{v}");
+    for r in restored {
+        assert_eq!(r["unsaved"], serde_json::json!([]), "{r}");
+    }
+    let out = cell(
+        addr,
+        &id,
+        "print(alias is data, double(21), m.floor(Box.size + 0.5), len(ballast), 'lock' in globals())",
+    );
+    assert_eq!(out["stdout"], "True 42 3 4194304 False\n", "{out}");
+    assert_eq!(cell_in(addr, &id, &other, "print(y * 2)")["stdout"], "10\n");
+
+    // Without a resume, the context's next cell loads it; no state file is left behind.
+    let (status, v) = call(
+        addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": true}"#,
+    );
+    assert_eq!(status, 200, "{v}");
+    let out = cell(addr, &id, "print(data['a'], double(2))");
+    assert_eq!(out["stdout"], "[1, 2, 3] 4\n", "{out}");
+    let (status, v) = call(
+        addr,
+        "DELETE",
+        &format!("/v1/sandboxes/{id}/contexts/{other}"),
+        "",
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(addr, "GET", &format!("/v1/sandboxes/{id}/files"), "");
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        !v.to_string().contains(".state"),
+        "a context's saved state was left in the workspace: {v}"
+    );
+}
+
+/// A saved state whose values would run `os.system` when loaded (the header of a state with
+/// nothing else, then a dict whose value is `os.system("touch /workspace/pwned")`).
+const CRAFTED_STATE: &str = "8004953d000000000000007d94288c0776657273696f6e944b028c0f657865637574696f6e5f636f756e74944b018c076d6f64756c6573947d948c07736f7572636573947d94752e286470300a56780a636f730a73797374656d0a2856746f756368202f776f726b73706163652f70776e65640a7452732e";
+
+#[test]
+fn a_saved_state_is_loaded_as_user_code_under_the_import_guard() {
+    require_root!();
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let id = create(addr, "guarded");
+    assert_eq!(
+        cell(addr, &id, "import math\nx = 2\nprint(x)")["stdout"],
+        "2\n"
+    );
+    let (status, v) = call(
+        addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": true}"#,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(names(&v["evicted"][0]["saved"]), ["math", "x"], "{v}");
+    // The state file is the sandbox's own: a program replaces it with one that names `os`.
+    let body = serde_json::json!({
+        "code": format!("open('.warden/default.state', 'wb').write(bytes.fromhex('{CRAFTED_STATE}'))"),
+    })
+    .to_string();
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!((status, v["exit_code"].as_i64()), (200, Some(0)), "{v}");
+
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/resume"), "");
+    assert_eq!(status, 200, "{v}");
+    let restored = &v["restored"][0];
+    assert_eq!(restored["context"], "default", "{v}");
+    let why = restored["unsaved"][0]["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("os"),
+        "the refusal should name the module: {v}"
+    );
+    // Nothing ran, and the context starts afresh.
+    let out = cell(
+        addr,
+        &id,
+        "import math\nprint('x' in globals(), math.floor(2.5))",
+    );
+    assert_eq!(out["stdout"], "False 2\n", "{out}");
+    let (status, v) = call(addr, "GET", &format!("/v1/sandboxes/{id}/files"), "");
+    assert_eq!(status, 200, "{v}");
+    assert!(
+        !v.to_string().contains("pwned"),
+        "the crafted state ran: {v}"
+    );
 }

@@ -30,6 +30,8 @@ from .models import (
     ExecuteRequest,
     FileEntry,
     FileList,
+    Paused,
+    Resumed,
     SandboxExecRequest,
     SandboxInfo,
     SandboxList,
@@ -256,15 +258,18 @@ def get_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
     )
 
 
-def pause_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
+def pause_sandbox(sandbox_id: str, evict: bool = False) -> Call[Paused]:
     return Call(
-        "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/pause", parse=model_parser(SandboxInfo)
+        "POST",
+        f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/pause",
+        json={"evict": True} if evict else None,
+        parse=model_parser(Paused),
     )
 
 
-def resume_sandbox(sandbox_id: str) -> Call[SandboxInfo]:
+def resume_sandbox(sandbox_id: str) -> Call[Resumed]:
     return Call(
-        "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/resume", parse=model_parser(SandboxInfo)
+        "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/resume", parse=model_parser(Resumed)
     )
 
 

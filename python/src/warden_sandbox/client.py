@@ -26,6 +26,8 @@ from .models import (
     ExecResult,
     ExecuteRequest,
     FileEntry,
+    Paused,
+    Resumed,
     SandboxExecRequest,
     SandboxInfo,
     WrittenFile,
@@ -243,14 +245,17 @@ class AsyncWardenClient:
         """The live sandboxes, optionally only those with all the given labels."""
         return await self._call(_ops.list_sandboxes(labels))
 
-    async def pause_sandbox(self, sandbox_id: str) -> SandboxInfo:
+    async def pause_sandbox(self, sandbox_id: str, evict: bool = False) -> Paused:
         """Pauses a sandbox (``POST /v1/sandboxes/{id}/pause``): its processes stop where they
         are, its files and contexts' variables are kept; its next use resumes it. 409
-        (``sandbox_busy``) while an execution runs in it."""
-        return await self._call(_ops.pause_sandbox(sandbox_id))
+        (``sandbox_busy``) while an execution runs in it. ``evict=True`` also saves its Python
+        contexts and ends their interpreters to free their memory; the answer's ``evicted``
+        names what could not be saved."""
+        return await self._call(_ops.pause_sandbox(sandbox_id, evict))
 
-    async def resume_sandbox(self, sandbox_id: str) -> SandboxInfo:
-        """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``)."""
+    async def resume_sandbox(self, sandbox_id: str) -> Resumed:
+        """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``) and loads the state of
+        the contexts its pause evicted (``restored``)."""
         return await self._call(_ops.resume_sandbox(sandbox_id))
 
     async def destroy_sandbox(self, sandbox_id: str) -> None:
@@ -390,15 +395,17 @@ class AsyncSandbox:
         """The workspace's files."""
         return await self.client.list_files(self.id)
 
-    async def pause(self) -> SandboxInfo:
+    async def pause(self, evict: bool = False) -> Paused:
         """Pauses the sandbox (see ``pause_sandbox``)."""
-        self.info = await self.client.pause_sandbox(self.id)
-        return self.info
+        paused = await self.client.pause_sandbox(self.id, evict)
+        self.info = paused
+        return paused
 
-    async def resume(self) -> SandboxInfo:
+    async def resume(self) -> Resumed:
         """Resumes the sandbox (see ``resume_sandbox``)."""
-        self.info = await self.client.resume_sandbox(self.id)
-        return self.info
+        resumed = await self.client.resume_sandbox(self.id)
+        self.info = resumed
+        return resumed
 
     async def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current description."""

@@ -293,6 +293,51 @@ class SandboxInfo(_Wire):
     """``running``, or ``paused`` (its processes frozen; its next use resumes it)."""
 
 
+class Unsaved(_Wire):
+    """A variable a pause could not save (or a resume could not load again), and why."""
+
+    name: str
+    why: str
+
+
+class EvictedContext(_Wire):
+    """A context a pause evicted: its interpreter ended, what could be saved of it kept."""
+
+    context: str
+    saved: List[str] = Field(default_factory=list)
+    unsaved: List[Unsaved] = Field(default_factory=list)
+    """Gone after the resume."""
+    bytes: int = 0
+
+
+class KeptContext(_Wire):
+    """A context an evicting pause kept in memory (frozen), and why."""
+
+    context: str
+    why: str
+
+
+class RestoredContext(_Wire):
+    """An evicted context that a resume loaded again."""
+
+    context: str
+    restored: List[str] = Field(default_factory=list)
+    unsaved: List[Unsaved] = Field(default_factory=list)
+
+
+class Paused(SandboxInfo):
+    """A paused sandbox, and (``evict=True``) what became of its contexts."""
+
+    evicted: List[EvictedContext] = Field(default_factory=list)
+    kept_in_memory: List[KeptContext] = Field(default_factory=list)
+
+
+class Resumed(SandboxInfo):
+    """A resumed sandbox, and the evicted contexts it loaded again."""
+
+    restored: List[RestoredContext] = Field(default_factory=list)
+
+
 class SandboxState(str, Enum):
     """Whether a sandbox's processes may run."""
 

@@ -26,6 +26,8 @@ from .models import (
     ExecResult,
     ExecuteRequest,
     FileEntry,
+    Paused,
+    Resumed,
     SandboxExecRequest,
     SandboxInfo,
     WrittenFile,
@@ -234,14 +236,17 @@ class WardenClient:
         """The live sandboxes, optionally only those with all the given labels."""
         return self._call(_ops.list_sandboxes(labels))
 
-    def pause_sandbox(self, sandbox_id: str) -> SandboxInfo:
+    def pause_sandbox(self, sandbox_id: str, evict: bool = False) -> Paused:
         """Pauses a sandbox (``POST /v1/sandboxes/{id}/pause``): its processes stop where they
         are, its files and contexts' variables are kept; its next use resumes it. 409
-        (``sandbox_busy``) while an execution runs in it."""
-        return self._call(_ops.pause_sandbox(sandbox_id))
+        (``sandbox_busy``) while an execution runs in it. ``evict=True`` also saves its Python
+        contexts and ends their interpreters to free their memory; the answer's ``evicted``
+        names what could not be saved."""
+        return self._call(_ops.pause_sandbox(sandbox_id, evict))
 
-    def resume_sandbox(self, sandbox_id: str) -> SandboxInfo:
-        """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``)."""
+    def resume_sandbox(self, sandbox_id: str) -> Resumed:
+        """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``) and loads the state of
+        the contexts its pause evicted (``restored``)."""
         return self._call(_ops.resume_sandbox(sandbox_id))
 
     def destroy_sandbox(self, sandbox_id: str) -> None:
@@ -261,14 +266,17 @@ class WardenClient:
         timeout_seconds: Optional[float] = None,
         stdin: Optional[str] = None,
         args: Optional[Sequence[str]] = None,
+        context: Optional[str] = None,
     ) -> ExecResult:
-        """Runs ``code`` in a sandbox (``POST /v1/sandboxes/{id}/exec``)."""
+        """Runs ``code`` in a sandbox (``POST /v1/sandboxes/{id}/exec``); with ``context``, as
+        a cell of that notebook context (``"default"`` is made on first use)."""
         request = SandboxExecRequest(
             code=code,
             language=language,
             timeout_seconds=timeout_seconds,
             stdin=stdin,
             args=list(args) if args is not None else None,
+            context=context,
         )
         return self._call(_ops.sandbox_exec(sandbox_id, request))
 
@@ -378,15 +386,17 @@ class Sandbox:
         """The workspace's files."""
         return self.client.list_files(self.id)
 
-    def pause(self) -> SandboxInfo:
+    def pause(self, evict: bool = False) -> Paused:
         """Pauses the sandbox (see ``pause_sandbox``)."""
-        self.info = self.client.pause_sandbox(self.id)
-        return self.info
+        paused = self.client.pause_sandbox(self.id, evict)
+        self.info = paused
+        return paused
 
-    def resume(self) -> SandboxInfo:
+    def resume(self) -> Resumed:
         """Resumes the sandbox (see ``resume_sandbox``)."""
-        self.info = self.client.resume_sandbox(self.id)
-        return self.info
+        resumed = self.client.resume_sandbox(self.id)
+        self.info = resumed
+        return resumed
 
     def refresh(self) -> SandboxInfo:
         """Fetches the sandbox's current description."""

@@ -392,7 +392,7 @@ async fn pause(
         }
         state
             .sandboxes
-            .pause(owner.as_deref(), &id)
+            .pause(owner.as_deref(), &id, false)
             .await
             .map_err(|e| from_api(api_error(e)))?;
         Ok::<_, StatusError>(StatusCode::NO_CONTENT.into_response())

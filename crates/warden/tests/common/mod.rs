@@ -239,3 +239,38 @@ pub fn http_request(
     };
     (status, body)
 }
+
+/// The pids of processes descending from `root` whose command line contains `needle`.
+pub fn descendants_running(root: u32, needle: &str) -> Vec<u32> {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(needle) {
+            continue;
+        }
+        let mut at = pid;
+        while let Some(parent) = parent_of(at) {
+            if parent == root {
+                out.push(pid);
+                break;
+            }
+            if parent <= 1 {
+                break;
+            }
+            at = parent;
+        }
+    }
+    out
+}

@@ -247,6 +247,14 @@ impl Backend {
         }
     }
 
+    /// The host uids this backend's daemon gives its sandboxes: a range of its own (the
+    /// backends' suites run at once), so small that every attack's sandbox runs as a uid a
+    /// witness runs as too.
+    fn sandbox_uids(self) -> [u32; SANDBOX_UIDS as usize] {
+        let base = 1_899_990_000 + 10 * self as u32;
+        std::array::from_fn(|i| base + i as u32)
+    }
+
     /// Why this backend cannot be tested on this host, if it cannot.
     fn unavailable(self) -> Option<String> {
         match self {
@@ -269,8 +277,13 @@ impl Backend {
              max_output_bytes = {MAX_OUTPUT}\nmax_file_size_mb = 4\nworkspace_mb = 16\n\
              max_artifacts = {MAX_ARTIFACTS}\nmax_artifact_mb = 1\n{runtime}"
         );
+        let uids = format!(
+            "uid_base = {}\nuid_count = {SANDBOX_UIDS}\n",
+            self.sandbox_uids()[0]
+        );
         format!(
             "[sandbox]\ndefault_profile = \"attack\"\nbackend = \"{backend}\"\n\n\
+             [sandbox.jail]\n{uids}\n[sandbox.docker]\n{uids}\n\
              [sandbox.profiles.attack]\n{limits}enabled_policies = []\n\n\
              [sandbox.profiles.attack_policy]\n{limits}\
              enabled_policies = [\"forbidden_imports\", \"resource_quota\"]\n\
@@ -279,6 +292,10 @@ impl Backend {
         )
     }
 }
+
+/// How many host uids a daemon of the suite leases to its sandboxes (one run at a time, and
+/// one more while the last one's are released).
+const SANDBOX_UIDS: u32 = 2;
 
 /// An attack's run timeout unless it sets its own. (Under gVisor, writing the 10 000 artifacts
 /// of artifact_ten_thousand.py took 7.5 s on a quiet 2-core host and 15 s on a busy one: that
@@ -294,16 +311,19 @@ struct Daemon {
     /// The `warden serve` process as the host sees it.
     pid: u32,
     secret: String,
-    /// `sleep` as the sandboxes' host uid in the daemon's pid namespace (through `nsenter` for
-    /// the jail); a `kill(-1)` that escaped a sandbox would end it.
-    witness: Child,
+    /// A `sleep` as each of the sandboxes' host uids (so as the attacking sandbox's own uid,
+    /// and another's) in the daemon's pid namespace (through `nsenter` for the jail): only the
+    /// sandbox's namespaces keep a `kill(-1)` from ending them.
+    witnesses: Vec<Child>,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.witness.kill();
-        let _ = self.witness.wait();
+        for witness in &mut self.witnesses {
+            let _ = witness.kill();
+            let _ = witness.wait();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -456,29 +476,35 @@ fn start_daemon(backend: Backend) -> Daemon {
     } else {
         child.id()
     };
-    let sleep = [
-        "setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "sleep",
-        "3600",
-    ];
-    let witness = if backend == Backend::Jail {
-        Command::new("nsenter")
-            .args(["--target", &pid.to_string(), "--pid", "--"])
-            .args(sleep)
-            .spawn()
-            .unwrap()
-    } else {
-        Command::new(sleep[0]).args(&sleep[1..]).spawn().unwrap()
-    };
+    let witnesses = backend
+        .sandbox_uids()
+        .iter()
+        .map(|uid| {
+            let sleep = [
+                "setpriv".to_owned(),
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_owned(),
+                "sleep".to_owned(),
+                "3600".to_owned(),
+            ];
+            if backend == Backend::Jail {
+                Command::new("nsenter")
+                    .args(["--target", &pid.to_string(), "--pid", "--"])
+                    .args(sleep)
+                    .spawn()
+                    .unwrap()
+            } else {
+                Command::new(&sleep[0]).args(&sleep[1..]).spawn().unwrap()
+            }
+        })
+        .collect();
     Daemon {
         child,
         addr,
         pid,
         secret,
-        witness,
+        witnesses,
         _dir: dir,
     }
 }
@@ -695,8 +721,13 @@ impl Suite {
                 }
             }
         }
-        if let Ok(Some(status)) = self.daemon.witness.try_wait() {
-            v.push(Check::Witness, format!("the witness was killed: {status}"));
+        for witness in &mut self.daemon.witnesses {
+            if let Ok(Some(status)) = witness.try_wait() {
+                v.push(
+                    Check::Witness,
+                    format!("the witness {} was killed: {status}", witness.id()),
+                );
+            }
         }
         for (what, hits) in [
             ("TCP", &self.services.tcp_hits),

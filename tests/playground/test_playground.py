@@ -140,6 +140,31 @@ def test_upload_drop_read_download_and_destroy(page) -> None:  # type: ignore[no
     assert "No sandbox yet" in page.locator("#sandbox-label").inner_text()
 
 
+def test_pause_free_memory_and_resume_keep_the_variables(page) -> None:  # type: ignore[no-untyped-def]
+    wait_ready(page)
+    run_and_wait(page, "kept = 20\nnumbers = (i for i in range(3))\nprint('set')")
+    sandbox_id = page.locator("#sandbox-label code").inner_text()
+    row = page.locator(f'#sandboxes li[data-id="{sandbox_id}"]')
+    row.locator("button.evict").wait_for()
+    row.locator("button.evict").click()
+    # Paused: the row offers Resume, and the status names what was saved and what was lost.
+    row.locator("button.resume").wait_for()
+    assert "paused" in row.locator(".meta").inner_text()
+    status = page.locator("#status").inner_text()
+    assert "kept" in status and "lost: numbers" in status, status
+    row.locator("button.resume").click()
+    row.locator("button.pause").wait_for()
+    assert "loaded kept" in page.locator("#status").inner_text()
+    again = run_and_wait(page, "kept * 2 + 2")
+    assert again.locator("pre.text").inner_text() == "42"
+    # A plain pause, then a run resumes it.
+    row.locator("button.pause").click()
+    row.locator("button.resume").wait_for()
+    last = run_and_wait(page, "kept + 1")
+    assert last.locator("pre.text").inner_text() == "21"
+    row.locator("button.pause").wait_for()
+
+
 def test_a_policy_refusal_is_marked_in_the_editor(page) -> None:  # type: ignore[no-untyped-def]
     wait_ready(page)
     set_code(page, "x = 1\nimport os\nprint(x)\n")

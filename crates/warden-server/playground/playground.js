@@ -363,11 +363,17 @@
           { "data-id": s.id, class: state.sandbox && state.sandbox.id === s.id ? "current" : "" },
           el("code", { class: "name" }, s.id),
           el("button", { type: "button", class: "small open", onclick: () => openSandbox(s) }, "Open"),
+          ...(s.state === "paused"
+            ? [el("button", { type: "button", class: "small resume", onclick: () => resumeSandbox(s.id) }, "Resume")]
+            : [
+                el("button", { type: "button", class: "small pause", title: "Freeze its processes; the next run resumes it", onclick: () => pauseSandbox(s.id, false) }, "Pause"),
+                el("button", { type: "button", class: "small evict", title: "Save its Python variables, end its interpreters to free their memory, and freeze it", onclick: () => pauseSandbox(s.id, true) }, "Pause & free memory"),
+              ]),
           el("button", { type: "button", class: "small danger destroy", onclick: () => destroySandbox(s.id) }, "Destroy"),
           el(
             "span",
             { class: "meta" },
-            `${s.profile} · ${s.language} · ${s.executions} runs · ${fmtIn(s.expires_at)} (idle TTL ${s.idle_ttl_seconds} s)`,
+            `${s.state === "paused" ? "paused · " : ""}${s.profile} · ${s.language} · ${s.executions} runs · ${fmtIn(s.expires_at)} (idle TTL ${s.idle_ttl_seconds} s)`,
           ),
         ),
       ),
@@ -384,6 +390,41 @@
     showSandbox();
     loadFiles();
     editor.focus();
+  }
+
+  // What a pause or a resume did with the contexts, in words: what was saved, what was lost.
+  function contextsReport(list, kept, verb) {
+    const parts = [];
+    for (const c of list || []) {
+      const names = c.saved || c.restored || [];
+      let text = `${c.context}: ${verb} ${names.length ? names.join(", ") : "nothing"}`;
+      if ((c.unsaved || []).length) text += "; lost: " + c.unsaved.map((u) => `${u.name} (${u.why})`).join("; ");
+      parts.push(text);
+    }
+    for (const k of kept || []) parts.push(`${k.context}: ${k.why}`);
+    return parts.join(" · ");
+  }
+
+  async function pauseSandbox(id, evict) {
+    try {
+      const paused = await api("POST", "/v1/sandboxes/" + enc(id) + "/pause", evict ? { evict: true } : {});
+      const report = contextsReport(paused.evicted, paused.kept_in_memory, "saved");
+      setStatus(`sandbox ${id} paused` + (report ? ": " + report : ""));
+    } catch (e) {
+      setStatus("pause failed: " + e.message);
+    }
+    loadSandboxes();
+  }
+
+  async function resumeSandbox(id) {
+    try {
+      const resumed = await api("POST", "/v1/sandboxes/" + enc(id) + "/resume");
+      const report = contextsReport(resumed.restored, [], "loaded");
+      setStatus(`sandbox ${id} resumed` + (report ? ": " + report : ""));
+    } catch (e) {
+      setStatus("resume failed: " + e.message);
+    }
+    loadSandboxes();
   }
 
   async function destroySandbox(id) {

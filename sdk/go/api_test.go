@@ -219,6 +219,20 @@ func TestSandboxLifecycleFilesAndStreams(t *testing.T) {
 	if r, err := sb.Exec(ctx, ExecRequest{Code: "print(7)"}); err != nil || r.Stdout != "7\n" {
 		t.Fatalf("exec after pause: %+v %v", r, err)
 	}
+	// An evicting pause saves a context's variables and names what it cannot save.
+	if r, err := sb.Exec(ctx, ExecRequest{Code: "kept = 6\nnumbers = (i for i in range(2))", Context: "default"}); err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("cell: %+v %v", r, err)
+	}
+	paused, err := sb.Pause(ctx, PauseOptions{Evict: true})
+	if err != nil || len(paused.Evicted) != 1 || len(paused.Evicted[0].Unsaved) != 1 || paused.Evicted[0].Unsaved[0].Name != "numbers" {
+		t.Fatalf("evicting pause: %+v %v", paused, err)
+	}
+	if resumed, err := sb.Resume(ctx); err != nil || len(resumed.Restored) != 1 || resumed.State != SandboxRunning {
+		t.Fatalf("resume: %+v %v", resumed, err)
+	}
+	if r, err := sb.Exec(ctx, ExecRequest{Code: "print(kept * 7)", Context: "default"}); err != nil || r.Stdout != "42\n" {
+		t.Fatalf("after the restore: %+v %v", r, err)
+	}
 	if info, err := sb.Refresh(ctx); err != nil || info.State != SandboxRunning {
 		t.Fatalf("after the run: %+v %v", info, err)
 	}

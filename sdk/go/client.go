@@ -394,22 +394,29 @@ func (c *Client) ListSandboxes(ctx context.Context, labels map[string]string) ([
 
 // PauseSandbox pauses a sandbox (POST /v1/sandboxes/{id}/pause): its processes stop where
 // they are and its files and contexts' variables are kept; its next use resumes it. While an
-// execution runs in it the answer is a *APIError with code sandbox_busy (409).
-func (c *Client) PauseSandbox(ctx context.Context, id string) (*SandboxInfo, error) {
-	var info SandboxInfo
-	if err := c.doJSON(ctx, request{method: "POST", path: sandboxPath(id) + "/pause"}, &info); err != nil {
+// execution runs in it the answer is a *APIError with code sandbox_busy (409). With
+// PauseOptions{Evict: true} its Python contexts are saved and their interpreters ended to free
+// their memory; Paused.Evicted names what could not be saved.
+func (c *Client) PauseSandbox(ctx context.Context, id string, opts ...PauseOptions) (*Paused, error) {
+	var body PauseOptions
+	for _, o := range opts {
+		body.Evict = body.Evict || o.Evict
+	}
+	var paused Paused
+	if err := c.doJSON(ctx, request{method: "POST", path: sandboxPath(id) + "/pause", body: body}, &paused); err != nil {
 		return nil, err
 	}
-	return &info, nil
+	return &paused, nil
 }
 
-// ResumeSandbox resumes a paused sandbox (POST /v1/sandboxes/{id}/resume).
-func (c *Client) ResumeSandbox(ctx context.Context, id string) (*SandboxInfo, error) {
-	var info SandboxInfo
-	if err := c.doJSON(ctx, request{method: "POST", path: sandboxPath(id) + "/resume"}, &info); err != nil {
+// ResumeSandbox resumes a paused sandbox (POST /v1/sandboxes/{id}/resume) and loads the state
+// of the contexts an evicting pause saved (Resumed.Restored).
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (*Resumed, error) {
+	var resumed Resumed
+	if err := c.doJSON(ctx, request{method: "POST", path: sandboxPath(id) + "/resume"}, &resumed); err != nil {
 		return nil, err
 	}
-	return &info, nil
+	return &resumed, nil
 }
 
 // DestroySandbox destroys a sandbox, by id or name (DELETE /v1/sandboxes/{id}); a running

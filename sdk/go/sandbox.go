@@ -32,23 +32,23 @@ func (s *Sandbox) Refresh(ctx context.Context) (*SandboxInfo, error) {
 }
 
 // Pause pauses the sandbox (see Client.PauseSandbox).
-func (s *Sandbox) Pause(ctx context.Context) (*SandboxInfo, error) {
-	info, err := s.client.PauseSandbox(ctx, s.info.ID)
+func (s *Sandbox) Pause(ctx context.Context, opts ...PauseOptions) (*Paused, error) {
+	paused, err := s.client.PauseSandbox(ctx, s.info.ID, opts...)
 	if err != nil {
 		return nil, err
 	}
-	s.info = *info
-	return info, nil
+	s.info = paused.SandboxInfo
+	return paused, nil
 }
 
 // Resume resumes the sandbox (see Client.ResumeSandbox).
-func (s *Sandbox) Resume(ctx context.Context) (*SandboxInfo, error) {
-	info, err := s.client.ResumeSandbox(ctx, s.info.ID)
+func (s *Sandbox) Resume(ctx context.Context) (*Resumed, error) {
+	resumed, err := s.client.ResumeSandbox(ctx, s.info.ID)
 	if err != nil {
 		return nil, err
 	}
-	s.info = *info
-	return info, nil
+	s.info = resumed.SandboxInfo
+	return resumed, nil
 }
 
 // Exec runs code in the sandbox; with req.Context set, as a cell of that context.

@@ -165,6 +165,68 @@ type Limits struct {
 	MaxArtifactBytes int64 `json:"max_artifact_bytes"`
 }
 
+// Unsaved is a variable a pause could not save (or a resume could not load again), and why.
+type Unsaved struct {
+	// Name is the variable's name ("*" for the whole state).
+	Name string `json:"name"`
+	// Why it was not saved or loaded.
+	Why string `json:"why"`
+}
+
+// EvictedContext is a context an evicting pause ended, and what was saved of it.
+type EvictedContext struct {
+	// Context is the context's id.
+	Context string `json:"context"`
+	// Saved are the names kept: pickled values, modules by name, cell-defined functions and
+	// classes by their source.
+	Saved []string `json:"saved"`
+	// Unsaved are gone after the resume.
+	Unsaved []Unsaved `json:"unsaved"`
+	// Bytes is the size of the saved state.
+	Bytes int64 `json:"bytes"`
+}
+
+// KeptContext is a context an evicting pause kept in memory (frozen), and why.
+type KeptContext struct {
+	// Context is the context's id.
+	Context string `json:"context"`
+	// Why it was not evicted.
+	Why string `json:"why"`
+}
+
+// RestoredContext is an evicted context that a resume loaded again.
+type RestoredContext struct {
+	// Context is the context's id.
+	Context string `json:"context"`
+	// Restored are the names loaded.
+	Restored []string `json:"restored"`
+	// Unsaved are what was saved but could not be loaded.
+	Unsaved []Unsaved `json:"unsaved"`
+}
+
+// Paused is a paused sandbox and, for a pause with Evict, what became of its contexts.
+type Paused struct {
+	SandboxInfo
+	// Evicted are the contexts ended by the pause, with what was saved of each.
+	Evicted []EvictedContext `json:"evicted"`
+	// KeptInMemory are the contexts an evicting pause could not evict.
+	KeptInMemory []KeptContext `json:"kept_in_memory"`
+}
+
+// Resumed is a resumed sandbox and the evicted contexts it loaded again.
+type Resumed struct {
+	SandboxInfo
+	// Restored are the evicted contexts loaded again.
+	Restored []RestoredContext `json:"restored"`
+}
+
+// PauseOptions are a pause's options.
+type PauseOptions struct {
+	// Evict also saves the sandbox's Python contexts and ends their interpreters, to free
+	// their memory; the resume (or a context's next cell) loads them again.
+	Evict bool `json:"evict"`
+}
+
 // SandboxInfo describes a sandbox with a lifetime. Times are RFC 3339 UTC.
 type SandboxInfo struct {
 	// ID is {name}-{unix seconds} when a name was given, else sb-….
@@ -223,6 +285,9 @@ type ContextInfo struct {
 	Executions int64 `json:"executions"`
 	// Restarts counts the times its interpreter was replaced by a fresh one.
 	Restarts int64 `json:"restarts"`
+	// Evicted: a pause ended its interpreter after saving its state, which the resume or its
+	// next cell loads again.
+	Evicted bool `json:"evicted,omitempty"`
 }
 
 // FileEntry is an entry of a workspace listing.

@@ -60,20 +60,51 @@ pub fn admission_of(server: &warden_config::ServerSettings) -> AdmissionLimits {
 /// Every held connection is a descriptor, and so is every sandbox's workspace: the soft limit
 /// (1024 by default) would bind long before `[server] max_connections`; the hard one is the
 /// administrator's to set.
-fn raise_descriptor_limit() {
+/// Returns the soft limit now.
+fn raise_descriptor_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: getrlimit and setrlimit only read and write the struct passed by pointer.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return u64::MAX;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
         }
     }
+    limit.rlim_cur
 }
+
+/// Descriptors a live idle sandbox holds in the daemon: the jail's are its workspace's tmpfs
+/// and its host uid's lease (docker's, the lease only).
+const DESCRIPTORS_PER_SANDBOX: u64 = 2;
+
+/// Descriptors kept for all else: the listener, the audit log, the pipes of running
+/// executions and of the helpers being started, the warm pools' sandboxes.
+const DESCRIPTOR_RESERVE: u64 = 1024;
+
+/// The most sandboxes the descriptor limit `nofile` lets the daemon hold beside
+/// `max_connections` connections: past it, creates would fail half-way (a uid's lease, a
+/// helper's pipes) instead of being refused cleanly at `max_sandboxes`.
+/// A host whose limit leaves less still gets `MIN_SANDBOXES` (its connections would run out
+/// first, and shedding handles those).
+fn sandboxes_within(nofile: u64, max_connections: usize) -> u64 {
+    let fit = nofile.saturating_sub(DESCRIPTOR_RESERVE + max_connections as u64)
+        / DESCRIPTORS_PER_SANDBOX;
+    fit.max(MIN_SANDBOXES)
+}
+
+/// The fewest sandboxes the descriptor limit lowers `max_sandboxes` to.
+const MIN_SANDBOXES: u64 = 16;
 
 /// Ctrl-C or SIGTERM (what a service manager or `docker stop` sends).
 async fn shutdown_signal() {
@@ -99,9 +130,18 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
             args.listen
         );
     }
+    let nofile = raise_descriptor_limit();
+    let fit = sandboxes_within(nofile, settings.server.max_connections);
+    if settings.server.max_sandboxes as u64 > fit {
+        let server = &mut std::sync::Arc::make_mut(&mut settings).server;
+        eprintln!(
+            "warden: max_sandboxes {} lowered to {fit}: the descriptor limit is {nofile}, each live sandbox holds {DESCRIPTORS_PER_SANDBOX} and max_connections is {}; raise the hard limit (LimitNOFILE= in the service's unit, ulimit -Hn) or lower max_connections to hold more",
+            server.max_sandboxes, server.max_connections
+        );
+        server.max_sandboxes = fit as usize;
+    }
     let limits = ServerLimits::from_settings(&settings.server);
     let state_settings = settings.server.clone();
-    raise_descriptor_limit();
     let admission = admission_of(&settings.server);
     let audit = warden_server::audit::open_log(&settings.server.audit, false)
         .map_err(anyhow::Error::msg)?;
@@ -146,4 +186,17 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         state.sandboxes().destroy_all().await;
         anyhow::Ok(0)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_descriptor_limit_bounds_the_sandboxes() {
+        // This machine's hard limit, with the default connection cap: room for ~7,400.
+        assert_eq!(sandboxes_within(20_000, 4096), (20_000 - 1024 - 4096) / 2);
+        assert_eq!(sandboxes_within(1024, 4096), MIN_SANDBOXES);
+        assert_eq!(sandboxes_within(u64::MAX, 4096), (u64::MAX - 5120) / 2);
+    }
 }

@@ -565,6 +565,7 @@ impl BackendSandbox for KubeSandbox {
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
         self.check_live()?;
+        plan.refuse_env_and_cwd("kubernetes")?;
         let _turn = self.one_at_a_time.lock().await;
         // Memory and CPU are the pod's; a run may only lower the per-process limits.
         plan.limits.max_pids = plan.limits.max_pids.min(self.limits.max_pids);

@@ -86,6 +86,8 @@ impl Subject {
             code: code.into(),
             args: vec![],
             stdin: vec![],
+            env: Default::default(),
+            cwd: None,
             limits: limits(),
             network_enabled: false,
             egress: Default::default(),

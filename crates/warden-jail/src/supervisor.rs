@@ -694,6 +694,9 @@ fn relay_output(
     }
     let mut streams: [Option<OwnedFd>; 2] = [Some(out_r), Some(err_r)];
     let mut stdin = if plan.stdin.is_empty() && live_stdin.is_none() {
+        // Closed now: the program reads end of file at once (kept to the end of this
+        // function, a program reading its stdin would wait for its timeout).
+        drop(in_w);
         None
     } else {
         Some(in_w)

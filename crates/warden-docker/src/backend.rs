@@ -526,10 +526,9 @@ fn feed_live(
     mut live: StdinReceiver,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if input.write_all(&payload).await.is_err() {
+        if input.write_all(&payload).await.is_err() || input.flush().await.is_err() {
             return;
         }
-        let _ = input.flush().await;
         while let Some(chunk) = live.recv().await {
             // A program that closed its stdin takes no more.
             if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
@@ -1653,5 +1652,25 @@ head -c {max_bytes} "./$last"
             return Err(self.gone());
         }
         self.unpause_if_paused(&mut state).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_variables_replace_the_base_ones_once_each() {
+        let sandbox: BTreeMap<String, String> = [
+            ("HOME".to_owned(), "/elsewhere".to_owned()),
+            ("A".to_owned(), "sandbox".to_owned()),
+        ]
+        .into();
+        let run: BTreeMap<String, String> = [("A".to_owned(), "run=1".to_owned())].into();
+        let env = with_env(
+            vec!["PATH=/bin".into(), "HOME=/workspace".into()],
+            sandbox.iter().chain(&run),
+        );
+        assert_eq!(env, ["PATH=/bin", "HOME=/elsewhere", "A=run=1"]);
     }
 }

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
+};
 use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
 
 /// A pod's runtime is a RuntimeClass (`[sandbox.kubernetes].runtime_class(es)`), not a
@@ -396,6 +398,16 @@ fn one_shot_id() -> String {
 impl Backend for KubeBackend {
     fn name(&self) -> &'static str {
         "kubernetes"
+    }
+
+    /// An execution's own environment, working directory and live stdin are not given
+    /// through the API server's exec yet: plans asking for them are refused.
+    fn unsupported(&self) -> Vec<Unsupported> {
+        vec![Unsupported {
+            promise: "run_env_and_stdin",
+            check: None,
+            why: "the kubernetes backend does not give an execution its own env, cwd or live stdin".into(),
+        }]
     }
 
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {

@@ -75,7 +75,8 @@ pub type StdinReceiver = tokio::sync::mpsc::Receiver<Vec<u8>>;
 pub type StdinWriter = tokio::sync::mpsc::Sender<Vec<u8>>;
 
 /// The refusal of a backend without live stdin.
-pub const NO_LIVE_STDIN: &str = "writing to a running execution's stdin is not supported by this backend";
+pub const NO_LIVE_STDIN: &str =
+    "writing to a running execution's stdin is not supported by this backend";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {

@@ -36,7 +36,10 @@ const GUARD_RESERVED: &[(&str, &str)] = &[
     ("PYTHONSTARTUP", "it runs code before the program"),
     ("PYTHONINSPECT", "it changes how the interpreter ends"),
     ("LD_PRELOAD", "it loads code into the interpreter"),
-    ("LD_LIBRARY_PATH", "it changes the libraries the interpreter loads"),
+    (
+        "LD_LIBRARY_PATH",
+        "it changes the libraries the interpreter loads",
+    ),
     ("LD_AUDIT", "it loads code into the interpreter"),
 ];
 
@@ -64,7 +67,9 @@ pub fn check_env(
             )));
         }
         if name.starts_with("WARDEN_") {
-            return Err(invalid(format!("{name}: names beginning WARDEN_ are Warden's")));
+            return Err(invalid(format!(
+                "{name}: names beginning WARDEN_ are Warden's"
+            )));
         }
         if guarded && let Some((_, why)) = GUARD_RESERVED.iter().find(|(n, _)| n == name) {
             return Err(invalid(format!(
@@ -115,7 +120,10 @@ pub fn check_cwd(cwd: &str, home: Option<&str>) -> Result<String, EngineError> {
     } else {
         &parts[..]
     };
-    if parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") {
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == "." || *p == "..")
+    {
         return Err(invalid(format!(
             "{cwd:?} must be a clean path (no '.', '..' or empty parts)"
         )));
@@ -154,20 +162,45 @@ mod tests {
 
     #[test]
     fn plain_variables_pass() {
-        check_env(&env(&[("FOO", "a b=c"), ("_x1", ""), ("PATH", "/bin")]), "env", true).unwrap();
+        check_env(
+            &env(&[("FOO", "a b=c"), ("_x1", ""), ("PATH", "/bin")]),
+            "env",
+            true,
+        )
+        .unwrap();
         check_env(&env(&[("PYTHONPATH", "/workspace/lib")]), "env", false).unwrap();
     }
 
     #[test]
     fn bad_names_values_and_reserved_ones_are_refused_naming_the_field() {
         for (pairs, field, guarded, want) in [
-            (vec![("1A", "x")], "env", false, "env: \"1A\" is not a variable name"),
+            (
+                vec![("1A", "x")],
+                "env",
+                false,
+                "env: \"1A\" is not a variable name",
+            ),
             (vec![("A-B", "x")], "env", false, "is not a variable name"),
             (vec![("", "x")], "env", false, "is not a variable name"),
-            (vec![("A", "x\0y")], "env", false, "env: A: the value must not contain NUL"),
-            (vec![("WARDEN_OUTPUT_DIR", "/")], "env", false, "are Warden's"),
+            (
+                vec![("A", "x\0y")],
+                "env",
+                false,
+                "env: A: the value must not contain NUL",
+            ),
+            (
+                vec![("WARDEN_OUTPUT_DIR", "/")],
+                "env",
+                false,
+                "are Warden's",
+            ),
             (vec![("PYTHONPATH", "/x")], "env", true, "import guard"),
-            (vec![("LD_PRELOAD", "/x")], "sandbox env", true, "sandbox env: LD_PRELOAD"),
+            (
+                vec![("LD_PRELOAD", "/x")],
+                "sandbox env",
+                true,
+                "sandbox env: LD_PRELOAD",
+            ),
         ] {
             let pairs: Vec<(&str, &str)> = pairs;
             let got = message(check_env(&env(&pairs), field, guarded).unwrap_err());
@@ -188,7 +221,10 @@ mod tests {
     #[test]
     fn working_directories_inside_the_writable_folders_pass_cleaned() {
         assert_eq!(check_cwd("/workspace", None).unwrap(), "/workspace");
-        assert_eq!(check_cwd("/workspace/a/b/", None).unwrap(), "/workspace/a/b");
+        assert_eq!(
+            check_cwd("/workspace/a/b/", None).unwrap(),
+            "/workspace/a/b"
+        );
         assert_eq!(check_cwd("/tmp/x", None).unwrap(), "/tmp/x");
         assert_eq!(
             check_cwd("/home/user/p", Some("/home/user")).unwrap(),
@@ -200,10 +236,18 @@ mod tests {
     fn other_working_directories_are_refused_naming_cwd() {
         for (cwd, home, want) in [
             ("workspace", None, "absolute"),
-            ("/etc", None, "inside the sandbox's writable folders (/workspace, /tmp)"),
+            (
+                "/etc",
+                None,
+                "inside the sandbox's writable folders (/workspace, /tmp)",
+            ),
             ("/workspace2", None, "inside"),
             ("/home/user", None, "inside"),
-            ("/home/username", Some("/home/user"), "/workspace, /tmp, /home/user"),
+            (
+                "/home/username",
+                Some("/home/user"),
+                "/workspace, /tmp, /home/user",
+            ),
             ("/workspace/../etc", None, "clean"),
             ("/workspace//a", None, "clean"),
             ("/workspace/./a", None, "clean"),

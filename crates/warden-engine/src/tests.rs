@@ -389,7 +389,11 @@ struct StdinSandbox {
 
 #[async_trait::async_trait]
 impl crate::BackendSandbox for StdinSandbox {
-    async fn exec(&self, plan: ExecPlan, _: Option<EventSender>) -> Result<ExecResult, BackendError> {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        _: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
         self.plans.lock().unwrap().push(plan);
         Ok(ok_result(String::new()))
     }
@@ -406,10 +410,18 @@ impl crate::BackendSandbox for StdinSandbox {
         }
         Ok(ok_result(String::from_utf8(read).unwrap()))
     }
-    async fn write_file(&self, _: &warden_types::WorkspacePath, _: Vec<u8>) -> Result<(), BackendError> {
+    async fn write_file(
+        &self,
+        _: &warden_types::WorkspacePath,
+        _: Vec<u8>,
+    ) -> Result<(), BackendError> {
         Ok(())
     }
-    async fn read_file(&self, _: &warden_types::WorkspacePath, _: u64) -> Result<Vec<u8>, BackendError> {
+    async fn read_file(
+        &self,
+        _: &warden_types::WorkspacePath,
+        _: u64,
+    ) -> Result<Vec<u8>, BackendError> {
         Ok(vec![])
     }
     async fn list_files(&self, _: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
@@ -533,7 +545,11 @@ async fn an_executions_env_and_cwd_reach_the_backend_checked() {
             other => panic!("{field}: {other:?}"),
         }
     }
-    assert_eq!(sandbox.plans.lock().unwrap().len(), 1, "nothing refused ran");
+    assert_eq!(
+        sandbox.plans.lock().unwrap().len(),
+        1,
+        "nothing refused ran"
+    );
 }
 
 #[tokio::test]

@@ -67,7 +67,13 @@ pub fn main() -> i32 {
             Ok(None) => Err(HelperFailure::NoPlan),
             Err(e) => Err(HelperFailure::ReadPlan(e)),
         };
-        return serve_with(host, receive, &mut out, None, Some(std::io::stdin().as_fd()));
+        return serve_with(
+            host,
+            receive,
+            &mut out,
+            None,
+            Some(std::io::stdin().as_fd()),
+        );
     }
     serve(&mut std::io::stdin().lock(), &mut out)
 }

@@ -406,7 +406,8 @@ impl Backend for KubeBackend {
         vec![Unsupported {
             promise: "run_env_and_stdin",
             check: None,
-            why: "the kubernetes backend does not give an execution its own env, cwd or live stdin".into(),
+            why: "the kubernetes backend does not give an execution its own env, cwd or live stdin"
+                .into(),
         }]
     }
 

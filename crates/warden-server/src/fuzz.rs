@@ -92,7 +92,10 @@ fn check_decoded(route: Route, decoded: Decoded) {
 /// The engine's checks of a run's own `env` and `cwd` (they run after decoding, in
 /// `Sandboxes::prepare_in`): an accepted directory is clean and inside the writable folders,
 /// accepted variables are plain names, never Warden's.
-pub(crate) fn check_env_and_cwd(env: &std::collections::BTreeMap<String, String>, cwd: Option<&str>) {
+pub(crate) fn check_env_and_cwd(
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&str>,
+) {
     use warden_engine::exec_env::{check_cwd, check_env};
     if let Some(cwd) = cwd
         && let Ok(clean) = check_cwd(cwd, Some("/home/user"))
@@ -104,13 +107,19 @@ pub(crate) fn check_env_and_cwd(env: &std::collections::BTreeMap<String, String>
             "cwd {cwd:?} accepted as {clean:?}"
         );
         assert!(
-            !clean.split('/').skip(1).any(|c| matches!(c, "" | "." | "..")),
+            !clean
+                .split('/')
+                .skip(1)
+                .any(|c| matches!(c, "" | "." | "..")),
             "cwd {cwd:?} accepted as {clean:?}"
         );
     }
     if check_env(env, "env", true).is_ok() {
         for (k, v) in env {
-            assert!(!k.is_empty() && !k.starts_with("WARDEN_") && !k.contains('='), "{k:?}");
+            assert!(
+                !k.is_empty() && !k.starts_with("WARDEN_") && !k.contains('='),
+                "{k:?}"
+            );
             assert!(!v.contains('\0'), "{k}: NUL");
         }
     }

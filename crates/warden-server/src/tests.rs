@@ -670,7 +670,10 @@ async fn sandbox_routes_answer_with_the_documented_shapes() {
         (r#"{"code": "1", "env": {"1X": "b"}}"#, "env"),
         (r#"{"code": "1", "env": {"WARDEN_OUTPUT_DIR": "/"}}"#, "env"),
         (r#"{"code": "1", "env": {"PYTHONPATH": "/x"}}"#, "env"),
-        (r#"{"code": "1", "context": "default", "cwd": "/workspace"}"#, "cwd"),
+        (
+            r#"{"code": "1", "context": "default", "cwd": "/workspace"}"#,
+            "cwd",
+        ),
     ] {
         let (status, body) = call(&app, "POST", &format!("/v1/sandboxes/{id}/exec"), bad).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");

@@ -799,10 +799,7 @@ async fn a_runs_env_cwd_and_live_stdin(s: &Subject) -> Outcome {
         Err(BackendError::Refused(why)) => return Err(why),
         Err(e) => panic!("{:?}: create_sandbox: {e}", s.which),
     };
-    let r = sb
-        .exec(s.plan("bash", "mkdir -p sub"), None)
-        .await
-        .unwrap();
+    let r = sb.exec(s.plan("bash", "mkdir -p sub"), None).await.unwrap();
     assert!(r.is_success(), "{r:?}");
     let mut p = s.plan("bash", "pwd; echo \"$OWN|$FROM_SPEC\"");
     p.env = BTreeMap::from([("OWN".to_string(), "own value".to_string())]);
@@ -837,7 +834,10 @@ async fn a_runs_env_cwd_and_live_stdin(s: &Subject) -> Outcome {
             match tokio::time::timeout(Duration::from_secs(30), events.recv()).await {
                 Ok(Some(warden_types::ExecEvent::Stdout { text, .. })) => seen.push_str(&text),
                 Ok(Some(_)) => {}
-                other => panic!("{:?}: waiting for {want:?}, saw {seen:?}: {other:?}", s.which),
+                other => panic!(
+                    "{:?}: waiting for {want:?}, saw {seen:?}: {other:?}",
+                    s.which
+                ),
             }
         }
     }

@@ -340,13 +340,20 @@ fn a_runs_own_env_and_cwd_apply_to_that_run_only() {
         sb.exec(plan("import os\nos.makedirs('sub/dir')"), None)
             .await
             .unwrap();
-        let mut p = plan("import os\nprint(os.getcwd(), os.environ['GREETING'], os.environ['HOME'])");
+        let mut p =
+            plan("import os\nprint(os.getcwd(), os.environ['GREETING'], os.environ['HOME'])");
         p.env = [("GREETING".to_owned(), "hi there".to_owned())].into();
         p.cwd = Some("/workspace/sub/dir".into());
         let r = sb.exec(p, None).await.unwrap();
-        assert_eq!(r.stdout, "/workspace/sub/dir hi there /workspace\n", "{r:?}");
+        assert_eq!(
+            r.stdout, "/workspace/sub/dir hi there /workspace\n",
+            "{r:?}"
+        );
         let r = sb
-            .exec(plan("import os\nprint(os.getcwd(), os.environ.get('GREETING'))"), None)
+            .exec(
+                plan("import os\nprint(os.getcwd(), os.environ.get('GREETING'))"),
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(r.stdout, "/workspace None\n", "{r:?}");
@@ -436,7 +443,10 @@ fn runs_of_one_sandbox_go_side_by_side_and_destroy_ends_them_all() {
         };
         // …while others start and end beside it, over the same workspace.
         let r = sb
-            .exec(plan("open('beside.txt','w').write('b')\nprint('beside')"), None)
+            .exec(
+                plan("open('beside.txt','w').write('b')\nprint('beside')"),
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(r.stdout, "beside\n");

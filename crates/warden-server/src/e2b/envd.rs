@@ -1013,7 +1013,11 @@ pub(crate) fn start_command(request: &Value) -> Result<StartCommand, RpcError> {
 fn start_error(e: warden_engine::EngineError) -> RpcError {
     match e {
         warden_engine::EngineError::InvalidRequest { field, message } => {
-            let field = if field == "env" { "process.envs" } else { field };
+            let field = if field == "env" {
+                "process.envs"
+            } else {
+                field
+            };
             let field = if field == "cwd" { "process.cwd" } else { field };
             RpcError::new("invalid_argument", format!("{field}: {message}"))
         }

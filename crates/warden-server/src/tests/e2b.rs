@@ -427,7 +427,6 @@ async fn bad_envd_requests_get_connect_errors_never_a_5xx_or_a_hang() {
             StatusCode::NOT_FOUND,
             "not_found",
         ),
-
         (
             "POST",
             "/process.Process/SendSignal",
@@ -630,12 +629,17 @@ async fn a_commands_live_stdin_and_a_second_stream_through_connect() {
     // A second stream of the same command.
     let connect = in_sandbox("POST", "/process.Process/Connect", &id, 49983, Some(&token))
         .header("content-type", "application/connect+json")
-        .body(Body::from(envelope(&format!(r#"{{"process":{{"pid":{pid}}}}}"#))))
+        .body(Body::from(envelope(&format!(
+            r#"{{"process":{{"pid":{pid}}}}}"#
+        ))))
         .unwrap();
     let second = app.clone().oneshot(connect).await.unwrap();
     let listed = raw(&app, unary("/process.Process/List", "{}".into())).await;
     assert_eq!(json_of(&listed.2)["processes"][0]["pid"], pid);
-    assert_eq!(json_of(&listed.2)["processes"][0]["config"]["envs"]["A"], "b");
+    assert_eq!(
+        json_of(&listed.2)["processes"][0]["config"]["envs"]["A"],
+        "b"
+    );
     for input in ["aGkK", "dGhlcmUK"] {
         let (s, _, b) = raw(
             &app,
@@ -657,16 +661,24 @@ async fn a_commands_live_stdin_and_a_second_stream_through_connect() {
         .filter_map(|m| m["event"]["data"]["stdout"].as_str())
         .flat_map(|b64| {
             use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD.decode(b64).unwrap()
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap()
         })
         .collect();
     assert_eq!(stdout, b"hi\nthere\n");
-    let end = messages.iter().find(|m| m["event"]["end"].is_object()).unwrap();
+    let end = messages
+        .iter()
+        .find(|m| m["event"]["end"].is_object())
+        .unwrap();
     assert_eq!(end["event"]["end"]["exitCode"], 0, "{messages:?}");
     let second = second.into_body().collect().await.unwrap().to_bytes();
     let second = stream_messages(&second);
     assert_eq!(second[0]["event"]["start"]["pid"], pid);
-    assert!(second.iter().any(|m| m["event"]["end"]["exitCode"] == 0), "{second:?}");
+    assert!(
+        second.iter().any(|m| m["event"]["end"]["exitCode"] == 0),
+        "{second:?}"
+    );
     // The command is gone.
     let (s, _, _) = raw(&app, unary("/process.Process/CloseStdin", close)).await;
     assert_eq!(s, StatusCode::NOT_FOUND);

@@ -741,11 +741,22 @@ impl Call {
             }
         };
         let writer = self.state.e2b.processes.stdin(&self.id, pid)?;
-        if !data.is_empty() && writer.send(data).await.is_err() {
-            // The command ended meanwhile.
-            return Err(not_found(pid));
+        if data.is_empty() {
+            return Ok(json!({}));
         }
-        Ok(json!({}))
+        // A command that does not read its stdin fills the pipe: say so rather than hang.
+        match tokio::time::timeout(STDIN_WAIT, writer.send(data)).await {
+            Ok(Ok(())) => Ok(json!({})),
+            // The command ended meanwhile.
+            Ok(Err(_)) => Err(not_found(pid)),
+            Err(_) => Err(RpcError::new(
+                "resource_exhausted",
+                format!(
+                    "process {pid} has not read its stdin for {}s; nothing more was sent",
+                    STDIN_WAIT.as_secs()
+                ),
+            )),
+        }
     }
 
     /// `process.Process/CloseStdin`: the command reads end of file after what was sent.
@@ -800,6 +811,9 @@ enum Stdin {
 
 /// How many event frames a listener may lag behind before the command waits for it.
 const LISTENER_FRAMES: usize = 64;
+
+/// How long a `SendInput` waits for room in a command's stdin (which it does not read).
+const STDIN_WAIT: Duration = Duration::from_secs(10);
 
 impl Processes {
     /// Registers a command; its `Start` stream is its first listener (returned).

@@ -51,6 +51,13 @@ def test_a_commands_env_and_cwd_are_its_own(sbx):
         sbx.commands.run("pwd", cwd="/home/user/nope")
 
 
+def test_a_sandboxs_envs_are_checked_at_create(daemon):
+    with pytest.raises(SandboxException, match="envVars"):
+        Sandbox.create(envs={"WARDEN_OUTPUT_DIR": "/"})
+    with pytest.raises(SandboxException, match="envVars"):
+        Sandbox.create(envs={"NOT-A-NAME": "x"})
+
+
 def test_send_stdin_is_echoed_by_cat_and_close_stdin_ends_it(sbx):
     handle = sbx.commands.run("cat", background=True, stdin=True)
     handle.send_stdin("ping\n")

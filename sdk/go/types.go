@@ -375,6 +375,12 @@ type ExecRequest struct {
 	Stdin *string `json:"stdin,omitempty"`
 	// Args are the program's arguments (not in a context).
 	Args []string `json:"args,omitempty"`
+	// Env holds environment variables of this run only, set after the sandbox's (not in
+	// a context).
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is this run's working directory: inside /workspace, /tmp or the sandbox's home
+	// (not in a context); empty: the sandbox's.
+	Cwd string `json:"cwd,omitempty"`
 	// Stream is set by ExecStream; leave it false.
 	Stream bool `json:"stream,omitempty"`
 }

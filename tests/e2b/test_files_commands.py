@@ -89,8 +89,3 @@ def test_background_commands(sbx):
     with pytest.raises(CommandExitException):
         handle.wait()
     assert sbx.commands.kill(handle.pid) is False
-    # stdin after the start is not supported: a clear SDK error, no hang.
-    handle = sbx.commands.run("sleep 5", background=True, stdin=True)
-    with pytest.raises(SandboxException, match="not supported"):
-        handle.send_stdin("x")
-    handle.kill()

@@ -100,6 +100,10 @@ pub struct RunRequest {
     args: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     context: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cwd: Option<String>,
 }
 
 impl RunRequest {
@@ -111,7 +115,22 @@ impl RunRequest {
             stdin: None,
             args: Vec::new(),
             context: None,
+            env: BTreeMap::new(),
+            cwd: None,
         }
+    }
+
+    /// An environment variable of this run only, set after the sandbox's (not in a context).
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(name.into(), value.into());
+        self
+    }
+
+    /// This run's working directory: inside `/workspace`, `/tmp` or the sandbox's home (not
+    /// in a context).
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
     }
 
     /// Runs the code in a notebook context of the sandbox (its variables persist from cell to

@@ -600,7 +600,9 @@ async fn requests_match_the_daemons_api_description() {
             .timeout(Duration::from_secs(1))
             .stdin("x")
             .arg("a")
-            .context("default"),
+            .context("default")
+            .env("K", "v")
+            .cwd("/workspace"),
     )
     .unwrap();
     for body in [&mut execute, &mut run] {

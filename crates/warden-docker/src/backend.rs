@@ -40,7 +40,8 @@ use tokio::time::Instant;
 use warden_engine::import_guard;
 use warden_engine::shape::archive::artifacts_from_tar;
 use warden_engine::{
-    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, StdinReceiver,
+    Unsupported,
 };
 use warden_net::uids::UidLease;
 use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
@@ -517,6 +518,46 @@ fn feed(
     })
 }
 
+/// Writes the payload to an attached stdin, then each chunk of a live stdin as it comes, then
+/// closes it at the live stdin's end.
+fn feed_live(
+    mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    payload: Vec<u8>,
+    mut live: StdinReceiver,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if input.write_all(&payload).await.is_err() || input.flush().await.is_err() {
+            return;
+        }
+        while let Some(chunk) = live.recv().await {
+            // A program that closed its stdin takes no more.
+            if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = input.shutdown().await;
+    })
+}
+
+/// `base` (`K=V` entries) with `extra` set on it, each replacing an entry of its name (a
+/// variable appears once, so what the program reads does not depend on which copy wins).
+fn with_env<'a>(
+    mut base: Vec<String>,
+    extra: impl Iterator<Item = (&'a String, &'a String)>,
+) -> Vec<String> {
+    for (k, v) in extra {
+        let entry = format!("{k}={v}");
+        match base
+            .iter_mut()
+            .find(|e| e.split_once('=').is_some_and(|(n, _)| n == k))
+        {
+            Some(slot) => *slot = entry,
+            None => base.push(entry),
+        }
+    }
+    base
+}
+
 /// Removes a one-shot container if the run's future is dropped before it finishes, then
 /// stops its network keeper (a keeper dropped without a runtime still tears down on its own)
 /// and ends the container's uid lease (cleanly once the container is removed).
@@ -985,7 +1026,11 @@ impl Backend for DockerBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
-        spec.refuse_env_and_home(self.name())?;
+        if let Some(home) = &spec.home {
+            return Err(BackendError::Refused(format!(
+                "the docker backend does not mount the workspace at {home}"
+            )));
+        }
         let sh = &self.shared;
         let name = format!("warden-{}", spec.id);
         // The sandbox's own host uid, until its container is removed.
@@ -1039,6 +1084,7 @@ impl Backend for DockerBackend {
         };
         Ok(Arc::new(DockerSandbox {
             shared: self.shared.clone(),
+            env: spec.env.clone(),
             keeper: Mutex::new(keeper),
             user: uid.uid(),
             uid: Mutex::new(Some(uid)),
@@ -1143,6 +1189,8 @@ pub struct DockerSandbox {
     name: String,
     /// The container's host uid: every exec runs as it.
     user: u32,
+    /// Every execution's own environment variables (`SandboxSpec::env`).
+    env: BTreeMap<String, String>,
     /// Its lease, ended when the container is removed (or, left for the next taker to check,
     /// when the sandbox is dropped without a destroy).
     uid: Mutex<Option<UidLease>>,
@@ -1238,6 +1286,105 @@ impl DockerSandbox {
         .await;
         writer.abort();
         Ok(relayed)
+    }
+
+    /// One execution: an `exec` of the wrapper; `stdin`: its live stdin, fed after the
+    /// payload until its end.
+    async fn run(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+        stdin: Option<StdinReceiver>,
+    ) -> Result<ExecResult, BackendError> {
+        let mut state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        self.unpause_if_paused(&mut state).await?;
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        let nonce = wrapper::nonce();
+        let exec = sh
+            .call(
+                "create exec",
+                &self.name,
+                docker.create_exec(
+                    &self.name,
+                    CreateExecOptions::<String> {
+                        cmd: Some(wrapper::command(&argv(&plan))),
+                        env: Some(with_env(
+                            crate::plan::program_env(),
+                            self.env.iter().chain(&plan.env),
+                        )),
+                        user: Some(user_of(self.user)),
+                        // Inside the sandbox's writable folders (the engine's check).
+                        working_dir: Some(
+                            plan.cwd
+                                .clone()
+                                .unwrap_or_else(|| crate::plan::WORKSPACE_DIR.into()),
+                        ),
+                        attach_stdin: Some(true),
+                        attach_stdout: Some(true),
+                        attach_stderr: Some(true),
+                        ..Default::default()
+                    },
+                ),
+            )
+            .await?;
+        let started_exec = sh
+            .call("start exec", &self.name, docker.start_exec(&exec.id, None))
+            .await?;
+        let StartExecResults::Attached { output, input } = started_exec else {
+            return Err(BackendError::Internal("exec did not attach".into()));
+        };
+        let started = Instant::now();
+        let payload = wrapper::stdin_payload(
+            &nonce,
+            plan.limits.max_artifact_bytes,
+            &plan.file_name,
+            plan.code.as_bytes(),
+            plan.import_guard.as_ref(),
+            &plan.stdin,
+        );
+        let writer = match stdin {
+            None => feed(input, payload),
+            Some(live) => feed_live(input, payload, live),
+        };
+        let relayed = relay::relay(
+            output,
+            &wrapper::marker(&nonce),
+            plan.limits.max_output_bytes,
+            report_cap(&plan.limits),
+            started + plan.limits.timeout,
+            events,
+            || sh.kill_processes(&self.name, self.user),
+        )
+        .await;
+        writer.abort();
+        let mut relayed = relayed;
+        if !relayed.ended {
+            // The sandbox did not stop within the grace period: it is killed whole, and gone.
+            sh.kill_container(&self.name).await;
+            state.destroyed = true;
+        } else if relayed.report.is_none() && (relayed.timed_out || relayed.output_exceeded) {
+            // The kill took the wrapper too (here it is not pid 1): ask for its report alone.
+            if let Ok(report) = self.report_only(&plan.limits).await {
+                relayed.report = report.report;
+                relayed.report_complete = report.report_complete;
+            }
+        }
+        let exit = match sh
+            .call("inspect exec", &self.name, docker.inspect_exec(&exec.id))
+            .await
+        {
+            Ok(i) => i.exit_code,
+            Err(DockerError::ContainerGone { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let (result, counters, guard_report) =
+            finish(relayed, exit, &plan.limits, started, state.counters)?;
+        state.counters = counters;
+        judge_guard(&plan, result, guard_report)
     }
 
     fn gone(&self) -> BackendError {
@@ -1357,84 +1504,16 @@ impl BackendSandbox for DockerSandbox {
         plan: ExecPlan,
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
-        let mut state = self.state.lock().await;
-        if state.destroyed {
-            return Err(self.gone());
-        }
-        self.unpause_if_paused(&mut state).await?;
-        let sh = &self.shared;
-        let docker = sh.docker().await?;
-        let nonce = wrapper::nonce();
-        let exec = sh
-            .call(
-                "create exec",
-                &self.name,
-                docker.create_exec(
-                    &self.name,
-                    CreateExecOptions::<String> {
-                        cmd: Some(wrapper::command(&argv(&plan))),
-                        env: Some(crate::plan::program_env()),
-                        user: Some(user_of(self.user)),
-                        working_dir: Some(crate::plan::WORKSPACE_DIR.into()),
-                        attach_stdin: Some(true),
-                        attach_stdout: Some(true),
-                        attach_stderr: Some(true),
-                        ..Default::default()
-                    },
-                ),
-            )
-            .await?;
-        let started_exec = sh
-            .call("start exec", &self.name, docker.start_exec(&exec.id, None))
-            .await?;
-        let StartExecResults::Attached { output, input } = started_exec else {
-            return Err(BackendError::Internal("exec did not attach".into()));
-        };
-        let started = Instant::now();
-        let payload = wrapper::stdin_payload(
-            &nonce,
-            plan.limits.max_artifact_bytes,
-            &plan.file_name,
-            plan.code.as_bytes(),
-            plan.import_guard.as_ref(),
-            &plan.stdin,
-        );
-        let writer = feed(input, payload);
-        let relayed = relay::relay(
-            output,
-            &wrapper::marker(&nonce),
-            plan.limits.max_output_bytes,
-            report_cap(&plan.limits),
-            started + plan.limits.timeout,
-            events,
-            || sh.kill_processes(&self.name, self.user),
-        )
-        .await;
-        writer.abort();
-        let mut relayed = relayed;
-        if !relayed.ended {
-            // The sandbox did not stop within the grace period: it is killed whole, and gone.
-            sh.kill_container(&self.name).await;
-            state.destroyed = true;
-        } else if relayed.report.is_none() && (relayed.timed_out || relayed.output_exceeded) {
-            // The kill took the wrapper too (here it is not pid 1): ask for its report alone.
-            if let Ok(report) = self.report_only(&plan.limits).await {
-                relayed.report = report.report;
-                relayed.report_complete = report.report_complete;
-            }
-        }
-        let exit = match sh
-            .call("inspect exec", &self.name, docker.inspect_exec(&exec.id))
-            .await
-        {
-            Ok(i) => i.exit_code,
-            Err(DockerError::ContainerGone { .. }) => None,
-            Err(e) => return Err(e.into()),
-        };
-        let (result, counters, guard_report) =
-            finish(relayed, exit, &plan.limits, started, state.counters)?;
-        state.counters = counters;
-        judge_guard(&plan, result, guard_report)
+        self.run(plan, events, None).await
+    }
+
+    async fn exec_with_stdin(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+        stdin: StdinReceiver,
+    ) -> Result<ExecResult, BackendError> {
+        self.run(plan, events, Some(stdin)).await
     }
 
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
@@ -1573,5 +1652,25 @@ head -c {max_bytes} "./$last"
             return Err(self.gone());
         }
         self.unpause_if_paused(&mut state).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_variables_replace_the_base_ones_once_each() {
+        let sandbox: BTreeMap<String, String> = [
+            ("HOME".to_owned(), "/elsewhere".to_owned()),
+            ("A".to_owned(), "sandbox".to_owned()),
+        ]
+        .into();
+        let run: BTreeMap<String, String> = [("A".to_owned(), "run=1".to_owned())].into();
+        let env = with_env(
+            vec!["PATH=/bin".into(), "HOME=/workspace".into()],
+            sandbox.iter().chain(&run),
+        );
+        assert_eq!(env, ["PATH=/bin", "HOME=/elsewhere", "A=run=1"]);
     }
 }

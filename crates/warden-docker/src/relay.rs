@@ -3,7 +3,7 @@
 //! events, and enforces the wall-clock timeout.
 //!
 //! Invariants: a byte of the program's output is kept or sent only once it is known not to be
-//! part of the marker (the last `marker.len() - 1` bytes wait for the next chunk); past the cap
+//! part of the marker (only a trailing part that could begin it waits for the next chunk); past the cap
 //! nothing more of a stream is kept and the sandbox is killed once; at the deadline the sandbox
 //! is killed once; after a kill the stream gets a grace period to end (the wrapper still writes
 //! its report), after which the relay gives up and says so (`ended = false`), and the caller
@@ -111,7 +111,7 @@ impl State<'_> {
             self.report_bytes(&pending[at + self.marker.len()..]);
             return;
         }
-        let keep = self.marker.len().saturating_sub(1).min(self.pending.len());
+        let keep = marker_start(&self.pending, self.marker);
         let ready: Vec<u8> = self.pending.drain(..self.pending.len() - keep).collect();
         self.program_bytes(true, &ready).await;
     }
@@ -119,6 +119,17 @@ impl State<'_> {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// How many bytes at the end of `pending` could be the start of the marker (the longest
+/// suffix that is a prefix of it, shorter than it): only those wait for the next chunk, so a
+/// program's output shows as it comes (an interactive program's prompt included).
+fn marker_start(pending: &[u8], marker: &[u8]) -> usize {
+    let longest = marker.len().saturating_sub(1).min(pending.len());
+    (1..=longest)
+        .rev()
+        .find(|&k| pending[pending.len() - k..] == marker[..k])
+        .unwrap_or(0)
 }
 
 /// Relays `stream` until it ends. `kill` ends every process of the sandbox but the wrapper
@@ -234,6 +245,35 @@ mod tests {
         assert_eq!(r.stdout.bytes(), b"hello");
         assert_eq!(r.report.unwrap(), b"end\nrest");
         assert!(r.ended);
+    }
+
+    #[test]
+    fn only_what_could_begin_the_marker_waits_for_the_next_chunk() {
+        let m = b"\n#END#\n";
+        assert_eq!(marker_start(b"prompt> ", m), 0);
+        assert_eq!(marker_start(b"line\n", m), 1);
+        assert_eq!(marker_start(b"line\n#EN", m), 4);
+        assert_eq!(marker_start(b"line\n#X", m), 0);
+        assert_eq!(marker_start(b"", m), 0);
+        // Live events carry everything else at once.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        rt.block_on(relay(
+            futures_util::stream::iter(vec![out(b"ping\nprompt> "), out(b"\n#END#\nr")]),
+            m,
+            100,
+            100,
+            Instant::now() + Duration::from_secs(5),
+            Some(tx),
+            || async {},
+        ));
+        match rx.try_recv() {
+            Ok(ExecEvent::Stdout { text, .. }) => assert_eq!(text, "ping\nprompt> "),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

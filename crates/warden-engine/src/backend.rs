@@ -25,6 +25,14 @@ pub struct ExecPlan {
     /// Arguments after the code file's path.
     pub args: Vec<String>,
     pub stdin: Vec<u8>,
+    /// This execution's own environment variables, set after the sandbox's (an execution in
+    /// a sandbox with a lifetime; checked by [`crate::exec_env::check_env`]). A backend that
+    /// cannot set them refuses the plan ([`ExecPlan::refuse_env_and_cwd`]).
+    pub env: BTreeMap<String, String>,
+    /// This execution's working directory (checked by [`crate::exec_env::check_cwd`]: inside
+    /// the sandbox's writable folders); `None`: the sandbox's (its `home`, else the
+    /// workspace). A directory that does not exist fails the start.
+    pub cwd: Option<String>,
     pub limits: Limits,
     /// The import guard the interpreter must run with (see [`crate::import_guard`]): a
     /// backend that cannot install it refuses the plan, and a run without it is refused.
@@ -39,8 +47,38 @@ pub struct ExecPlan {
     pub container_runtime: Option<String>,
 }
 
+impl ExecPlan {
+    /// The refusal of a backend that does not (yet) give an execution its own `env` and
+    /// `cwd`: a plan asking for either is refused, never run without them.
+    pub fn refuse_env_and_cwd(&self, backend: &str) -> Result<(), BackendError> {
+        if !self.env.is_empty() {
+            return Err(BackendError::Refused(format!(
+                "the {backend} backend does not set an execution's own environment variables"
+            )));
+        }
+        if let Some(cwd) = &self.cwd {
+            return Err(BackendError::Refused(format!(
+                "the {backend} backend does not run an execution in another working directory ({cwd})"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Events go out as they happen, when the caller wants them.
 pub type EventSender = tokio::sync::mpsc::Sender<ExecEvent>;
+
+/// The live stdin of an execution, as its backend reads it: chunks in order; the channel's
+/// end (every [`StdinWriter`] dropped) is the end of the program's input.
+pub type StdinReceiver = tokio::sync::mpsc::Receiver<Vec<u8>>;
+
+/// Writes to the live stdin of a running execution (see [`crate::Execution::take_stdin`]);
+/// dropping every clone closes the program's stdin.
+pub type StdinWriter = tokio::sync::mpsc::Sender<Vec<u8>>;
+
+/// The refusal of a backend without live stdin.
+pub const NO_LIVE_STDIN: &str =
+    "writing to a running execution's stdin is not supported by this backend";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
@@ -173,6 +211,20 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError>;
 
+    /// [`BackendSandbox::exec`] with the program's stdin open while it runs: the plan's
+    /// `stdin` first, then each chunk from `stdin` as it arrives; the channel's end closes it
+    /// (the program reads end of file). Input the program never reads is dropped at its end.
+    /// Default: refused.
+    async fn exec_with_stdin(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+        stdin: StdinReceiver,
+    ) -> Result<ExecResult, BackendError> {
+        let _ = (plan, events, stdin);
+        Err(BackendError::Refused(NO_LIVE_STDIN.into()))
+    }
+
     /// Writes a regular file (creating parent folders), replacing an existing file.
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError>;
 
@@ -197,7 +249,7 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_CONTEXTS.into()))
     }
 
-    /// Runs one cell in a context (one at a time per sandbox, like executions). The result's
+    /// Runs one cell in a context (one at a time per context). The result's
     /// `cell` part is filled in; `cell.context_restarted` says whether the context survived
     /// (`Some(false)`) or was restarted with fresh state (`Some(true)`: the grace after the
     /// interrupt passed, the memory limit killed it, or the interpreter exited).

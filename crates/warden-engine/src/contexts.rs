@@ -338,14 +338,21 @@ impl Sandboxes {
     pub(crate) fn check_context_exec(
         entry: &Entry,
         context: &str,
-        stdin: &[u8],
-        args: &[String],
+        req: &crate::SandboxExec,
     ) -> Result<String, EngineError> {
-        if !stdin.is_empty() || !args.is_empty() {
-            return Err(EngineError::InvalidRequest {
-                field: if stdin.is_empty() { "args" } else { "stdin" },
-                message: "not available in a context (the interpreter is already running)".into(),
-            });
+        for (field, set) in [
+            ("stdin", !req.stdin.is_empty() || req.live_stdin),
+            ("args", !req.args.is_empty()),
+            ("env", !req.env.is_empty()),
+            ("cwd", req.cwd.is_some()),
+        ] {
+            if set {
+                return Err(EngineError::InvalidRequest {
+                    field,
+                    message: "not available in a context (the interpreter is already running)"
+                        .into(),
+                });
+            }
         }
         match entry.contexts.get(context) {
             Some(meta) => Ok(meta.language.to_string()),

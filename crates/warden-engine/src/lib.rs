@@ -14,6 +14,7 @@ pub mod admission;
 pub mod audit;
 pub mod backend;
 pub mod contexts;
+pub mod exec_env;
 pub mod import_guard;
 pub mod observe;
 pub mod pipeline;
@@ -28,7 +29,8 @@ pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_EVICTION, NO_PAUSE, SandboxSpec, Unsupported,
+    NO_CONTEXTS, NO_EVICTION, NO_LIVE_STDIN, NO_PAUSE, SandboxSpec, StdinReceiver, StdinWriter,
+    Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE};
 pub use pool::PoolStatus;
@@ -353,6 +355,8 @@ impl Engine {
                 code: req.code.clone(),
                 args: req.args.clone(),
                 stdin: req.stdin.clone(),
+                env: Default::default(),
+                cwd: None,
                 import_guard,
                 limits,
                 network_enabled: profile.network_enabled,

@@ -49,6 +49,8 @@ pub struct Execution {
     language: String,
     target: Target,
     audited: Audited,
+    /// The writer of a live stdin (see [`SandboxExec::live_stdin`]), until taken.
+    stdin: Option<crate::backend::StdinWriter>,
 }
 
 /// What the audit log keeps of an execution.
@@ -249,6 +251,7 @@ impl Engine {
                     plan: Box::new(plan),
                 },
                 audited,
+                stdin: None,
             }),
             Err(e) => {
                 audited.refused(self, &profile, &language, &e);
@@ -293,7 +296,8 @@ impl Sandboxes {
         audited.context = req.context.clone();
         let this = self.clone();
         match off_the_async_threads(move || this.prepare_in(entry, req)).await {
-            Ok(prepared) => Ok(Execution {
+            Ok(mut prepared) => Ok(Execution {
+                stdin: prepared.stdin_writer.take(),
                 language: prepared.plan.language.to_string(),
                 engine,
                 admitted,
@@ -325,6 +329,14 @@ impl Execution {
         &self.language
     }
 
+    /// The writer of its live stdin (an execution started with
+    /// [`SandboxExec::live_stdin`]), once: chunks sent go to the program in order while it
+    /// runs; dropping the writer (every clone) closes the program's stdin. A send fails once
+    /// the execution has ended.
+    pub fn take_stdin(&mut self) -> Option<crate::backend::StdinWriter> {
+        self.stdin.take()
+    }
+
     /// Runs to the end; output events go to `events` as they happen, if given (the result is
     /// returned, not sent).
     pub async fn run(self, events: Option<EventSender>) -> Result<ExecResult, EngineError> {
@@ -336,7 +348,10 @@ impl Execution {
             language,
             target,
             audited,
+            stdin,
         } = self;
+        // A writer nobody took closes the program's stdin at once.
+        drop(stdin);
         trace.stage("run");
         let run_audit = RunAudit::begin(&engine, &audited, &profile, &language);
         let outcome = match target {

@@ -51,6 +51,16 @@ pub struct SandboxExec {
     /// Run as a cell of this context (see [`crate::contexts`]); `default` is the sandbox's
     /// default Python context, made on first use. `None`: a fresh run, as always.
     pub context: Option<String>,
+    /// This execution's own environment variables, after the sandbox's (see
+    /// [`crate::exec_env::check_env`]); not in a context.
+    pub env: BTreeMap<String, String>,
+    /// This execution's working directory: inside the sandbox's workspace, its `home` or
+    /// `/tmp` (see [`crate::exec_env::check_cwd`]); `None`: the sandbox's. Not in a context.
+    pub cwd: Option<String>,
+    /// Keep the program's stdin open while it runs (after `stdin`): the execution's
+    /// [`crate::Execution::take_stdin`] writes to it, and dropping that writer closes it.
+    /// Not in a context; refused by a backend that cannot.
+    pub live_stdin: bool,
 }
 
 /// A sandbox as the API shows it (a wire type, shared with the SDK).
@@ -72,6 +82,8 @@ pub(crate) struct Entry {
     created_ms: u64,
     created: Instant,
     pub(crate) handle: Arc<dyn BackendSandbox>,
+    /// Where the workspace is also seen (see [`SandboxSpec::home`]).
+    home: Option<String>,
     usage: Mutex<Usage>,
     pub(crate) contexts: crate::contexts::Contexts,
 }
@@ -190,6 +202,10 @@ pub(crate) struct PreparedExec {
     pub(crate) plan: ExecPlan,
     /// The context the cell runs in, if any.
     pub(crate) context: Option<String>,
+    /// The live stdin's reading end, for the backend (see [`SandboxExec::live_stdin`]).
+    pub(crate) stdin: Option<crate::backend::StdinReceiver>,
+    /// Its writing end, for the caller (taken by the execution).
+    pub(crate) stdin_writer: Option<crate::backend::StdinWriter>,
 }
 
 /// A fresh sandbox id, `sb-` and 12 hex digits.
@@ -365,6 +381,14 @@ impl Sandboxes {
                 message: "an absolute, clean path under /home (e.g. /home/user)".into(),
             });
         }
+        // Every run of the sandbox gets these, Python ones with the profile's import guard.
+        let guarded = crate::import_guard::for_profile(
+            profile,
+            &warden_types::Language::new("python").expect("a valid name"),
+        )
+        .is_some();
+        crate::exec_env::check_env(&req.env, "env", guarded)?;
+        let home = req.home.clone();
         let spec = sandbox_spec(
             id.clone(),
             &profile_name,
@@ -407,6 +431,7 @@ impl Sandboxes {
             created_ms,
             created: now,
             handle,
+            home,
             usage: Mutex::new(Usage {
                 last_used: now,
                 last_used_ms: created_ms,
@@ -679,11 +704,16 @@ impl Sandboxes {
     ) -> Result<PreparedExec, EngineError> {
         let language = match &req.context {
             Some(context) => {
-                let runs = Self::check_context_exec(&entry, context, &req.stdin, &req.args)?;
+                let runs = Self::check_context_exec(&entry, context, &req)?;
                 req.language.unwrap_or(runs)
             }
             None => req.language.unwrap_or_else(|| entry.language.clone()),
         };
+        let cwd = req
+            .cwd
+            .as_deref()
+            .map(|cwd| crate::exec_env::check_cwd(cwd, entry.home.as_deref()))
+            .transpose()?;
         let (_, mut plan) = self.engine.prepare(&ExecRequest {
             code: req.code,
             language: Some(language),
@@ -700,10 +730,22 @@ impl Sandboxes {
         if let Some(context) = &req.context {
             Self::check_context_language(&entry, context, &plan.language)?;
         }
+        crate::exec_env::check_env(&req.env, "env", plan.import_guard.is_some())?;
+        plan.env = req.env;
+        plan.cwd = cwd;
+        let (stdin_writer, stdin) = match req.live_stdin {
+            true => {
+                let (tx, rx) = tokio::sync::mpsc::channel(16);
+                (Some(tx), Some(rx))
+            }
+            false => (None, None),
+        };
         Ok(PreparedExec {
             entry,
             plan,
             context: req.context,
+            stdin,
+            stdin_writer,
         })
     }
 
@@ -715,9 +757,14 @@ impl Sandboxes {
         if let Some(context) = prepared.context.take() {
             return self.run_in_context(prepared, context, events).await;
         }
-        let PreparedExec { entry, plan, .. } = prepared;
+        let PreparedExec {
+            entry, plan, stdin, ..
+        } = prepared;
         entry.touch(Use::ExecStart);
-        let result = entry.handle.exec(plan, events).await;
+        let result = match stdin {
+            Some(stdin) => entry.handle.exec_with_stdin(plan, events, stdin).await,
+            None => entry.handle.exec(plan, events).await,
+        };
         entry.touch(Use::ExecEnd);
         Ok(result?)
     }

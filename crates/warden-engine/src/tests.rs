@@ -380,3 +380,242 @@ async fn a_run_whose_future_is_dropped_is_audited_as_cancelled() {
     assert_eq!(events[1]["error"], "cancelled");
     assert_eq!(events[0]["execution"], events[1]["execution"]);
 }
+
+/// A sandbox that records its plans and answers with what it read of a live stdin.
+#[derive(Debug, Default)]
+struct StdinSandbox {
+    plans: Mutex<Vec<ExecPlan>>,
+}
+
+#[async_trait::async_trait]
+impl crate::BackendSandbox for StdinSandbox {
+    async fn exec(
+        &self,
+        plan: ExecPlan,
+        _: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError> {
+        self.plans.lock().unwrap().push(plan);
+        Ok(ok_result(String::new()))
+    }
+    async fn exec_with_stdin(
+        &self,
+        plan: ExecPlan,
+        _: Option<EventSender>,
+        mut stdin: crate::StdinReceiver,
+    ) -> Result<ExecResult, BackendError> {
+        let mut read = plan.stdin.clone();
+        self.plans.lock().unwrap().push(plan);
+        while let Some(chunk) = stdin.recv().await {
+            read.extend(chunk);
+        }
+        Ok(ok_result(String::from_utf8(read).unwrap()))
+    }
+    async fn write_file(
+        &self,
+        _: &warden_types::WorkspacePath,
+        _: Vec<u8>,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn read_file(
+        &self,
+        _: &warden_types::WorkspacePath,
+        _: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        Ok(vec![])
+    }
+    async fn list_files(&self, _: usize) -> Result<Vec<warden_types::FileEntry>, BackendError> {
+        Ok(vec![])
+    }
+    async fn destroy(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+fn ok_result(stdout: String) -> ExecResult {
+    ExecResult {
+        stdout,
+        stderr: String::new(),
+        exit_code: Some(0),
+        signal: None,
+        reason: Reason::Exited,
+        duration_ms: 1,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        artifacts: vec![],
+        skipped_artifacts: vec![],
+        cell: Default::default(),
+    }
+}
+
+#[derive(Debug)]
+struct StdinBackend(Arc<StdinSandbox>);
+
+#[async_trait::async_trait]
+impl Backend for StdinBackend {
+    fn name(&self) -> &'static str {
+        "stdin"
+    }
+    fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+        Ok(())
+    }
+    async fn exec(&self, _: ExecPlan, _: Option<EventSender>) -> Result<ExecResult, BackendError> {
+        Ok(ok_result(String::new()))
+    }
+    async fn create_sandbox(
+        &self,
+        _: crate::SandboxSpec,
+    ) -> Result<Arc<dyn crate::BackendSandbox>, BackendError> {
+        Ok(self.0.clone())
+    }
+    async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+        Ok(0)
+    }
+}
+
+async fn stdin_sandbox(home: Option<&str>) -> (Sandboxes, Arc<StdinSandbox>, String) {
+    let sandbox = Arc::new(StdinSandbox::default());
+    let engine = Engine::new(Arc::new(Settings::builtin()))
+        .with_backend(BackendKind::Jail, Arc::new(StdinBackend(sandbox.clone())));
+    let sandboxes = Sandboxes::new(engine, 4);
+    let id = sandboxes
+        .create(
+            &Caller::default(),
+            CreateSandbox {
+                home: home.map(str::to_owned),
+                ..CreateSandbox::default()
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    (sandboxes, sandbox, id)
+}
+
+#[tokio::test]
+async fn an_executions_env_and_cwd_reach_the_backend_checked() {
+    let (s, sandbox, id) = stdin_sandbox(Some("/home/user")).await;
+    let env: std::collections::BTreeMap<String, String> =
+        [("GREETING".to_owned(), "hi".to_owned())].into();
+    s.start_exec(
+        &Caller::default(),
+        &id,
+        SandboxExec {
+            code: "echo".into(),
+            language: Some("bash".into()),
+            env: env.clone(),
+            cwd: Some("/home/user/sub/".into()),
+            ..SandboxExec::default()
+        },
+    )
+    .await
+    .unwrap()
+    .finish()
+    .await
+    .unwrap();
+    let plan = sandbox.plans.lock().unwrap()[0].clone();
+    assert_eq!(plan.env, env);
+    assert_eq!(plan.cwd.as_deref(), Some("/home/user/sub"));
+    for (req, field) in [
+        (
+            SandboxExec {
+                cwd: Some("/etc".into()),
+                ..SandboxExec::default()
+            },
+            "cwd",
+        ),
+        (
+            SandboxExec {
+                env: [("WARDEN_OUTPUT_DIR".to_owned(), "/".to_owned())].into(),
+                ..SandboxExec::default()
+            },
+            "env",
+        ),
+        (
+            SandboxExec {
+                env: [("A".to_owned(), "b".to_owned())].into(),
+                context: Some(crate::DEFAULT_CONTEXT.into()),
+                ..SandboxExec::default()
+            },
+            "env",
+        ),
+    ] {
+        match s.start_exec(&Caller::default(), &id, req).await {
+            Err(EngineError::InvalidRequest { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        sandbox.plans.lock().unwrap().len(),
+        1,
+        "nothing refused ran"
+    );
+}
+
+#[tokio::test]
+async fn a_live_stdin_gets_the_writers_chunks_and_ends_when_it_is_dropped() {
+    let (s, _, id) = stdin_sandbox(None).await;
+    let mut execution = s
+        .start_exec(
+            &Caller::default(),
+            &id,
+            SandboxExec {
+                code: "cat".into(),
+                language: Some("bash".into()),
+                stdin: b"first ".to_vec(),
+                live_stdin: true,
+                ..SandboxExec::default()
+            },
+        )
+        .await
+        .unwrap();
+    let stdin = execution.take_stdin().expect("a live stdin");
+    assert!(execution.take_stdin().is_none(), "taken once");
+    let run = tokio::spawn(execution.finish());
+    stdin.send(b"second ".to_vec()).await.unwrap();
+    stdin.send(b"third".to_vec()).await.unwrap();
+    drop(stdin);
+    assert_eq!(run.await.unwrap().unwrap().stdout, "first second third");
+}
+
+#[tokio::test]
+async fn a_live_stdin_nobody_took_is_closed_at_the_start() {
+    let (s, _, id) = stdin_sandbox(None).await;
+    let result = s
+        .start_exec(
+            &Caller::default(),
+            &id,
+            SandboxExec {
+                code: "cat".into(),
+                language: Some("bash".into()),
+                stdin: b"only".to_vec(),
+                live_stdin: true,
+                ..SandboxExec::default()
+            },
+        )
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    assert_eq!(result.stdout, "only");
+}
+
+#[tokio::test]
+async fn a_sandboxs_env_is_checked_at_create() {
+    let (s, _, _) = stdin_sandbox(None).await;
+    let err = s
+        .create(
+            &Caller::default(),
+            CreateSandbox {
+                env: [("BAD-NAME".to_owned(), "x".to_owned())].into(),
+                ..CreateSandbox::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::InvalidRequest { field: "env", .. }),
+        "{err:?}"
+    );
+}

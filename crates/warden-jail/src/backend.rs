@@ -248,6 +248,7 @@ impl Backend for JailBackend {
             margin,
             None,
             None,
+            None,
         )
         .await
     }
@@ -365,6 +366,8 @@ mod tests {
             code: "print(1)".into(),
             args: vec![],
             stdin: vec![],
+            env: Default::default(),
+            cwd: None,
             limits: warden_types::Limits {
                 timeout: Duration::from_secs(1),
                 memory_mb: 64,

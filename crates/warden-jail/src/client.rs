@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_engine::import_guard::Refusal;
 use warden_engine::shape::Utf8Carry;
-use warden_engine::{BackendError, EventSender};
+use warden_engine::{BackendError, EventSender, StdinReceiver};
 use warden_types::{ExecEvent, ExecResult};
 
 /// Runs blocking workspace I/O off the async threads.
@@ -95,7 +95,10 @@ pub(crate) fn helper_command(
     command
 }
 
-/// Starts an exec'd helper (with a sandbox's descriptors, if given) and converses with it.
+/// Starts an exec'd helper (with a sandbox's descriptors, if given) and converses with it;
+/// with a live `stdin`, the helper runs in [`crate::helper::LIVE_MODE`]: the plan goes as a
+/// `Plan` frame and the chunks after it, as they come, are the program's stdin, whose end
+/// closes it.
 pub(crate) async fn exec_helper(
     helper_exe: &std::path::Path,
     jail_plan: &JailPlan,
@@ -103,8 +106,13 @@ pub(crate) async fn exec_helper(
     margin: Duration,
     inherited: Option<Inherited>,
     cancel: Option<tokio::sync::watch::Receiver<bool>>,
+    stdin: Option<StdinReceiver>,
 ) -> Result<ExecResult, BackendError> {
-    let mut command = helper_command(helper_exe, &jail_plan.ids.host, inherited, "1");
+    let mode = match stdin {
+        Some(_) => crate::helper::LIVE_MODE,
+        None => "1",
+    };
+    let mut command = helper_command(helper_exe, &jail_plan.ids.host, inherited, mode);
     let mut child = command.spawn().map_err(|e| {
         BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
     })?;
@@ -113,12 +121,25 @@ pub(crate) async fn exec_helper(
     // after it, the helper finishes its clean-up on its own and is reaped in the background.
     let guard = KillHelperOnDrop(child.id());
     let helper_pid = child.id();
-    let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
+    let live = stdin;
+    let to_helper = child.stdin.take().expect("piped stdin");
     let send = async move {
-        let mut stdin = stdin;
-        stdin.write_all(&encode_plan(jail_plan)?).await?;
-        stdin.shutdown().await
+        let mut to_helper = to_helper;
+        match live {
+            None => to_helper.write_all(&encode_plan(jail_plan)?).await?,
+            Some(mut live) => {
+                let mut frame = Vec::new();
+                protocol::write_frame(&mut frame, Tag::Plan, &encode_plan(jail_plan)?)?;
+                to_helper.write_all(&frame).await?;
+                // The program's input as it comes; a helper that no longer reads (its
+                // program ended) stops this only with the conversation.
+                while let Some(chunk) = live.recv().await {
+                    to_helper.write_all(&chunk).await?;
+                }
+            }
+        }
+        to_helper.shutdown().await
     };
     let conversation = converse(jail_plan, send, stdout, events, margin);
     tokio::pin!(conversation);
@@ -222,8 +243,18 @@ pub(crate) async fn converse(
         sent
     };
     let run = async {
-        let (written, result) = tokio::join!(write, read_frames(from_helper, events));
-        if let Err(e) = written
+        // The result ends the conversation even while a live stdin is still being written.
+        tokio::pin!(write);
+        let read = read_frames(from_helper, events);
+        tokio::pin!(read);
+        let mut written = None;
+        let result = loop {
+            tokio::select! {
+                result = &mut read => break result,
+                w = &mut write, if written.is_none() => written = Some(w),
+            }
+        };
+        if let Some(Err(e)) = written
             && result.is_err()
         {
             return Err(BackendError::Internal(format!("send plan to helper: {e}")));

@@ -32,6 +32,11 @@ pub use crate::uid::INHERITED_LEASE_FD;
 /// [`crate::session`]) instead of a one-shot run.
 pub const SESSION_MODE: &str = "session";
 
+/// The value of [`HELPER_ENV`] for a run whose program's stdin stays open: the plan comes as
+/// one `Plan` frame ([`crate::protocol`]), and what follows it on the helper's stdin, to its
+/// end, is relayed to the program's stdin as it arrives.
+pub const LIVE_MODE: &str = "live";
+
 /// Runs the exec'd helper: the plan from stdin, frames to stdout; returns the exit status.
 pub fn main() -> i32 {
     // Inherited without close-on-exec on purpose; the sandboxed program must not get it.
@@ -44,6 +49,31 @@ pub fn main() -> i32 {
             return 1;
         };
         return crate::session::serve(input, &mut out);
+    }
+    if std::env::var_os(HELPER_ENV).is_some_and(|v| v == LIVE_MODE) {
+        // Unbuffered: `read_frame` then reads exactly the frame, and what follows stays in
+        // the pipe for the relay.
+        let Ok(input) = std::io::stdin().as_fd().try_clone_to_owned() else {
+            return 1;
+        };
+        let mut input = std::fs::File::from(input);
+        let host = crate::uid::HelperUid::expected_by_env();
+        let receive = || match crate::protocol::read_frame(&mut input) {
+            Ok(Some((Tag::Plan, plan))) => Ok(plan),
+            Ok(Some(_)) => Err(HelperFailure::ReadPlan(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the first frame must be the plan",
+            ))),
+            Ok(None) => Err(HelperFailure::NoPlan),
+            Err(e) => Err(HelperFailure::ReadPlan(e)),
+        };
+        return serve_with(
+            host,
+            receive,
+            &mut out,
+            None,
+            Some(std::io::stdin().as_fd()),
+        );
     }
     serve(&mut std::io::stdin().lock(), &mut out)
 }
@@ -66,7 +96,7 @@ fn read_to_end(input: &mut impl Read) -> Result<Vec<u8>, HelperFailure> {
 /// and tears the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
     let host = crate::uid::HelperUid::expected_by_env();
-    serve_with(host, || read_to_end(input), out, None)
+    serve_with(host, || read_to_end(input), out, None, None)
 }
 
 /// [`serve`] for a helper forked by its caller (`caller`, a pidfd: the one-shot CLI), which
@@ -87,18 +117,21 @@ pub(crate) fn serve_forked(
         },
         out,
         caller,
+        None,
     )
 }
 
 /// How long a forked helper holds its teardown back for its caller to exit.
 const CALLER_EXIT_GRACE_MS: i32 = 100;
 
-/// `host`: the host ids the plan most likely names (the sandbox is started before it comes).
+/// `host`: the host ids the plan most likely names (the sandbox is started before it comes);
+/// `live_stdin`: where the program's stdin comes from while it runs (see [`LIVE_MODE`]).
 fn serve_with(
     host: Option<crate::plan::HostIds>,
     receive: impl FnOnce() -> Result<Vec<u8>, HelperFailure>,
     out: &mut impl Write,
     caller: Option<OwnedFd>,
+    live_stdin: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> i32 {
     let entered_at = crate::monotonic_ms();
     let started = crate::uid::start(host);
@@ -161,6 +194,7 @@ fn serve_with(
         attachment.as_ref(),
         &mut relay,
         &mut before_go,
+        live_stdin,
     )
     .map_err(HelperFailure::Jail);
     let code = finish(out, result, caller);

@@ -248,8 +248,9 @@ pub(crate) fn sandbox_init(
             },
         ],
         exec_errno: 0,
+        chdir_failed: false,
     };
-    let (child, exec_errno) = match spawn_program(spawn) {
+    let (child, exec_errno, chdir_failed) = match spawn_program(spawn) {
         Ok(spawned) => spawned,
         Err(e) => step_failed(status_fd, "start program", &e.to_string()),
     };
@@ -257,7 +258,12 @@ pub(crate) fn sandbox_init(
         // The child has exited (127); the loop below reaps it and reports its status after
         // this message, which the supervisor reads first.
         let err = io::Error::from_raw_os_error(exec_errno);
-        send_msg(status_fd, MSG_EXEC_FAILED, err.to_string().as_bytes());
+        let message = if chdir_failed {
+            format!("working directory {}: {err}", plan.cwd.display())
+        } else {
+            err.to_string()
+        };
+        send_msg(status_fd, MSG_EXEC_FAILED, message.as_bytes());
     }
     drop(stdio);
     if plan.session {
@@ -344,6 +350,8 @@ struct ProgramSpawn<'a> {
     stdio: [RawFd; 4],
     /// Set by the child when its exec failed; read by init once the child has left.
     exec_errno: i32,
+    /// Set by the child when the failure was entering the working directory.
+    chdir_failed: bool,
 }
 
 /// The program's child: moves its streams into place and execs. It runs on its own stack in
@@ -366,7 +374,9 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
                 break;
             }
         }
-        if ok && libc::chdir(exec.cwd.as_ptr()) == 0 {
+        let entered = ok && libc::chdir(exec.cwd.as_ptr()) == 0;
+        spawn.chdir_failed = ok && !entered;
+        if entered {
             // Init blocked every signal around the clone; the program starts with none blocked
             // (init's handlers are all default here — see `contain::BEFORE_PLAN` — so none
             // can run in shared memory).
@@ -386,9 +396,10 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Starts the program as posix_spawn does: `clone(CLONE_VM | CLONE_VFORK)` on a stack of its
 /// own, which spares copying init's page tables only for the exec to drop them (a fork here
-/// copies those of a fork of the large `warden` binary). Returns the child's pid and the errno
-/// of a failed exec (0 when the exec succeeded).
-fn spawn_program(mut spawn: ProgramSpawn<'_>) -> io::Result<(libc::pid_t, i32)> {
+/// copies those of a fork of the large `warden` binary). Returns the child's pid, the errno
+/// of a failed exec (0 when the exec succeeded) and whether it was the working directory that
+/// failed.
+fn spawn_program(mut spawn: ProgramSpawn<'_>) -> io::Result<(libc::pid_t, i32, bool)> {
     const STACK_BYTES: usize = 64 * 1024;
     let mut stack = vec![0u8; STACK_BYTES];
     // SAFETY: the stack outlives the child's use of it (init is suspended until the child
@@ -401,7 +412,11 @@ fn spawn_program(mut spawn: ProgramSpawn<'_>) -> io::Result<(libc::pid_t, i32)> 
             program_child,
             (&mut spawn as *mut ProgramSpawn<'_>).cast(),
         )?;
-        Ok((pid, std::ptr::read_volatile(&spawn.exec_errno)))
+        Ok((
+            pid,
+            std::ptr::read_volatile(&spawn.exec_errno),
+            std::ptr::read_volatile(&spawn.chdir_failed),
+        ))
     }
 }
 

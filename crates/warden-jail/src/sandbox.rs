@@ -2,7 +2,10 @@
 //! execution a fresh jail with that workspace attached, and contexts — long-lived interpreters,
 //! one helper in session mode each (see [`crate::context`]).
 //!
-//! Invariants: executions, context cells and destroy take turns (one at a time per sandbox);
+//! Invariants: executions, context cells and context changes run side by side (each
+//! execution is its own jail: its own namespaces and cgroup with the sandbox's limits, at most
+//! [`MAX_RUNS_AT_ONCE`] at once; a context's cells take turns on the context); destroy and
+//! pause wait for all of them (pause refuses while any runs);
 //! destroy kills a running execution through its cgroup so that its helper still tears down,
 //! then drops the workspace (the tmpfs goes with the last descriptor); a networked sandbox
 //! gives every run and every context its own link and firewall with the same rules; a context
@@ -21,7 +24,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_engine::{BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan};
+use warden_engine::{
+    BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, StdinReceiver,
+};
 use warden_types::{Eviction, ExecResult, FileEntry, Restoration, WorkspacePath};
 
 /// What a sandbox needs of its backend to start runs: always exec'd helpers (the daemon is
@@ -37,9 +42,12 @@ pub(crate) struct SandboxPart {
     pub(crate) landlock: u32,
 }
 
+/// How many plain runs of one sandbox may be alive at once; more wait for one to end.
+pub const MAX_RUNS_AT_ONCE: usize = 8;
+
 /// A jail sandbox with a lifetime: a workspace tmpfs held by the daemon; each execution is a
 /// fresh jail (namespaces, cgroup, seccomp: as a one-shot run) with that workspace attached.
-/// Executions run one at a time.
+/// Executions and cells run side by side (at most [`MAX_RUNS_AT_ONCE`] plain runs).
 #[derive(Debug)]
 pub struct JailSandbox {
     id: String,
@@ -53,7 +61,11 @@ pub struct JailSandbox {
     home: Option<String>,
     /// `None` once destroyed. A run holds its own reference until it ends.
     workspace: std::sync::Mutex<Option<Arc<Workspace>>>,
-    one_at_a_time: tokio::sync::Mutex<()>,
+    /// Runs, cells and context changes share it (each run is its own jail, a context's cells
+    /// take turns on the context's slot); destroy and pause take it alone.
+    turns: tokio::sync::RwLock<()>,
+    /// Bounds the plain runs alive at once (each has the sandbox's limits).
+    runs: tokio::sync::Semaphore,
     /// Set by `destroy`: a running execution is killed.
     destroyed: tokio::sync::watch::Sender<bool>,
     /// The contexts, by id: each its own helper and sandbox (see [`crate::context`]).
@@ -133,17 +145,18 @@ impl JailSandbox {
             env: env.into_iter().collect(),
             home,
             workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
-            one_at_a_time: tokio::sync::Mutex::new(()),
+            turns: tokio::sync::RwLock::new(()),
+            runs: tokio::sync::Semaphore::new(MAX_RUNS_AT_ONCE),
             destroyed: tokio::sync::watch::Sender::new(false),
             contexts: std::sync::Mutex::new(BTreeMap::new()),
             paused: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Takes the sandbox's turn (one execution, cell or context change at a time), thawing it
-    /// first if it was paused.
-    async fn turn(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, BackendError> {
-        let turn = self.one_at_a_time.lock().await;
+    /// Takes a share of the sandbox's turns (an execution, a cell, a context change: they run
+    /// side by side; destroy and pause wait for them all), thawing it first if it was paused.
+    async fn turn(&self) -> Result<tokio::sync::RwLockReadGuard<'_, ()>, BackendError> {
+        let turn = self.turns.read().await;
         self.thaw_if_paused().await?;
         Ok(turn)
     }
@@ -327,6 +340,69 @@ impl JailSandbox {
         state_report(end?, "restore")
     }
 
+    /// One execution: a fresh jail with the workspace attached; `stdin`: its live stdin.
+    async fn run(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+        stdin: Option<StdinReceiver>,
+    ) -> Result<ExecResult, BackendError> {
+        let _turn = self.turn().await?;
+        let _run = self
+            .runs
+            .acquire()
+            .await
+            .map_err(|_| BackendError::Internal("the runs' semaphore is closed".into()))?;
+        let workspace = self.workspace()?;
+        let b = &self.backend;
+        let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
+        let mut argv = plan.command.clone();
+        argv.push(code_file.display().to_string());
+        argv.extend(plan.args.iter().cloned());
+        let mut jail_plan = JailPlan::build(PlanInput {
+            argv,
+            code: plan.code.clone(),
+            code_file_name: plan.file_name.clone(),
+            stdin: plan.stdin.clone(),
+            limits: plan.limits.clone(),
+            host_paths: &b.host_paths,
+            ids: b.ids,
+            // The sandbox's variables, then this execution's own (checked by the engine).
+            extra_env: self.env.iter().cloned().chain(plan.env.clone()).collect(),
+            shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
+            network: self.network.clone(),
+        })
+        .map_err(|e| BackendError::Refused(e.to_string()))?;
+        self.give_home(&mut jail_plan)?;
+        if let Some(cwd) = &plan.cwd {
+            // Inside the sandbox's writable folders (the engine's check); one that does not
+            // exist fails the program's start, naming it.
+            jail_plan.cwd = PathBuf::from(cwd);
+        }
+        if let Some(guard) = &plan.import_guard {
+            jail_plan.add_import_guard(guard, None);
+        }
+        jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
+        jail_plan.landlock = Some(b.landlock);
+        jail_plan.known_outputs = {
+            let workspace = workspace.clone();
+            blocking(move || Ok(workspace.output_stamps())).await?
+        };
+        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        let margin = plan.limits.timeout + Duration::from_secs(10);
+        let cancel = self.destroyed.subscribe();
+        exec_helper(
+            &b.helper_exe,
+            &jail_plan,
+            events,
+            margin,
+            Some(inherited(&workspace)),
+            Some(cancel),
+            stdin,
+        )
+        .await
+    }
+
     async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
         let workspace = self.workspace()?;
         let plan = self.context_plan(spec)?;
@@ -387,48 +463,16 @@ impl BackendSandbox for JailSandbox {
         plan: ExecPlan,
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
-        let _turn = self.turn().await?;
-        let workspace = self.workspace()?;
-        let b = &self.backend;
-        let code_file = PathBuf::from(CODE_DIR).join(&plan.file_name);
-        let mut argv = plan.command.clone();
-        argv.push(code_file.display().to_string());
-        argv.extend(plan.args.iter().cloned());
-        let mut jail_plan = JailPlan::build(PlanInput {
-            argv,
-            code: plan.code.clone(),
-            code_file_name: plan.file_name.clone(),
-            stdin: plan.stdin.clone(),
-            limits: plan.limits.clone(),
-            host_paths: &b.host_paths,
-            ids: b.ids,
-            extra_env: self.env.clone(),
-            shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
-            network: self.network.clone(),
-        })
-        .map_err(|e| BackendError::Refused(e.to_string()))?;
-        self.give_home(&mut jail_plan)?;
-        if let Some(guard) = &plan.import_guard {
-            jail_plan.add_import_guard(guard, None);
-        }
-        jail_plan.fast_cgroup_attach = b.fast_cgroup_attach;
-        jail_plan.landlock = Some(b.landlock);
-        jail_plan.known_outputs = {
-            let workspace = workspace.clone();
-            blocking(move || Ok(workspace.output_stamps())).await?
-        };
-        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
-        let margin = plan.limits.timeout + Duration::from_secs(10);
-        let cancel = self.destroyed.subscribe();
-        exec_helper(
-            &b.helper_exe,
-            &jail_plan,
-            events,
-            margin,
-            Some(inherited(&workspace)),
-            Some(cancel),
-        )
-        .await
+        self.run(plan, events, None).await
+    }
+
+    async fn exec_with_stdin(
+        &self,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+        stdin: StdinReceiver,
+    ) -> Result<ExecResult, BackendError> {
+        self.run(plan, events, Some(stdin)).await
     }
 
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
@@ -461,9 +505,9 @@ impl BackendSandbox for JailSandbox {
     /// processes), removes the cgroups it could not, and drops the workspace: the tmpfs goes
     /// with the last descriptor.
     async fn destroy(&self) -> Result<(), BackendError> {
-        let mut killed = self.one_at_a_time.try_lock().is_err();
+        let mut killed = self.turns.try_write().is_err();
         self.destroyed.send_replace(true);
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turns.write().await;
         // Frozen processes cannot die.
         if let Err(e) = self.thaw_if_paused().await {
             eprintln!("warden: thawing sandbox {} before its end: {e}", self.id);
@@ -503,10 +547,26 @@ impl BackendSandbox for JailSandbox {
             refused_last: false,
             evicted: false,
         };
-        self.contexts
-            .lock()
-            .expect("not poisoned")
-            .insert(id, Arc::new(tokio::sync::Mutex::new(slot)));
+        // Another create of the same id may have run beside this one (turns are shared).
+        let raced = {
+            let mut contexts = self.contexts.lock().expect("not poisoned");
+            if contexts.contains_key(&id) {
+                Some(slot)
+            } else {
+                contexts.insert(id.clone(), Arc::new(tokio::sync::Mutex::new(slot)));
+                None
+            }
+        };
+        if let Some(mut slot) = raced {
+            if let Some(live) = slot.live.take()
+                && live.close().await
+            {
+                Self::remove_stale_cgroups().await?;
+            }
+            return Err(BackendError::Refused(format!(
+                "context {id:?} exists already"
+            )));
+        }
         Ok(())
     }
 
@@ -666,7 +726,7 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn pause(&self) -> Result<(), BackendError> {
-        let _turn = self.one_at_a_time.try_lock().map_err(|_| {
+        let _turn = self.turns.try_write().map_err(|_| {
             BackendError::Refused(
                 "an execution is running in this sandbox; pause it after the execution ends".into(),
             )
@@ -676,7 +736,7 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn resume(&self) -> Result<(), BackendError> {
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turns.read().await;
         self.workspace()?;
         self.thaw_if_paused().await
     }

@@ -460,7 +460,7 @@ pub fn run(
     plan: &JailPlan,
     on_output: &mut dyn FnMut(Stream, &[u8]),
 ) -> Result<(ExecResult, Teardown), JailError> {
-    run_with(started, plan, None, on_output, &mut || Ok(()))
+    run_with(started, plan, None, on_output, &mut || Ok(()), None)
 }
 
 /// [`run`], for a networked sandbox with its link's `network` attachment, and with
@@ -471,6 +471,7 @@ pub fn run_with(
     network: Option<&NetAttachment>,
     on_output: &mut dyn FnMut(Stream, &[u8]),
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
+    live_stdin: Option<BorrowedFd<'_>>,
 ) -> Result<(ExecResult, Teardown), JailError> {
     let trace = |what: &str| {
         if plan.trace_timing {
@@ -504,6 +505,7 @@ pub fn run_with(
         pid,
         start,
         on_output,
+        live_stdin,
     )?;
     trace("output relayed");
     // Init reports the program's status once it has killed and reaped everything else in the
@@ -661,7 +663,9 @@ struct Relay {
 #[allow(clippy::too_many_arguments)]
 /// Relays output and stdin until the program's streams are closed and init has reported (or
 /// died), enforcing the timeout and the output cap all along — a program that closes its
-/// stdout and stderr early is still bounded by its timeout.
+/// stdout and stderr early is still bounded by its timeout. The program's stdin is the plan's
+/// `stdin`, then (with `live_stdin`) what arrives there until its end; it is closed after
+/// that, or at once when there is nothing to give.
 fn relay_output(
     plan: &JailPlan,
     [out_r, err_r, in_w]: [OwnedFd; 3],
@@ -670,6 +674,7 @@ fn relay_output(
     pid: libc::pid_t,
     start: Instant,
     on_output: &mut dyn FnMut(Stream, &[u8]),
+    mut live_stdin: Option<BorrowedFd<'_>>,
 ) -> Result<Relay, JailError> {
     let limit = plan.limits.max_output_bytes as usize;
     let deadline = start + plan.limits.timeout;
@@ -684,12 +689,21 @@ fn relay_output(
     for fd in [&out_r, &err_r, &in_w] {
         sys::set_nonblocking(fd.as_fd()).map_err(os("set nonblocking"))?;
     }
+    if let Some(live) = live_stdin {
+        sys::set_nonblocking(live).map_err(os("set nonblocking"))?;
+    }
     let mut streams: [Option<OwnedFd>; 2] = [Some(out_r), Some(err_r)];
-    let mut stdin = if plan.stdin.is_empty() {
+    let mut stdin = if plan.stdin.is_empty() && live_stdin.is_none() {
+        // Closed now: the program reads end of file at once (kept to the end of this
+        // function, a program reading its stdin would wait for its timeout).
+        drop(in_w);
         None
     } else {
         Some(in_w)
     };
+    // What is waiting to go to the program: the plan's stdin, then each chunk of the live
+    // stdin (read only when this is empty, so a program that does not read holds it back).
+    let mut pending: Vec<u8> = plan.stdin.clone();
     let mut stdin_off = 0usize;
     let mut init_exited = false;
     let mut killed = false;
@@ -705,11 +719,19 @@ fn relay_output(
             });
         }
         if let Some(w) = &stdin {
-            pfds.push(libc::pollfd {
-                fd: w.as_raw_fd(),
-                events: libc::POLLOUT,
-                revents: 0,
-            });
+            if stdin_off < pending.len() {
+                pfds.push(libc::pollfd {
+                    fd: w.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
+            } else if let Some(live) = live_stdin {
+                pfds.push(libc::pollfd {
+                    fd: live.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
         }
         if !init_exited {
             pfds.push(libc::pollfd {
@@ -765,21 +787,48 @@ fn relay_output(
                 status_ready = true;
                 continue;
             }
+            if let Some(live) = live_stdin
+                && pfd.fd == live.as_raw_fd()
+            {
+                match sys::read(live, &mut buf) {
+                    Ok(0) => {
+                        // The caller closed the program's stdin.
+                        live_stdin = None;
+                        stdin = None;
+                    }
+                    Ok(n) => {
+                        pending.clear();
+                        pending.extend_from_slice(&buf[..n]);
+                        stdin_off = 0;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => {
+                        live_stdin = None;
+                        stdin = None;
+                    }
+                }
+                continue;
+            }
             if let Some(w) = &stdin
                 && pfd.fd == w.as_raw_fd()
             {
-                // SAFETY: writing from a valid slice of the plan's stdin.
+                // SAFETY: writing from a valid slice of what is pending.
                 let n = unsafe {
                     libc::write(
                         w.as_raw_fd(),
-                        plan.stdin[stdin_off..].as_ptr().cast(),
-                        plan.stdin.len() - stdin_off,
+                        pending[stdin_off..].as_ptr().cast(),
+                        pending.len() - stdin_off,
                     )
                 };
                 if n > 0 {
                     stdin_off += n as usize;
                 }
-                if n < 0 || stdin_off >= plan.stdin.len() {
+                let done = stdin_off >= pending.len();
+                if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock {
+                    // The program closed its stdin: nothing more goes to it.
+                    stdin = None;
+                    live_stdin = None;
+                } else if done && live_stdin.is_none() {
                     stdin = None;
                 }
                 continue;

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec, Unsupported,
+};
 use warden_types::{ExecResult, FileEntry, Limits, WorkspacePath};
 
 /// A pod's runtime is a RuntimeClass (`[sandbox.kubernetes].runtime_class(es)`), not a
@@ -398,6 +400,17 @@ impl Backend for KubeBackend {
         "kubernetes"
     }
 
+    /// An execution's own environment, working directory and live stdin are not given
+    /// through the API server's exec yet: plans asking for them are refused.
+    fn unsupported(&self) -> Vec<Unsupported> {
+        vec![Unsupported {
+            promise: "run_env_and_stdin",
+            check: None,
+            why: "the kubernetes backend does not give an execution its own env, cwd or live stdin"
+                .into(),
+        }]
+    }
+
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
         if plan.image.is_none() {
             return Err(no_image());
@@ -565,6 +578,7 @@ impl BackendSandbox for KubeSandbox {
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError> {
         self.check_live()?;
+        plan.refuse_env_and_cwd("kubernetes")?;
         let _turn = self.one_at_a_time.lock().await;
         // Memory and CPU are the pod's; a run may only lower the per-process limits.
         plan.limits.max_pids = plan.limits.max_pids.min(self.limits.max_pids);

@@ -334,6 +334,8 @@ mod tests {
             code: "print(1)".into(),
             args: vec!["a b".into()],
             stdin: Vec::new(),
+            env: Default::default(),
+            cwd: None,
             limits: warden_types::Limits {
                 timeout: Duration::from_secs(1),
                 memory_mb: 64,

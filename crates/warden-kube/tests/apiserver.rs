@@ -374,6 +374,8 @@ fn plan(code: &str) -> ExecPlan {
         code: code.into(),
         args: vec![],
         stdin: vec![],
+        env: Default::default(),
+        cwd: None,
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),

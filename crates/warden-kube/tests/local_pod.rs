@@ -115,6 +115,8 @@ fn plan(code: &str) -> ExecPlan {
         code: code.into(),
         args: vec!["arg1".into()],
         stdin: b"from stdin".to_vec(),
+        env: Default::default(),
+        cwd: None,
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),

@@ -127,6 +127,8 @@ fn plan() -> ExecPlan {
         code: "print('hi')".into(),
         args: vec!["a1".into()],
         stdin: vec![],
+        env: Default::default(),
+        cwd: None,
         limits: Limits {
             timeout: Duration::from_millis(300),
             memory_mb: 128,

@@ -144,6 +144,8 @@ pub(crate) fn exec_body(code: String, timeout_seconds: Option<f64>) -> ExecBody 
         args: Vec::new(),
         stream: false,
         context: None,
+        env: Default::default(),
+        cwd: None,
     }
 }
 

@@ -76,6 +76,7 @@ fn check_decoded(route: Route, decoded: Decoded) {
                     "{route:?} accepted a timeout of {t:?}"
                 );
             }
+            check_env_and_cwd(&request.env, request.cwd.as_deref());
         }
         Decoded::File(path) => {
             let path = path.as_str();
@@ -88,6 +89,42 @@ fn check_decoded(route: Route, decoded: Decoded) {
         | Decoded::CreateContext(_)
         | Decoded::DestroySandbox { .. }
         | Decoded::PauseSandbox { .. } => {}
+    }
+}
+
+/// The engine's checks of a run's own `env` and `cwd` (they run after decoding, in
+/// `Sandboxes::prepare_in`): an accepted directory is clean and inside the writable folders,
+/// accepted variables are plain names, never Warden's.
+pub(crate) fn check_env_and_cwd(
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&str>,
+) {
+    use warden_engine::exec_env::{check_cwd, check_env};
+    if let Some(cwd) = cwd
+        && let Ok(clean) = check_cwd(cwd, Some("/home/user"))
+    {
+        assert!(
+            ["/workspace", "/tmp", "/home/user"]
+                .iter()
+                .any(|r| clean == *r || clean.starts_with(&format!("{r}/"))),
+            "cwd {cwd:?} accepted as {clean:?}"
+        );
+        assert!(
+            !clean
+                .split('/')
+                .skip(1)
+                .any(|c| matches!(c, "" | "." | "..")),
+            "cwd {cwd:?} accepted as {clean:?}"
+        );
+    }
+    if check_env(env, "env", true).is_ok() {
+        for (k, v) in env {
+            assert!(
+                !k.is_empty() && !k.starts_with("WARDEN_") && !k.contains('='),
+                "{k:?}"
+            );
+            assert!(!v.contains('\0'), "{k}: NUL");
+        }
     }
 }
 
@@ -114,8 +151,9 @@ fn check_refusal(route: Route, e: &ApiError) {
 }
 
 /// The E2B drop-in's decoders over arbitrary bytes (fuzz target `e2b`): the first byte picks
-/// one (`0`: Connect envelopes, `1`: a multipart body, `2`: the list's percent-decoding), the
-/// rest is its input.
+/// one (`0`: Connect envelopes, `1`: a multipart body, `2`: the list's percent-decoding, `3`:
+/// a command's `Start` request with the engine's checks of its `envs` and `cwd`), the rest is
+/// its input.
 ///
 /// Invariants: none panics; envelopes account for every byte of the body (5 per header plus
 /// each message) and a compressed one is refused; multipart parts hold only bytes of the body.
@@ -123,7 +161,7 @@ pub fn e2b(data: &[u8]) {
     let Some((&selector, input)) = data.split_first() else {
         return;
     };
-    match selector % 3 {
+    match selector % 4 {
         0 => {
             if let Ok(envelopes) = crate::e2b::decode_envelopes(input) {
                 let total: usize = envelopes.iter().map(|e| 5 + e.message.len()).sum();
@@ -142,9 +180,20 @@ pub fn e2b(data: &[u8]) {
                 assert!(sum <= input.len(), "parts hold more than the body");
             }
         }
-        _ => {
+        2 => {
             let decoded = crate::e2b::unquote(&String::from_utf8_lossy(input));
             assert!(decoded.len() <= 3 * input.len() + 3);
+        }
+        _ => {
+            // A command's start request, then the engine's checks of its envs and cwd.
+            if let Ok(serde_json::Value::Object(request)) = serde_json::from_slice(input)
+                && let Ok(command) =
+                    crate::e2b::envd::start_command(&serde_json::Value::Object(request))
+            {
+                assert!(!command.argv.is_empty() && !command.argv[0].is_empty());
+                assert!(command.cwd.starts_with('/'), "{:?}", command.cwd);
+                check_env_and_cwd(&command.envs, Some(&command.cwd));
+            }
         }
     }
 }

@@ -198,6 +198,17 @@ pub struct ExecBody {
     /// on first use); absent: a fresh run, as before contexts existed.
     #[serde(default)]
     pub context: Option<String>,
+    /// Environment variables of this run only, set after the sandbox's: names of letters,
+    /// digits and `_` (not starting with a digit), none beginning `WARDEN_`; under a profile
+    /// with the runtime import guard, not the variables that decide what Python loads first
+    /// (`PYTHONPATH`, `LD_PRELOAD`, …). Not in a context.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The working directory of this run: an absolute path inside the sandbox's writable
+    /// folders (`/workspace`, `/tmp`, the sandbox's home); it must exist. Default: the
+    /// sandbox's (`/workspace`). Not in a context.
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 impl ExecBody {
@@ -210,6 +221,9 @@ impl ExecBody {
             stdin: self.stdin.map(String::into_bytes).unwrap_or_default(),
             args: self.args,
             context: self.context,
+            env: self.env,
+            cwd: self.cwd,
+            live_stdin: false,
         })
     }
 }

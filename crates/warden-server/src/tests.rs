@@ -86,6 +86,40 @@ impl warden_engine::BackendSandbox for MemorySandbox {
     ) -> Result<ExecResult, BackendError> {
         EchoBackend::default().exec(plan, events).await
     }
+    /// `cat`: each chunk of the live stdin as stdout, as it comes, until it is closed.
+    async fn exec_with_stdin(
+        &self,
+        _plan: ExecPlan,
+        events: Option<EventSender>,
+        mut stdin: warden_engine::StdinReceiver,
+    ) -> Result<ExecResult, BackendError> {
+        let mut out = String::new();
+        while let Some(chunk) = stdin.recv().await {
+            let text = String::from_utf8_lossy(&chunk).into_owned();
+            if let Some(tx) = &events {
+                let _ = tx
+                    .send(ExecEvent::Stdout {
+                        text: text.clone(),
+                        timestamp: 1,
+                    })
+                    .await;
+            }
+            out.push_str(&text);
+        }
+        Ok(ExecResult {
+            stdout: out,
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell: Default::default(),
+        })
+    }
     async fn write_file(
         &self,
         path: &warden_types::WorkspacePath,
@@ -621,6 +655,30 @@ async fn sandbox_routes_answer_with_the_documented_shapes() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // A run's own environment and working directory: checked, naming the field.
+    let (status, body) = call(
+        &app,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        r#"{"code": "print(1)", "env": {"A": "b"}, "cwd": "/workspace/sub"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for (bad, field) in [
+        (r#"{"code": "1", "cwd": "/etc"}"#, "cwd"),
+        (r#"{"code": "1", "cwd": "relative"}"#, "cwd"),
+        (r#"{"code": "1", "env": {"1X": "b"}}"#, "env"),
+        (r#"{"code": "1", "env": {"WARDEN_OUTPUT_DIR": "/"}}"#, "env"),
+        (r#"{"code": "1", "env": {"PYTHONPATH": "/x"}}"#, "env"),
+        (
+            r#"{"code": "1", "context": "default", "cwd": "/workspace"}"#,
+            "cwd",
+        ),
+    ] {
+        let (status, body) = call(&app, "POST", &format!("/v1/sandboxes/{id}/exec"), bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(body.contains(&format!("{field}:")), "{bad}: {body}");
+    }
     let (status, body) = call(&app, "GET", "/v1/sandboxes?bogus=1", "").await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, body) = call(&app, "DELETE", &format!("/v1/sandboxes/{id}"), "").await;

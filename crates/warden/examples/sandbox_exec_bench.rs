@@ -30,6 +30,8 @@ fn plan() -> ExecPlan {
         code: "print(1)".into(),
         args: vec![],
         stdin: vec![],
+        env: Default::default(),
+        cwd: None,
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),

@@ -468,6 +468,8 @@ fn the_docker_engine_going_away_mid_run_is_a_clear_error_and_nothing_is_left() {
             ),
             args: vec![],
             stdin: vec![],
+            env: Default::default(),
+            cwd: None,
             limits: warden_types::Limits {
                 timeout: Duration::from_secs(30),
                 memory_mb: 96,

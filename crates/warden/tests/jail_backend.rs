@@ -23,6 +23,8 @@ fn plan(code: &str) -> ExecPlan {
         code: code.into(),
         args: vec![],
         stdin: vec![],
+        env: Default::default(),
+        cwd: None,
         limits: Limits {
             timeout: Duration::from_secs(10),
             memory_mb: 128,

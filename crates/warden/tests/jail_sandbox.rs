@@ -38,6 +38,8 @@ fn plan(code: &str) -> ExecPlan {
         code: code.into(),
         args: vec![],
         stdin: vec![],
+        env: Default::default(),
+        cwd: None,
         limits: limits(),
         network_enabled: false,
         egress: Default::default(),
@@ -326,5 +328,153 @@ fn a_workspace_cannot_run_code_before_the_import_guard() {
             "{r:?}"
         );
         sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn a_runs_own_env_and_cwd_apply_to_that_run_only() {
+    require_root!();
+    run(async {
+        let b = backend();
+        let sb = sandbox(&b, "envcwd").await;
+        sb.exec(plan("import os\nos.makedirs('sub/dir')"), None)
+            .await
+            .unwrap();
+        let mut p =
+            plan("import os\nprint(os.getcwd(), os.environ['GREETING'], os.environ['HOME'])");
+        p.env = [("GREETING".to_owned(), "hi there".to_owned())].into();
+        p.cwd = Some("/workspace/sub/dir".into());
+        let r = sb.exec(p, None).await.unwrap();
+        assert_eq!(
+            r.stdout, "/workspace/sub/dir hi there /workspace\n",
+            "{r:?}"
+        );
+        let r = sb
+            .exec(
+                plan("import os\nprint(os.getcwd(), os.environ.get('GREETING'))"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "/workspace None\n", "{r:?}");
+        let mut tmp = plan("import os\nprint(os.getcwd())");
+        tmp.cwd = Some("/tmp".into());
+        assert_eq!(sb.exec(tmp, None).await.unwrap().stdout, "/tmp\n");
+        // A folder that does not exist: the program does not start, and the error names it.
+        let mut missing = plan("print(1)");
+        missing.cwd = Some("/workspace/nope".into());
+        match sb.exec(missing, None).await {
+            Err(BackendError::Command(m)) => {
+                assert!(m.contains("working directory /workspace/nope"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn a_live_stdin_reaches_the_program_as_it_comes_and_its_end_ends_it() {
+    require_root!();
+    run(async {
+        let b = backend();
+        let sb = sandbox(&b, "livestdin").await;
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let (events_tx, mut events) = tokio::sync::mpsc::channel(64);
+        let mut p = plan(
+            "import sys\nfor line in sys.stdin:\n    print('echo', line.strip(), flush=True)\nprint('eof')",
+        );
+        p.stdin = b"from the plan\n".to_vec();
+        let running = {
+            let sb = sb.clone();
+            tokio::spawn(async move { sb.exec_with_stdin(p, Some(events_tx), rx).await })
+        };
+        // Each line comes back before the next is sent: the program has it while it runs.
+        let mut seen = String::new();
+        for (send, want) in [
+            (None, "echo from the plan\n"),
+            (Some("one\n"), "echo one\n"),
+            (Some("two\n"), "echo two\n"),
+        ] {
+            if let Some(line) = send {
+                tx.send(line.as_bytes().to_vec()).await.unwrap();
+            }
+            while !seen.ends_with(want) {
+                match tokio::time::timeout(Duration::from_secs(20), events.recv()).await {
+                    Ok(Some(warden_types::ExecEvent::Stdout { text, .. })) => seen.push_str(&text),
+                    Ok(Some(_)) => {}
+                    other => panic!("waiting for {want:?}, saw {seen:?}: {other:?}"),
+                }
+            }
+        }
+        drop(tx);
+        let r = running.await.unwrap().unwrap();
+        assert_eq!(
+            (r.stdout.as_str(), r.exit_code),
+            ("echo from the plan\necho one\necho two\neof\n", Some(0)),
+            "{r:?}"
+        );
+        // A program that ignores its stdin ends by itself; what it never read is dropped.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(vec![b'x'; 1 << 20]).await.unwrap();
+        let r = sb
+            .exec_with_stdin(plan("print('done')"), None, rx)
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "done\n");
+        drop(tx);
+        sb.destroy().await.unwrap();
+    });
+}
+
+#[test]
+fn runs_of_one_sandbox_go_side_by_side_and_destroy_ends_them_all() {
+    require_root!();
+    run(async {
+        let b = backend();
+        let sb = sandbox(&b, "beside").await;
+        // A run that waits on its stdin until the end of this test…
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let waiting = {
+            let sb = sb.clone();
+            let mut p = plan("import sys\nprint(sys.stdin.read())");
+            p.limits.timeout = Duration::from_secs(60);
+            tokio::spawn(async move { sb.exec_with_stdin(p, None, rx).await })
+        };
+        // …while others start and end beside it, over the same workspace.
+        let r = sb
+            .exec(
+                plan("open('beside.txt','w').write('b')\nprint('beside')"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "beside\n");
+        assert!(!waiting.is_finished(), "the waiting run ended early");
+        tx.send(b"released".to_vec()).await.unwrap();
+        drop(tx);
+        assert_eq!(waiting.await.unwrap().unwrap().stdout, "released\n");
+        // Two waiting runs, then destroy: both end, nothing is left.
+        let mut held = Vec::new();
+        let mut senders = Vec::new();
+        for _ in 0..2 {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+            senders.push(tx);
+            let sb = sb.clone();
+            held.push(tokio::spawn(async move {
+                sb.exec_with_stdin(plan("import sys\nsys.stdin.read()"), None, rx)
+                    .await
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        sb.destroy().await.unwrap();
+        for h in held {
+            let r = h.await.unwrap();
+            assert!(matches!(r, Err(BackendError::Gone(_))), "{r:?}");
+        }
+        drop(senders);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
+        assert!(!h.has_stale(), "a stale cgroup is left");
     });
 }

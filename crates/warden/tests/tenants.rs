@@ -315,6 +315,8 @@ fn plan_with(code: &str, image: Option<&str>, memory_mb: u64) -> ExecPlan {
         code: format!("{PRELUDE}{code}"),
         args: vec![],
         stdin: vec![],
+        env: Default::default(),
+        cwd: None,
         limits: Limits {
             timeout: Duration::from_secs(30),
             memory_mb,

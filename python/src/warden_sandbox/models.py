@@ -448,3 +448,7 @@ class SandboxExecRequest(_Request):
     stream: Optional[bool] = None
     context: Optional[str] = None
     """A notebook context of the sandbox (``"default"`` is made on first use)."""
+    env: Optional[Dict[str, str]] = None
+    """Environment variables of this run only, after the sandbox's (not in a context)."""
+    cwd: Optional[str] = None
+    """This run's working directory: inside /workspace, /tmp or the sandbox's home."""

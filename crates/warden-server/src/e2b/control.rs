@@ -225,7 +225,13 @@ async fn create(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
                 },
             )
             .await
-            .map_err(|e| from_api(api_error(e)))?;
+            .map_err(|e| match e {
+                // The engine's check of the variables, under E2B's name for them.
+                warden_engine::EngineError::InvalidRequest { field: "env", message } => {
+                    error(StatusCode::BAD_REQUEST, format!("envVars: {message}"))
+                }
+                e => from_api(api_error(e)),
+            })?;
         // The whole lifetime from now, used or not (E2B has no idle timeout).
         let info = state
             .sandboxes

@@ -4,11 +4,14 @@
 //!
 //! Invariants: a command is one execution in the sandbox (`bash`, the sandbox's limits and
 //! isolation, its own timeout at most the sandbox's), streamed as it runs; a kill ends that
-//! execution (dropping it kills its sandbox run, as a client that goes away does); file
+//! execution (dropping it kills its sandbox run); file
 //! operations in the workspace go through the engine's files API, the others run as a short
 //! shell script in the sandbox, so they see exactly what the sandbox's programs see (its
-//! read-only root, its user). Unknown procedures are `unimplemented`; what envd does and Warden
-//! does not (watchers, stdin after the start, PTYs) says so in Connect's error shape.
+//! read-only root, its user). A command runs with its own environment and working directory
+//! (the engine's per-execution `env` and `cwd`), and with `stdin: true` a live stdin
+//! (`SendInput`, `CloseStdin`); it runs on when its stream goes away, as envd's do, and
+//! `Connect` hears it again. Unknown procedures are `unimplemented`; what envd does and Warden
+//! does not (watchers, client streams, PTYs) says so in Connect's error shape.
 
 use super::connect::{self, RpcError, decode_envelopes};
 use super::multipart;
@@ -28,7 +31,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use warden_engine::SandboxExec;
+use warden_engine::{SandboxExec, StdinWriter};
 use warden_types::{ExecEvent, ExecResult, Reason, WorkspacePath};
 
 pub(super) fn router(state: AppState) -> Router {
@@ -157,6 +160,7 @@ async fn run_script(
                 stdin,
                 args,
                 context: None,
+                ..SandboxExec::default()
             },
         )
         .await
@@ -491,6 +495,9 @@ async fn rpc(
     };
     let answer = match procedure.as_str() {
         "process.Process/Start" => return start(call, &headers).await,
+        "process.Process/Connect" => return connect_to(&call),
+        "process.Process/SendInput" => call.send_input().await,
+        "process.Process/CloseStdin" => call.close_stdin(),
         "process.Process/SendSignal" => call.send_signal(),
         "process.Process/List" => call.list_processes(),
         "filesystem.Filesystem/Stat" => call.stat().await,
@@ -540,11 +547,8 @@ pub(crate) fn procedure_kind(procedure: &str) -> Option<Kind> {
 /// What Warden's envd does not do, with why.
 fn unsupported(procedure: &str) -> RpcError {
     let why = match procedure {
-        "process.Process/Connect" => "reconnecting to a command is not supported by Warden",
-        "process.Process/SendInput"
-        | "process.Process/StreamInput"
-        | "process.Process/CloseStdin" => {
-            "stdin after a command's start is not supported by Warden (a command's stdin is empty)"
+        "process.Process/StreamInput" => {
+            "client streams are not supported by Warden; use SendInput (send_stdin)"
         }
         "process.Process/Update" => "PTYs are not supported by Warden",
         _ if procedure.starts_with("filesystem.Filesystem/") => {
@@ -709,11 +713,57 @@ impl Call {
         if self.state.e2b.processes.kill(&self.id, pid) {
             Ok(json!({}))
         } else {
-            Err(RpcError::new(
-                "not_found",
-                format!("process with pid {pid} not found"),
-            ))
+            Err(not_found(pid))
         }
+    }
+
+    /// `process.Process/SendInput`: bytes to a command's live stdin.
+    async fn send_input(&self) -> Result<Value, RpcError> {
+        let pid = self.pid()?;
+        let input = field(&self.request, "input", "input")
+            .ok_or_else(|| RpcError::new("invalid_argument", "input: required"))?;
+        if field(input, "pty", "pty").is_some() {
+            return Err(RpcError::new(
+                "unimplemented",
+                "PTYs are not supported by Warden",
+            ));
+        }
+        let data = match field(input, "stdin", "stdin") {
+            None => Vec::new(),
+            Some(Value::String(b64)) => B64
+                .decode(b64)
+                .map_err(|_| RpcError::new("invalid_argument", "input.stdin: base64 bytes"))?,
+            Some(_) => {
+                return Err(RpcError::new(
+                    "invalid_argument",
+                    "input.stdin: base64 bytes",
+                ));
+            }
+        };
+        let writer = self.state.e2b.processes.stdin(&self.id, pid)?;
+        if data.is_empty() {
+            return Ok(json!({}));
+        }
+        // A command that does not read its stdin fills the pipe: say so rather than hang.
+        match tokio::time::timeout(STDIN_WAIT, writer.send(data)).await {
+            Ok(Ok(())) => Ok(json!({})),
+            // The command ended meanwhile.
+            Ok(Err(_)) => Err(not_found(pid)),
+            Err(_) => Err(RpcError::new(
+                "resource_exhausted",
+                format!(
+                    "process {pid} has not read its stdin for {}s; nothing more was sent",
+                    STDIN_WAIT.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// `process.Process/CloseStdin`: the command reads end of file after what was sent.
+    fn close_stdin(&self) -> Result<Value, RpcError> {
+        let pid = self.pid()?;
+        self.state.e2b.processes.close_stdin(&self.id, pid)?;
+        Ok(json!({}))
     }
 
     fn list_processes(&self) -> Result<Value, RpcError> {
@@ -745,25 +795,83 @@ struct Running {
     sandbox: String,
     config: Value,
     kill: Option<oneshot::Sender<()>>,
+    stdin: Stdin,
+    /// The streams that hear the command's events: its `Start`'s and each `Connect`'s.
+    listeners: Vec<mpsc::Sender<Bytes>>,
 }
 
+/// A command's live stdin.
+#[derive(Debug)]
+enum Stdin {
+    /// Started without `stdin: true`: its stdin was empty.
+    None,
+    Open(StdinWriter),
+    Closed,
+}
+
+/// How many event frames a listener may lag behind before the command waits for it.
+const LISTENER_FRAMES: usize = 64;
+
+/// How long a `SendInput` waits for room in a command's stdin (which it does not read).
+const STDIN_WAIT: Duration = Duration::from_secs(10);
+
 impl Processes {
-    fn add(&self, sandbox: &str, config: Value) -> (u32, oneshot::Receiver<()>) {
+    /// Registers a command; its `Start` stream is its first listener (returned).
+    fn add(
+        &self,
+        sandbox: &str,
+        config: Value,
+        stdin: Option<StdinWriter>,
+    ) -> (u32, oneshot::Receiver<()>, mpsc::Receiver<Bytes>) {
         let pid = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        let (frames, listener) = mpsc::channel(LISTENER_FRAMES);
         self.running.lock().expect("not poisoned").insert(
             pid,
             Running {
                 sandbox: sandbox.to_owned(),
                 config,
                 kill: Some(tx),
+                stdin: stdin.map_or(Stdin::None, Stdin::Open),
+                listeners: vec![frames],
             },
         );
-        (pid, rx)
+        (pid, rx, listener)
     }
 
-    fn done(&self, pid: u32) {
-        self.running.lock().expect("not poisoned").remove(&pid);
+    /// A new listener of the command `pid` of `sandbox` (`Connect`), its first frame the
+    /// command's `start`; `None`: no such command.
+    fn listen(&self, sandbox: &str, pid: u32) -> Option<mpsc::Receiver<Bytes>> {
+        let mut running = self.running.lock().expect("not poisoned");
+        let r = running.get_mut(&pid).filter(|r| r.sandbox == sandbox)?;
+        let (frames, listener) = mpsc::channel(LISTENER_FRAMES);
+        frames
+            .try_send(event(json!({ "start": { "pid": pid } })))
+            .expect("room in a new channel");
+        r.listeners.push(frames);
+        Some(listener)
+    }
+
+    /// The command's listeners now (closed ones dropped).
+    fn listeners(&self, pid: u32) -> Vec<mpsc::Sender<Bytes>> {
+        let mut running = self.running.lock().expect("not poisoned");
+        match running.get_mut(&pid) {
+            Some(r) => {
+                r.listeners.retain(|l| !l.is_closed());
+                r.listeners.clone()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The command has ended: it leaves the list; returns its listeners, for its end.
+    fn done(&self, pid: u32) -> Vec<mpsc::Sender<Bytes>> {
+        self.running
+            .lock()
+            .expect("not poisoned")
+            .remove(&pid)
+            .map(|r| r.listeners)
+            .unwrap_or_default()
     }
 
     /// Ends the command `pid` of `sandbox`; false when there is no such command.
@@ -777,6 +885,38 @@ impl Processes {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// The writer of the live stdin of the command `pid` of `sandbox`.
+    fn stdin(&self, sandbox: &str, pid: u32) -> Result<StdinWriter, RpcError> {
+        let running = self.running.lock().expect("not poisoned");
+        match running.get(&pid).filter(|r| r.sandbox == sandbox) {
+            None => Err(not_found(pid)),
+            Some(r) => match &r.stdin {
+                Stdin::Open(w) => Ok(w.clone()),
+                Stdin::None => Err(no_stdin(pid)),
+                Stdin::Closed => Err(RpcError::new(
+                    "failed_precondition",
+                    format!("the stdin of process {pid} is closed"),
+                )),
+            },
+        }
+    }
+
+    /// Closes the live stdin of the command `pid` of `sandbox` (the program reads end of
+    /// file once what was sent is read). Closing it again is not an error.
+    fn close_stdin(&self, sandbox: &str, pid: u32) -> Result<(), RpcError> {
+        let mut running = self.running.lock().expect("not poisoned");
+        match running.get_mut(&pid).filter(|r| r.sandbox == sandbox) {
+            None => Err(not_found(pid)),
+            Some(r) => match r.stdin {
+                Stdin::None => Err(no_stdin(pid)),
+                _ => {
+                    r.stdin = Stdin::Closed;
+                    Ok(())
+                }
+            },
         }
     }
 
@@ -801,93 +941,111 @@ impl Processes {
     }
 }
 
-/// Single-quoted for bash.
-pub(crate) fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+fn not_found(pid: u32) -> RpcError {
+    RpcError::new("not_found", format!("process with pid {pid} not found"))
 }
 
-/// The script of a `process.Process/Start`: into `cwd` (default [`HOME`]), the command's
-/// environment variables, then the command itself (`exec`, so its status is the script's).
-pub(crate) fn command_script(
-    cmd: &str,
-    args: &[String],
-    envs: &BTreeMap<String, String>,
-    cwd: Option<&str>,
-) -> Result<String, RpcError> {
-    let valid_name = |k: &str| {
-        !k.is_empty()
-            && !k.starts_with(|c: char| c.is_ascii_digit())
-            && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+fn no_stdin(pid: u32) -> RpcError {
+    RpcError::new(
+        "failed_precondition",
+        format!("process {pid} was started without stdin (start it with stdin=True)"),
+    )
+}
+
+/// The script of every `process.Process/Start`: it replaces itself with the command (its
+/// arguments: the command and the command's own), so the command's status is the run's. The
+/// environment and working directory are the execution's own (the engine's `env` and `cwd`).
+pub(crate) const COMMAND_SCRIPT: &str = "exec \"$@\"\n";
+
+fn event(e: Value) -> Bytes {
+    connect::message(&json!({ "event": e }))
+}
+
+/// A `Start` request: the command's argv, environment and working directory (absolute,
+/// [`HOME`] by default), and whether its stdin stays open.
+#[derive(Debug)]
+pub(crate) struct StartCommand {
+    pub(crate) argv: Vec<String>,
+    pub(crate) envs: BTreeMap<String, String>,
+    pub(crate) cwd: String,
+    pub(crate) stdin: bool,
+    /// What `List` shows of it.
+    pub(crate) config: Value,
+}
+
+/// Parses a `Start` request (the engine checks the variables' names and the directory).
+pub(crate) fn start_command(request: &Value) -> Result<StartCommand, RpcError> {
+    let process = field(request, "process", "process")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let cmd = string_field(&process, "cmd", "cmd")?.unwrap_or_default();
+    let args: Vec<String> = match field(&process, "args", "args") {
+        None => Vec::new(),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|_| RpcError::new("invalid_argument", "process.args: strings"))?,
     };
-    let mut script = format!(
-        "cd -- {} || exit 1\n",
-        shell_quote(&absolute(cwd.unwrap_or(HOME)))
-    );
-    for (k, v) in envs {
-        if !valid_name(k) {
-            return Err(RpcError::new(
-                "invalid_argument",
-                format!("envs: {k:?} is not a valid variable name"),
-            ));
-        }
-        if v.contains('\0') {
-            return Err(RpcError::new("invalid_argument", format!("envs.{k}: NUL")));
-        }
-        script.push_str(&format!("export {k}={}\n", shell_quote(v)));
+    let envs: BTreeMap<String, String> = match field(&process, "envs", "envs") {
+        None => BTreeMap::new(),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|_| RpcError::new("invalid_argument", "process.envs: strings"))?,
+    };
+    let cwd = string_field(&process, "cwd", "cwd")?;
+    if field(request, "pty", "pty").is_some() {
+        return Err(RpcError::new(
+            "unimplemented",
+            "PTYs are not supported by Warden",
+        ));
     }
+    let stdin = match field(request, "stdin", "stdin") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(RpcError::new("invalid_argument", "stdin: a boolean")),
+    };
     if cmd.is_empty() || cmd.contains('\0') || args.iter().any(|a| a.contains('\0')) {
         return Err(RpcError::new(
             "invalid_argument",
             "process.cmd: required, no NUL",
         ));
     }
-    script.push_str("exec ");
-    script.push_str(&shell_quote(cmd));
-    for a in args {
-        script.push(' ');
-        script.push_str(&shell_quote(a));
-    }
-    script.push('\n');
-    Ok(script)
+    let config = json!({ "cmd": cmd, "args": args, "envs": envs, "cwd": cwd });
+    let cwd = match cwd.as_deref() {
+        None | Some("") => HOME.to_owned(),
+        Some(c) => absolute(c),
+    };
+    let mut argv = vec![cmd];
+    argv.extend(args);
+    Ok(StartCommand {
+        argv,
+        envs,
+        cwd,
+        stdin,
+        config,
+    })
 }
 
-fn event(e: Value) -> Bytes {
-    connect::message(&json!({ "event": e }))
-}
-
-/// `process.Process/Start`: the command runs as one execution in the sandbox; `start`, then
-/// its output as it comes, then `end`.
-async fn start(call: Call, headers: &HeaderMap) -> Response {
-    let process = field(&call.request, "process", "process")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let parsed = (|| {
-        let cmd = string_field(&process, "cmd", "cmd")?.unwrap_or_default();
-        let args: Vec<String> = match field(&process, "args", "args") {
-            None => Vec::new(),
-            Some(v) => serde_json::from_value(v.clone())
-                .map_err(|_| RpcError::new("invalid_argument", "process.args: strings"))?,
-        };
-        let envs: BTreeMap<String, String> = match field(&process, "envs", "envs") {
-            None => BTreeMap::new(),
-            Some(v) => serde_json::from_value(v.clone())
-                .map_err(|_| RpcError::new("invalid_argument", "process.envs: strings"))?,
-        };
-        let cwd = string_field(&process, "cwd", "cwd")?;
-        if field(&call.request, "pty", "pty").is_some() {
-            return Err(RpcError::new(
-                "unimplemented",
-                "PTYs are not supported by Warden",
-            ));
+/// The engine's refusal of a command's `envs` or `cwd` in envd's words.
+fn start_error(e: warden_engine::EngineError) -> RpcError {
+    match e {
+        warden_engine::EngineError::InvalidRequest { field, message } => {
+            let field = if field == "env" {
+                "process.envs"
+            } else {
+                field
+            };
+            let field = if field == "cwd" { "process.cwd" } else { field };
+            RpcError::new("invalid_argument", format!("{field}: {message}"))
         }
-        let script = command_script(&cmd, &args, &envs, cwd.as_deref())?;
-        Ok((
-            script,
-            json!({ "cmd": cmd, "args": args, "envs": envs, "cwd": cwd }),
-        ))
-    })();
-    let (script, config) = match parsed {
-        Ok(p) => p,
+        e => RpcError::from_api(&api_error(e)),
+    }
+}
+
+/// `process.Process/Start`: the command runs as one execution in the sandbox, with its own
+/// environment and working directory (and, with `stdin: true`, a live stdin); `start`, then
+/// its output as it comes, then `end`. The command runs on when its stream goes away (as
+/// envd's do): `Connect` hears it again, `SendSignal` ends it, its timeout bounds it.
+async fn start(call: Call, headers: &HeaderMap) -> Response {
+    let command = match start_command(&call.request) {
+        Ok(c) => c,
         Err(e) => return stream_error(e),
     };
     // The client's deadline, at most the sandbox's own timeout.
@@ -911,24 +1069,30 @@ async fn start(call: Call, headers: &HeaderMap) -> Response {
             &call.caller.engine(),
             &call.id,
             SandboxExec {
-                code: script,
+                code: COMMAND_SCRIPT.into(),
                 language: Some("bash".into()),
                 timeout: Some(timeout),
-                stdin: Vec::new(),
-                args: Vec::new(),
-                context: None,
+                args: command.argv,
+                env: command.envs,
+                cwd: Some(command.cwd),
+                live_stdin: command.stdin,
+                ..SandboxExec::default()
             },
         )
         .await;
-    let execution = match started {
+    let mut execution = match started {
         Ok(e) => e,
-        Err(e) => return stream_error(RpcError::from_api(&api_error(e))),
+        Err(e) => return stream_error(start_error(e)),
     };
     let processes = call.state.e2b.processes.clone();
-    let (pid, kill) = processes.add(&call.id, config);
-    let (frames, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(drive(execution, pid, kill, frames, processes));
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+    let (pid, kill, listener) = processes.add(&call.id, command.config, execution.take_stdin());
+    tokio::spawn(drive(execution, pid, kill, processes));
+    stream_response(listener)
+}
+
+/// A Connect stream of the frames a listener gets.
+fn stream_response(listener: mpsc::Receiver<Bytes>) -> Response {
+    let body = futures_util::stream::unfold(listener, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
     });
     let mut r = axum::body::Body::from_stream(body).into_response();
@@ -939,20 +1103,43 @@ async fn start(call: Call, headers: &HeaderMap) -> Response {
     r
 }
 
-/// Runs a command's execution and writes its stream: `start`, the output, `end` (or the
-/// stream's error). A kill, or a client that goes away, drops the execution: its run is
-/// killed.
+/// `process.Process/Connect`: a new stream of a running command's events from now on (its
+/// `start`, then its output, then its `end`).
+fn connect_to(call: &Call) -> Response {
+    let pid = match call.pid() {
+        Ok(p) => p,
+        Err(e) => return stream_error(e),
+    };
+    match call.state.e2b.processes.listen(&call.id, pid) {
+        Some(listener) => stream_response(listener),
+        None => stream_error(not_found(pid)),
+    }
+}
+
+/// Sends a frame to every listener of the command (a listener that went away is dropped).
+async fn broadcast(listeners: &[mpsc::Sender<Bytes>], frame: &Bytes) {
+    for l in listeners {
+        let _ = l.send(frame.clone()).await;
+    }
+}
+
+/// Runs a command's execution and writes its events to its listeners: `start` (to the
+/// `Start` stream), the output, `end` (or the stream's error). A kill drops the execution:
+/// its run is killed.
 async fn drive(
     execution: warden_engine::Execution,
     pid: u32,
     mut kill: oneshot::Receiver<()>,
-    frames: mpsc::Sender<Bytes>,
     processes: Processes,
 ) {
-    let _ = frames.send(event(json!({ "start": { "pid": pid } }))).await;
+    broadcast(
+        &processes.listeners(pid),
+        &event(json!({ "start": { "pid": pid } })),
+    )
+    .await;
     let (events_tx, mut events) = mpsc::channel::<ExecEvent>(64);
     let mut run = Box::pin(execution.run(Some(events_tx)));
-    let send_output = |e: ExecEvent| {
+    let output = |e: ExecEvent| {
         let data = match e {
             ExecEvent::Stdout { text, .. } => json!({ "stdout": B64.encode(text.as_bytes()) }),
             ExecEvent::Stderr { text, .. } => json!({ "stderr": B64.encode(text.as_bytes()) }),
@@ -964,33 +1151,33 @@ async fn drive(
         tokio::select! {
             out = run.as_mut() => break Some(out),
             Some(e) = events.recv() => {
-                if let Some(f) = send_output(e)
-                    && frames.send(f).await.is_err()
-                {
-                    break None;
+                if let Some(f) = output(e) {
+                    broadcast(&processes.listeners(pid), &f).await;
                 }
             }
             _ = &mut kill => break None,
-            () = frames.closed() => break None,
         }
     };
-    processes.done(pid);
     let Some(outcome) = outcome else {
-        // Killed (or nobody listens): the run is dropped here, which kills it.
+        // Killed: the run is dropped here, which kills it.
         drop(run);
-        let _ = frames
-            .send(event(json!({ "end": {
+        let listeners = processes.done(pid);
+        broadcast(
+            &listeners,
+            &event(json!({ "end": {
                 "exitCode": -1, "exited": false, "status": "signal: killed"
-            } })))
-            .await;
-        let _ = frames.send(connect::end(None)).await;
+            } })),
+        )
+        .await;
+        broadcast(&listeners, &connect::end(None)).await;
         return;
     };
     while let Ok(e) = events.try_recv() {
-        if let Some(f) = send_output(e) {
-            let _ = frames.send(f).await;
+        if let Some(f) = output(e) {
+            broadcast(&processes.listeners(pid), &f).await;
         }
     }
+    let listeners = processes.done(pid);
     let end = match outcome {
         Err(e) => connect::end(Some(&RpcError::from_api(&api_error(e)))),
         Ok(r) if r.reason == Reason::Timeout => connect::end(Some(&RpcError::new(
@@ -1014,9 +1201,9 @@ async fn drive(
                     r.reason
                 ));
             }
-            let _ = frames.send(event(json!({ "end": end }))).await;
+            broadcast(&listeners, &event(json!({ "end": end }))).await;
             connect::end(None)
         }
     };
-    let _ = frames.send(end).await;
+    broadcast(&listeners, &end).await;
 }

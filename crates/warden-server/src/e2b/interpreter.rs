@@ -246,6 +246,7 @@ async fn execute(State(state): State<AppState>, headers: HeaderMap, body: Bytes)
                 stdin: Vec::new(),
                 args: Vec::new(),
                 context,
+                ..SandboxExec::default()
             },
         )
         .await;

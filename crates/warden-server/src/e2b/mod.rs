@@ -20,7 +20,7 @@
 
 mod connect;
 mod control;
-mod envd;
+pub(crate) mod envd;
 mod interpreter;
 pub mod multipart;
 

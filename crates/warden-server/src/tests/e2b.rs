@@ -400,8 +400,32 @@ async fn bad_envd_requests_get_connect_errors_never_a_5xx_or_a_hang() {
             "/process.Process/SendInput",
             "application/json",
             "{}",
-            StatusCode::NOT_IMPLEMENTED,
-            "unimplemented",
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+        ),
+        (
+            "POST",
+            "/process.Process/SendInput",
+            "application/json",
+            r#"{"process":{"pid":4242},"input":{"stdin":"aGk="}}"#,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            "POST",
+            "/process.Process/SendInput",
+            "application/json",
+            r#"{"process":{"pid":4242},"input":{"stdin":"not base64!"}}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+        ),
+        (
+            "POST",
+            "/process.Process/CloseStdin",
+            "application/json",
+            r#"{"process":{"pid":4242}}"#,
+            StatusCode::NOT_FOUND,
+            "not_found",
         ),
         (
             "POST",
@@ -562,4 +586,127 @@ async fn files_round_trip_through_the_workspace() {
         (s, json_of(&b)["code"].as_u64()),
         (StatusCode::NOT_FOUND, Some(404))
     );
+}
+
+/// The messages of a Connect stream's envelopes (the end's included), as JSON.
+fn stream_messages(body: &[u8]) -> Vec<serde_json::Value> {
+    crate::e2b::decode_envelopes(body)
+        .unwrap()
+        .iter()
+        .map(|e| json_of(&e.message))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_commands_live_stdin_and_a_second_stream_through_connect() {
+    let app = app();
+    let (_, v) = create(&app, None, "{}").await;
+    let id = v["sandboxID"].as_str().unwrap().to_owned();
+    let token = v["envdAccessToken"].as_str().unwrap().to_owned();
+    let envelope = |msg: &str| {
+        let mut b = vec![0, 0, 0, 0, msg.len() as u8];
+        b.extend_from_slice(msg.as_bytes());
+        b
+    };
+    let unary = |path: &str, body: String| {
+        in_sandbox("POST", path, &id, 49983, Some(&token))
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let start = in_sandbox("POST", "/process.Process/Start", &id, 49983, Some(&token))
+        .header("content-type", "application/connect+json")
+        .body(Body::from(envelope(
+            r#"{"process":{"cmd":"cat","envs":{"A":"b"},"cwd":"/tmp"},"stdin":true}"#,
+        )))
+        .unwrap();
+    let resp = app.clone().oneshot(start).await.unwrap();
+    let mut body = resp.into_body();
+    let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let pid = stream_messages(&first)[0]["event"]["start"]["pid"]
+        .as_u64()
+        .unwrap();
+    // A second stream of the same command.
+    let connect = in_sandbox("POST", "/process.Process/Connect", &id, 49983, Some(&token))
+        .header("content-type", "application/connect+json")
+        .body(Body::from(envelope(&format!(
+            r#"{{"process":{{"pid":{pid}}}}}"#
+        ))))
+        .unwrap();
+    let second = app.clone().oneshot(connect).await.unwrap();
+    let listed = raw(&app, unary("/process.Process/List", "{}".into())).await;
+    assert_eq!(json_of(&listed.2)["processes"][0]["pid"], pid);
+    assert_eq!(
+        json_of(&listed.2)["processes"][0]["config"]["envs"]["A"],
+        "b"
+    );
+    for input in ["aGkK", "dGhlcmUK"] {
+        let (s, _, b) = raw(
+            &app,
+            unary(
+                "/process.Process/SendInput",
+                format!(r#"{{"process":{{"pid":{pid}}},"input":{{"stdin":"{input}"}}}}"#),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    }
+    let close = format!(r#"{{"process":{{"pid":{pid}}}}}"#);
+    let (s, _, _) = raw(&app, unary("/process.Process/CloseStdin", close.clone())).await;
+    assert_eq!(s, StatusCode::OK);
+    let rest = body.collect().await.unwrap().to_bytes();
+    let messages = stream_messages(&rest);
+    let stdout: Vec<u8> = messages
+        .iter()
+        .filter_map(|m| m["event"]["data"]["stdout"].as_str())
+        .flat_map(|b64| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(stdout, b"hi\nthere\n");
+    let end = messages
+        .iter()
+        .find(|m| m["event"]["end"].is_object())
+        .unwrap();
+    assert_eq!(end["event"]["end"]["exitCode"], 0, "{messages:?}");
+    let second = second.into_body().collect().await.unwrap().to_bytes();
+    let second = stream_messages(&second);
+    assert_eq!(second[0]["event"]["start"]["pid"], pid);
+    assert!(
+        second.iter().any(|m| m["event"]["end"]["exitCode"] == 0),
+        "{second:?}"
+    );
+    // The command is gone.
+    let (s, _, _) = raw(&app, unary("/process.Process/CloseStdin", close)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_commands_cwd_outside_the_sandbox_is_invalid_argument() {
+    let app = app();
+    let (_, v) = create(&app, None, "{}").await;
+    let id = v["sandboxID"].as_str().unwrap().to_owned();
+    let token = v["envdAccessToken"].as_str().unwrap().to_owned();
+    for msg in [
+        r#"{"process":{"cmd":"pwd","cwd":"/etc"}}"#,
+        r#"{"process":{"cmd":"pwd","envs":{"WARDEN_X":"1"}}}"#,
+        r#"{"process":{"cmd":"pwd"},"stdin":"yes"}"#,
+    ] {
+        let mut b = vec![0, 0, 0, 0, msg.len() as u8];
+        b.extend_from_slice(msg.as_bytes());
+        let (s, _, body) = raw(
+            &app,
+            in_sandbox("POST", "/process.Process/Start", &id, 49983, Some(&token))
+                .header("content-type", "application/connect+json")
+                .body(Body::from(b))
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        let end = &stream_messages(&body)[0];
+        assert_eq!(end["error"]["code"], "invalid_argument", "{msg}: {end}");
+    }
 }

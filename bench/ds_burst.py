@@ -30,6 +30,7 @@ def row(name, xs):
 
 class Api:
     def __init__(self, host, port):
+        self.host, self.port = host, port
         self.conn = http.client.HTTPConnection(host, port, timeout=300)
 
     def call(self, method, path, body=None):
@@ -42,8 +43,11 @@ class Api:
         return json.loads(data) if data else None
 
     def metric(self, name):
-        self.conn.request("GET", "/metrics")
-        text = self.conn.getresponse().read().decode()
+        # A connection of its own each time: the daemon closes one left idle while a pool fills.
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
         m = re.search(rf'^warden_pool_{name}{{profile="data_science"}} (\d+)$', text, re.M)
         if not m:
             sys.exit(f"no warden_pool_{name} for data_science in /metrics")

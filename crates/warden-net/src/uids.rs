@@ -94,18 +94,19 @@ impl UidRange {
     /// Leases a uid of the range in `dir`, skipping any a crashed holder still has processes
     /// of (`users`).
     pub fn lease(&self, dir: &Path, users: &dyn UidUsers) -> Result<UidLease, LeaseError> {
-        self.lease_from(dir, users, search_start() % self.count.min(SPREAD))
+        self.lease_from(dir, users, search_start())
     }
 
     fn lease_from(
         &self,
         dir: &Path,
         users: &dyn UidUsers,
-        start: u32,
+        seed: u32,
     ) -> Result<UidLease, LeaseError> {
         let leases = LockLeases::new(dir, "uid", self.base, self.count);
-        let mut lease =
-            leases.lease(start, |uid, record| record.is_empty() || !users.in_use(uid))?;
+        let mut lease = leases.lease_spread(seed, SPREAD, |uid, record| {
+            record.is_empty() || !users.in_use(uid)
+        })?;
         let uid = lease.index();
         lease
             .write_record(&format!("held by {}\n", std::process::id()))
@@ -197,12 +198,14 @@ impl UidRange {
     }
 }
 
-/// Searches start among the range's first `SPREAD` uids: spread enough that consecutive
-/// sandboxes rarely get the uid just freed, few enough that the lock files (one per uid ever
-/// used, in a tmpfs) stay a few thousand whatever the range's size.
+/// Searches probe among the range's first `SPREAD` uids, a window that doubles while it is
+/// crowded ([`LockLeases::lease_spread`]): spread enough that consecutive sandboxes rarely get
+/// the uid just freed, few enough that the lock files (one per uid ever used, in a tmpfs)
+/// stay a few thousand, or about twice the most sandboxes held at once, whatever the range's
+/// size.
 const SPREAD: u32 = 4096;
 
-/// Where a search starts: varies with the time and the process, so that consecutive sandboxes
+/// Where a search's probes come from: varies with the time and the process, so that consecutive sandboxes
 /// rarely get the uid just freed (whatever the kernel frees late is then never charged to
 /// the next tenant).
 fn search_start() -> u32 {
@@ -298,20 +301,52 @@ mod tests {
         let mut users = FakeUsers::default();
         // Dropped without release: a holder that died.
         let crashed = range.lease_from(tmp.path(), &users, 0).unwrap();
-        assert_eq!(crashed.uid(), 7000);
+        let (dead, other) = match crashed.uid() {
+            7000 => (7000, 7001),
+            _ => (7001, 7000),
+        };
         drop(crashed);
-        users.busy.insert(7000);
+        users.busy.insert(dead);
         let next = range.lease_from(tmp.path(), &users, 0).unwrap();
-        assert_eq!(next.uid(), 7001, "7000 still has processes");
-        // Asked about 7000 (once its lock was free: a forked copy may delay that).
-        assert!(users.asked.borrow().iter().all(|&u| u == 7000));
-        // Nothing else free while 7000 is busy.
+        assert_eq!(next.uid(), other, "{dead} still has processes");
+        // Asked about the dead holder's uid (once its lock was free: a forked copy may delay
+        // that).
+        assert!(users.asked.borrow().iter().all(|&u| u == dead));
+        // Nothing else free while it is busy.
         assert!(range.lease_from(tmp.path(), &users, 0).is_err());
         users.busy.clear();
-        let recovered = eventually(7000, UidLease::uid, || {
+        let recovered = eventually(dead, UidLease::uid, || {
             range.lease_from(tmp.path(), &users, 0)
         });
         drop((next, recovered));
+    }
+
+    #[test]
+    fn a_crowded_range_still_leases_and_keeps_its_files_near_the_peak() {
+        let tmp = tempfile::tempdir().unwrap();
+        let range = UidRange {
+            base: 300_000,
+            count: 65_536,
+        };
+        let users = FakeUsers::default();
+        let held: Vec<UidLease> = (0..SPREAD + 200)
+            .map(|i| {
+                range
+                    .lease_from(tmp.path(), &users, i.wrapping_mul(2_654_435_761))
+                    .unwrap()
+            })
+            .collect();
+        let mut uids: Vec<u32> = held.iter().map(UidLease::uid).collect();
+        uids.sort();
+        uids.dedup();
+        assert_eq!(uids.len(), held.len(), "a uid leased twice");
+        // The window grew only as far as needed: at most twice the peak in lock files.
+        let files = std::fs::read_dir(tmp.path()).unwrap().count();
+        assert!(
+            files <= 2 * held.len(),
+            "{files} lock files for {} leases",
+            held.len()
+        );
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! (the `default` context is Python; a JavaScript context is created explicitly). The default
 //! context, and only it, starts with the profile's `preload_modules` imported (Python modules,
 //! so never into another language's context), whether made on first use or ahead of time in a
-//! pooled sandbox (so both are the same context).
+//! pooled sandbox (so both are the same context). A durable sandbox taken up after a restart
+//! of the daemon has its contexts listed with no interpreter (`pending`): the first cell in
+//! one starts it fresh and answers `context_restarted: true` (its variables are lost).
 
 use crate::backend::{CellPlan, ContextSpec, EventSender};
 use crate::sandboxes::{Entry, PreparedExec, Use};
@@ -66,6 +68,8 @@ pub(crate) struct ContextMeta {
     last_used_ms: u64,
     executions: u64,
     restarts: u64,
+    /// Listed, with no interpreter yet: taken up after a restart of the daemon.
+    pending: bool,
 }
 
 impl ContextMeta {
@@ -101,6 +105,7 @@ impl Contexts {
             last_used_ms: started_ms,
             executions: 0,
             restarts: 0,
+            pending: false,
         };
         let contexts = Contexts::default();
         contexts
@@ -109,6 +114,46 @@ impl Contexts {
             .expect("not poisoned")
             .insert(DEFAULT_CONTEXT.to_owned(), meta);
         contexts
+    }
+
+    /// The contexts of a durable sandbox taken up after a restart: listed, none running.
+    pub(crate) fn restored(records: &[crate::store::ContextRecord]) -> Contexts {
+        let contexts = Contexts::default();
+        {
+            let mut live = contexts.live.lock().expect("not poisoned");
+            for r in records {
+                let Ok(language) = Language::new(&r.language) else {
+                    continue;
+                };
+                live.insert(
+                    r.id.clone(),
+                    ContextMeta {
+                        id: r.id.clone(),
+                        language,
+                        created_ms: r.created_ms,
+                        last_used_ms: r.created_ms,
+                        executions: 0,
+                        restarts: 0,
+                        pending: true,
+                    },
+                );
+            }
+        }
+        contexts
+    }
+
+    /// What a durable sandbox's record keeps of its contexts.
+    pub(crate) fn records(&self) -> Vec<crate::store::ContextRecord> {
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .map(|m| crate::store::ContextRecord {
+                id: m.id.clone(),
+                language: m.language.to_string(),
+                created_ms: m.created_ms,
+            })
+            .collect()
     }
 
     fn get(&self, id: &str) -> Option<ContextMeta> {
@@ -212,13 +257,25 @@ impl Sandboxes {
             last_used_ms: now,
             executions: 0,
             restarts: 0,
+            pending: false,
         };
         entry
             .contexts
             .live
             .lock()
             .expect("not poisoned")
-            .insert(id, meta.clone());
+            .insert(id.clone(), meta.clone());
+        // A durable sandbox's record lists it, or it is not made.
+        if let Err(e) = self.save(entry) {
+            entry
+                .contexts
+                .live
+                .lock()
+                .expect("not poisoned")
+                .remove(&id);
+            let _ = entry.handle.destroy_context(&id).await;
+            return Err(e);
+        }
         Ok(meta)
     }
 
@@ -280,6 +337,7 @@ impl Sandboxes {
             return Err(EngineError::ContextNotFound(id.to_owned()));
         }
         entry.handle.destroy_context(id).await?;
+        self.save(&entry)?;
         Ok(id.to_owned())
     }
 
@@ -292,12 +350,16 @@ impl Sandboxes {
         id: &str,
     ) -> Result<ContextInfo, EngineError> {
         let entry = self.find(caller.owner(), sandbox)?;
-        if entry.contexts.get(id).is_none() {
+        let Some(meta) = entry.contexts.get(id) else {
             return Err(EngineError::ContextNotFound(id.to_owned()));
-        }
+        };
         let _slot = self.engine().admit(caller).await?;
         entry.touch(Use::Files);
-        entry.handle.restart_context(id).await?;
+        if meta.pending {
+            self.start_pending(&entry, id).await?;
+        } else {
+            entry.handle.restart_context(id).await?;
+        }
         entry.contexts.update(id, |m| {
             m.restarts += 1;
             m.last_used_ms = warden_types::now_ms();
@@ -352,6 +414,31 @@ impl Sandboxes {
         Ok(())
     }
 
+    /// Starts the interpreter of a context taken up after a restart (fresh state); returns
+    /// whether this call started it (another may have meanwhile).
+    async fn start_pending(&self, entry: &Entry, id: &str) -> Result<bool, EngineError> {
+        let _creating = entry.contexts.creating.lock().await;
+        let Some(meta) = entry.contexts.get(id) else {
+            return Err(EngineError::ContextNotFound(id.to_owned()));
+        };
+        if !meta.pending {
+            return Ok(false);
+        }
+        let (language, command) = self.context_runtime(entry, Some(meta.language.to_string()))?;
+        entry
+            .handle
+            .create_context(self.context_spec(
+                &entry.profile,
+                id.to_owned(),
+                language,
+                command,
+                entry.limits.clone(),
+            ))
+            .await?;
+        entry.contexts.update(id, |m| m.pending = false);
+        Ok(true)
+    }
+
     /// Runs a prepared cell in its context, creating the default context on first use.
     pub(crate) async fn run_in_context(
         &self,
@@ -372,6 +459,9 @@ impl Sandboxes {
                     .await?;
             }
         }
+        // A context taken up after a restart of the daemon starts fresh here, and says so.
+        let started_fresh = entry.contexts.get(&context).is_some_and(|m| m.pending)
+            && self.start_pending(&entry, &context).await?;
         entry.touch(Use::ExecStart);
         let result = entry
             .handle
@@ -386,7 +476,10 @@ impl Sandboxes {
             )
             .await;
         entry.touch(Use::ExecEnd);
-        let result = result?;
+        let mut result = result?;
+        if started_fresh {
+            result.cell.context_restarted = Some(true);
+        }
         let restarted = result.cell.context_restarted == Some(true);
         entry.contexts.update(&context, |m| {
             m.executions += 1;

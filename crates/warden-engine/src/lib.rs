@@ -20,6 +20,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
 pub mod shape;
+pub mod store;
 
 pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
 pub use audit::{AuditEvent, AuditLog, Decision, DestroyCause, Visible};
@@ -28,11 +29,12 @@ pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_PAUSE, SandboxSpec, Unsupported,
+    NO_CONTEXTS, NO_DURABLE, NO_PAUSE, SandboxSpec, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;
-pub use sandboxes::{CreateSandbox, SandboxExec, SandboxInfo, Sandboxes};
+pub use sandboxes::{CreateSandbox, Restored, SandboxExec, SandboxInfo, Sandboxes};
+pub use store::{Store, StoreError};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -108,6 +110,10 @@ pub enum EngineError {
     },
     #[error("the server is stopping")]
     ShuttingDown,
+    /// Durable state could not be written under the data directory (which operation, why);
+    /// what was saved before is intact.
+    #[error("{0}")]
+    Storage(store::StoreError),
     /// A failure of the engine itself (a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
@@ -146,6 +152,8 @@ impl EngineError {
             EngineError::Busy { .. } | EngineError::KeyBusy { .. } => "too_many_requests",
             EngineError::ShuttingDown => "shutting_down",
             EngineError::Internal(_) => "internal",
+            EngineError::Storage(store::StoreError::Full { .. }) => "storage_full",
+            EngineError::Storage(_) => "storage_failed",
             EngineError::Backend(b) => match b {
                 BackendError::Refused(_) => "refused",
                 BackendError::Command(_) => "runtime_unavailable",
@@ -154,6 +162,7 @@ impl EngineError {
                 BackendError::BadPath(_) => "bad_path",
                 BackendError::Gone(_) => "sandbox_gone",
                 BackendError::Lost(_) => "sandbox_lost",
+                BackendError::NoSpace(_) => "storage_full",
                 BackendError::ImportRefused(_) => "policy_violation",
                 BackendError::Setup(_) | BackendError::Internal(_) => "internal",
             },

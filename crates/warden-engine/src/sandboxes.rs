@@ -9,10 +9,19 @@
 //! new execution can start on a sandbox being destroyed; expiry uses the monotonic clock. A
 //! create may be answered with a warm sandbox from the profile's pool (see [`crate::pool`])
 //! only when it would have built exactly that sandbox; it is then registered like any other.
+//!
+//! Durable sandboxes (a profile's `durable`, with a [`Store`]): the record of each is saved
+//! before the sandbox is listed and after every change that a restart must see (its TTLs, its
+//! contexts); a sandbox whose record could not be saved is not made; a destroyed sandbox's
+//! record goes after its backend released it, then its folder; shutdown releases durable
+//! sandboxes without removing them, and [`Sandboxes::restore`] takes them up again at the
+//! next start (files as they were, contexts restarted on first use, the idle TTL counted
+//! afresh, the lifetime from the original creation).
 
 use crate::audit::{Decision, DestroyCause};
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::pool::{BuildKey, Pools};
+use crate::store::{SandboxRecord, Store};
 use crate::{Caller, Engine, EngineError, ExecRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -74,6 +83,11 @@ pub(crate) struct Entry {
     pub(crate) handle: Arc<dyn BackendSandbox>,
     usage: Mutex<Usage>,
     pub(crate) contexts: crate::contexts::Contexts,
+    /// Kept across restarts of the daemon (see the module docs).
+    durable: bool,
+    /// What the sandbox was built with, for its record.
+    env: BTreeMap<String, String>,
+    home: Option<String>,
 }
 
 /// How long a sandbox may live: unused, and in all.
@@ -181,6 +195,21 @@ pub struct Sandboxes {
     max_live: usize,
     /// Warm sandboxes waiting for a caller; not in `live` (see [`crate::pool`]).
     pub(crate) pools: Arc<Pools>,
+    /// Where durable sandboxes are kept; `None`: no sandbox outlives this process.
+    store: Option<Arc<Store>>,
+}
+
+/// What [`Sandboxes::restore`] found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Restored {
+    /// Taken up again, with their files.
+    pub restored: Vec<String>,
+    /// Past their lifetime: removed.
+    pub expired: Vec<String>,
+    /// Not taken up, and why; their records and files are kept for the next start.
+    pub failed: Vec<(String, String)>,
+    /// Folders without a record (a crash while one was made or removed): removed.
+    pub swept: Vec<String>,
 }
 
 /// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_in`]).
@@ -253,6 +282,63 @@ impl Sandboxes {
             live: Arc::new(Mutex::new(BTreeMap::new())),
             max_live,
             pools: Arc::new(Pools::default()),
+            store: None,
+        }
+    }
+
+    /// Keeps the sandboxes of durable profiles in `store` (see the module docs).
+    pub fn with_store(mut self, store: Store) -> Sandboxes {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The record a restart needs of a durable sandbox.
+    fn record_of(entry: &Entry) -> SandboxRecord {
+        let ttls = *entry.ttls.lock().expect("not poisoned");
+        SandboxRecord {
+            id: entry.id.clone(),
+            name: entry.name.clone(),
+            owner: entry.owner.clone(),
+            profile: entry.profile.clone(),
+            language: entry.language.clone(),
+            labels: entry.labels.clone(),
+            limits: entry.limits.clone(),
+            idle_ttl_seconds: ttls.idle.as_secs(),
+            lifetime_ms: ttls.lifetime.as_millis() as u64,
+            created_ms: entry.created_ms,
+            env: entry.env.clone(),
+            home: entry.home.clone(),
+            contexts: entry.contexts.records(),
+        }
+    }
+
+    /// Saves a durable sandbox's record (nothing to do for another).
+    pub(crate) fn save(&self, entry: &Entry) -> Result<(), EngineError> {
+        match &self.store {
+            Some(store) if entry.durable => store
+                .put(&Self::record_of(entry))
+                .map_err(EngineError::Storage),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes what a destroyed durable sandbox kept on disk: its record, then its folder. A
+    /// record that cannot be removed keeps the folder too (the next start takes it up again
+    /// rather than find a record without its files).
+    fn forget(&self, entry: &Entry) -> Result<(), EngineError> {
+        let Some(store) = self.store.as_ref().filter(|_| entry.durable) else {
+            return Ok(());
+        };
+        store.remove(&entry.id).map_err(EngineError::Storage)?;
+        let dir = store.sandbox_dir(&entry.id);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            // Swept at the next start (a folder without a record).
+            Err(e) => Err(EngineError::Storage(crate::store::StoreError::io(
+                format!("remove the workspace of sandbox {}", entry.id),
+                &e,
+            ))),
         }
     }
 
@@ -332,6 +418,9 @@ impl Sandboxes {
             "max_lifetime_seconds",
         )?;
         let backend = self.engine.backend_for(&profile_name)?.clone();
+        let durable = self.store.is_some()
+            && self.engine.settings().durable(profile)
+            && backend.supports_durable();
         let created_ms = warden_types::now_ms();
         let mut id = match &req.name {
             Some(name) => format!("{name}-{}", created_ms / 1000),
@@ -365,6 +454,7 @@ impl Sandboxes {
                 message: "an absolute, clean path under /home (e.g. /home/user)".into(),
             });
         }
+        let (env, home) = (req.env.clone(), req.home.clone());
         let spec = sandbox_spec(
             id.clone(),
             &profile_name,
@@ -374,8 +464,14 @@ impl Sandboxes {
             req.home,
         );
         // A warm sandbox built from exactly this spec (labels aside, which are the engine's
-        // record only), if the pool has a live one; else one built now.
-        let (handle, contexts) = match self.pools.take(&BuildKey::of(&plan, &spec)).await {
+        // record only), if the pool has a live one; else one built now. A durable one is
+        // built in its own folder (pooled sandboxes are not durable).
+        let pooled = if durable {
+            None
+        } else {
+            self.pools.take(&BuildKey::of(&plan, &spec)).await
+        };
+        let (handle, contexts) = match pooled {
             Some(pooled) => {
                 if req.name.is_none() {
                     // The id it was built with, which its backend's messages name.
@@ -386,6 +482,23 @@ impl Sandboxes {
                     pooled.context_started_ms,
                 );
                 (pooled.handle, contexts)
+            }
+            None if durable => {
+                let store = self.store.as_ref().expect("durable only with a store");
+                let dir = store.sandbox_dir(&id);
+                std::fs::create_dir(&dir).map_err(|e| {
+                    EngineError::Storage(crate::store::StoreError::io(
+                        format!("make the folder of sandbox {id}"),
+                        &e,
+                    ))
+                })?;
+                match backend.create_durable_sandbox(spec, &dir).await {
+                    Ok(handle) => (handle, Default::default()),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        return Err(e.into());
+                    }
+                }
             }
             None => (backend.create_sandbox(spec).await?, Default::default()),
         };
@@ -416,8 +529,17 @@ impl Sandboxes {
                 uses: 0,
             }),
             contexts,
+            durable,
+            env,
+            home,
         });
         let info = entry.info();
+        // Saved before it is listed: a sandbox is durable from its first answer on.
+        if let Err(e) = self.save(&entry) {
+            let _ = entry.handle.destroy().await;
+            let _ = self.forget(&entry);
+            return Err(e);
+        }
         let raced = {
             let mut live = self.live.lock().expect("not poisoned");
             if live.len() >= self.max_live || live.contains_key(&id) {
@@ -429,6 +551,7 @@ impl Sandboxes {
         };
         if raced {
             let _ = entry.handle.destroy().await;
+            let _ = self.forget(&entry);
             return Err(EngineError::TooManySandboxes { max: self.max_live });
         }
         self.engine
@@ -489,6 +612,7 @@ impl Sandboxes {
         self.live.lock().expect("not poisoned").remove(&entry.id);
         self.record_destroyed(&entry, DestroyCause::Request);
         entry.handle.destroy().await?;
+        self.forget(&entry)?;
         Ok(entry.id.clone())
     }
 
@@ -519,10 +643,20 @@ impl Sandboxes {
                 ),
             });
         }
-        *entry.ttls.lock().expect("not poisoned") = Ttls {
-            idle: from_now.min(Duration::from_secs(profile.idle_ttl_seconds)),
-            lifetime,
+        let before = {
+            let mut ttls = entry.ttls.lock().expect("not poisoned");
+            let before = *ttls;
+            *ttls = Ttls {
+                idle: from_now.min(Duration::from_secs(profile.idle_ttl_seconds)),
+                lifetime,
+            };
+            before
         };
+        if let Err(e) = self.save(&entry) {
+            // What a restart would find stays what the sandbox lives by.
+            *entry.ttls.lock().expect("not poisoned") = before;
+            return Err(e);
+        }
         Ok(entry.info())
     }
 
@@ -558,6 +692,8 @@ impl Sandboxes {
             self.record_destroyed(&entry, DestroyCause::Expired);
             if let Err(e) = entry.handle.destroy().await {
                 eprintln!("warden: reaping sandbox {}: {e}", entry.id);
+            } else if let Err(e) = self.forget(&entry) {
+                eprintln!("warden: reaping sandbox {}: {e}", entry.id);
             }
             ids.push(entry.id.clone());
         }
@@ -565,16 +701,140 @@ impl Sandboxes {
     }
 
     /// Destroys every sandbox, the pooled ones included, after stopping the pools' refills
-    /// (shutdown).
+    /// (shutdown). A durable sandbox is released (its processes end) and kept on disk for the
+    /// next start.
     pub async fn destroy_all(&self) {
         self.close_pools().await;
         let all: Vec<Arc<Entry>> = std::mem::take(&mut *self.live.lock().expect("not poisoned"))
             .into_values()
             .collect();
         for entry in all {
-            self.record_destroyed(&entry, DestroyCause::Shutdown);
+            if !entry.durable {
+                self.record_destroyed(&entry, DestroyCause::Shutdown);
+            }
             let _ = entry.handle.destroy().await;
         }
+    }
+
+    /// Takes up the durable sandboxes of an earlier process (at the daemon's start, before it
+    /// listens): each with its files, owner, name, labels, TTLs and the list of its contexts,
+    /// which start again (fresh) at their first use. A sandbox past its lifetime is removed;
+    /// one that cannot be taken up (its profile gone from the settings, its backend failing)
+    /// is named in the answer and kept on disk for the next start.
+    pub async fn restore(&self) -> Result<Restored, EngineError> {
+        let Some(store) = self.store.clone() else {
+            return Ok(Restored::default());
+        };
+        let (records, unreadable) = store.all().map_err(EngineError::Storage)?;
+        let mut out = Restored::default();
+        let mut known: std::collections::BTreeSet<String> =
+            unreadable.iter().map(|(id, _)| id.clone()).collect();
+        for (id, why) in unreadable {
+            out.failed
+                .push((id, format!("its record cannot be read: {why}")));
+        }
+        let now_ms = warden_types::now_ms();
+        for record in records {
+            known.insert(record.id.clone());
+            let id = record.id.clone();
+            if now_ms >= record.created_ms.saturating_add(record.lifetime_ms) {
+                match store.remove(&id) {
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir_all(store.sandbox_dir(&id));
+                        known.remove(&id);
+                        out.expired.push(id);
+                    }
+                    Err(e) => out.failed.push((id, e.to_string())),
+                }
+                continue;
+            }
+            match self.restore_one(&store, record).await {
+                Ok(()) => out.restored.push(id),
+                Err(why) => out.failed.push((id, why)),
+            }
+        }
+        out.swept = store.sweep(&known);
+        Ok(out)
+    }
+
+    async fn restore_one(&self, store: &Store, record: SandboxRecord) -> Result<(), String> {
+        let settings = self.engine.settings();
+        let Some(profile) = settings.profile(&record.profile) else {
+            return Err(format!(
+                "its profile {:?} is no longer in the settings",
+                record.profile
+            ));
+        };
+        let on_idle = profile.on_idle;
+        let backend = self
+            .engine
+            .backend_for(&record.profile)
+            .map_err(|e| e.to_string())?
+            .clone();
+        if !backend.supports_durable() {
+            return Err(format!(
+                "the {} backend of profile {:?} cannot take it up",
+                backend.name(),
+                record.profile
+            ));
+        }
+        let (_, mut plan) = self
+            .resolve_build(
+                Some(record.profile.clone()),
+                Some(record.language.clone()),
+                None,
+            )
+            .map_err(|e| e.to_string())?;
+        plan.limits = record.limits.clone();
+        let spec = sandbox_spec(
+            record.id.clone(),
+            &record.profile,
+            &plan,
+            record.labels.clone(),
+            record.env.clone(),
+            record.home.clone(),
+        );
+        let handle = backend
+            .restore_sandbox(spec, &store.sandbox_dir(&record.id))
+            .await
+            .map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        let lived = Duration::from_millis(warden_types::now_ms().saturating_sub(record.created_ms));
+        let entry = Arc::new(Entry {
+            id: record.id.clone(),
+            name: record.name,
+            owner: record.owner,
+            profile: record.profile,
+            language: record.language,
+            labels: record.labels,
+            limits: record.limits,
+            backend: backend.name(),
+            ttls: Mutex::new(Ttls {
+                idle: Duration::from_secs(record.idle_ttl_seconds),
+                lifetime: Duration::from_millis(record.lifetime_ms),
+            }),
+            on_idle,
+            created_ms: record.created_ms,
+            created: now.checked_sub(lived).unwrap_or(now),
+            handle,
+            usage: Mutex::new(Usage {
+                last_used: now,
+                last_used_ms: warden_types::now_ms(),
+                executions: 0,
+                running: 0,
+                paused: false,
+                uses: 0,
+            }),
+            contexts: crate::contexts::Contexts::restored(&record.contexts),
+            durable: true,
+            env: record.env,
+            home: record.home,
+        });
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .insert(record.id, entry);
+        Ok(())
     }
 
     /// Freezes every process of the caller's sandbox (its contexts keep their state) until

@@ -1,5 +1,7 @@
 //! The workspace of a sandbox with a lifetime: a size-capped tmpfs that is mounted nowhere on
-//! the host. The daemon holds its root as a descriptor; each run of the sandbox attaches a
+//! the host, or for a durable sandbox an ext4 image of the same size under the daemon's data
+//! directory, mounted nowhere either (see [`crate::disk`]): its files outlive the daemon,
+//! and [`Workspace::open_on_disk`] takes them up again. The daemon holds its root as a descriptor; each run of the sandbox attaches a
 //! clone of it in its own mount namespace, and the files API reads and writes through the
 //! descriptor.
 //!
@@ -86,6 +88,32 @@ impl Workspace {
     pub fn create(size_mb: u64, lease: UidLease) -> io::Result<Workspace> {
         let owner = (lease.uid(), lease.uid());
         let root = sys::detached_tmpfs(size_mb * 1024 * 1024, 0o700, owner.0, owner.1)?;
+        Self::over(root, lease)
+    }
+
+    /// Makes a durable workspace in `dir` (an ext4 image of `size_mb`, see [`crate::disk`]),
+    /// owned by the sandbox's leased uid, with the same folders as [`Workspace::create`].
+    pub fn create_on_disk(
+        dir: &Path,
+        size_mb: u64,
+        lease: UidLease,
+    ) -> Result<Workspace, crate::disk::DiskError> {
+        crate::disk::make_image(dir, size_mb, lease.uid(), lease.uid())?;
+        let root = crate::disk::mount(dir)?;
+        Self::over(root, lease).map_err(crate::disk::DiskError::Mount)
+    }
+
+    /// Takes up the durable workspace in `dir` as its last process left it; its files are
+    /// given to the sandbox's leased uid (which may differ from the last one).
+    pub fn open_on_disk(dir: &Path, lease: UidLease) -> Result<Workspace, crate::disk::DiskError> {
+        let root = crate::disk::mount(dir)?;
+        crate::disk::chown_tree(root.as_fd(), lease.uid(), lease.uid())?;
+        Self::over(root, lease).map_err(crate::disk::DiskError::Mount)
+    }
+
+    /// The workspace over a filesystem's root, with its folders made if missing.
+    fn over(root: OwnedFd, lease: UidLease) -> io::Result<Workspace> {
+        let owner = (lease.uid(), lease.uid());
         let ws = Workspace {
             root,
             owner,

@@ -70,6 +70,17 @@ impl From<EngineError> for ApiError {
                 eprintln!("warden serve: {e}");
                 S::SERVICE_UNAVAILABLE
             }
+            // The host's disk under the data directory: which operation, and why (no host
+            // path); nothing saved before is lost.
+            EngineError::Storage(warden_engine::StoreError::Full { .. })
+            | EngineError::Backend(BackendError::NoSpace(_)) => {
+                eprintln!("warden serve: {e}");
+                S::INSUFFICIENT_STORAGE
+            }
+            EngineError::Storage(_) => {
+                eprintln!("warden serve: {e}");
+                S::INTERNAL_SERVER_ERROR
+            }
             EngineError::Internal(_)
             | EngineError::Backend(BackendError::Setup(_) | BackendError::Internal(_)) => {
                 eprintln!("warden serve: internal error: {e}");

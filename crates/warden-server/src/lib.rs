@@ -126,6 +126,13 @@ impl AppState {
         }
     }
 
+    /// Keeps durable sandboxes in `store` (before the state is shared: see
+    /// [`Sandboxes::with_store`]).
+    pub fn with_store(mut self, store: warden_engine::Store) -> AppState {
+        self.sandboxes = self.sandboxes.with_store(store);
+        self
+    }
+
     /// Ends the open MCP sessions and streams, so a graceful shutdown is not held up by them.
     pub fn stop_mcp(&self) {
         self.mcp_stop.cancel();

@@ -842,4 +842,148 @@ mod tests {
         );
         assert!(s.list_contexts(None, &id).unwrap().is_empty());
     }
+
+    /// A backend whose sandboxes are durable: each restore gives the shared fake (no context
+    /// running: the engine must start them again).
+    #[derive(Debug)]
+    struct DurableFake(Arc<FakeSandbox>);
+
+    #[async_trait::async_trait]
+    impl Backend for DurableFake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Ok(result(CellOutput::default()))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            Ok(self.0.clone())
+        }
+        fn supports_durable(&self) -> bool {
+            true
+        }
+        async fn create_durable_sandbox(
+            &self,
+            _: SandboxSpec,
+            dir: &std::path::Path,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            std::fs::write(dir.join("image"), b"files").unwrap();
+            Ok(self.0.clone())
+        }
+        async fn restore_sandbox(
+            &self,
+            spec: SandboxSpec,
+            dir: &std::path::Path,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            assert_eq!(std::fs::read(dir.join("image")).unwrap(), b"files");
+            assert_eq!(spec.limits.memory_mb, 100, "the sandbox's own limits");
+            Ok(self.0.clone())
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+    }
+
+    fn durable_sandboxes(dir: &std::path::Path, fake: &Arc<FakeSandbox>) -> Sandboxes {
+        let engine = Engine::new(Arc::new(Settings::builtin()))
+            .with_backend(BackendKind::Jail, Arc::new(DurableFake(fake.clone())));
+        Sandboxes::new(engine, 4).with_store(crate::Store::open(dir).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_durable_sandbox_comes_back_with_its_contexts_restarted_and_destroy_forgets_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeSandbox {
+            supports: true,
+            ..FakeSandbox::default()
+        });
+        let alice = Caller {
+            owner: Some("alice".into()),
+            ..Caller::default()
+        };
+        let (made, ctx) = {
+            let s = durable_sandboxes(dir.path(), &fake);
+            let made = s
+                .create(
+                    &alice,
+                    CreateSandbox {
+                        name: Some("nb".into()),
+                        labels: [("team".to_owned(), "blue".to_owned())].into(),
+                        memory_mb: Some(100),
+                        ..CreateSandbox::default()
+                    },
+                )
+                .await
+                .unwrap();
+            s.start_exec(&alice, &made.id, cell("x = 1", DEFAULT_CONTEXT))
+                .await
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+            let ctx = s
+                .create_context(&alice, &made.id, CreateContext::default())
+                .await
+                .unwrap();
+            (made, ctx.id)
+            // Dropped without a shutdown: a crash.
+        };
+        assert_eq!(fake.created.lock().unwrap().len(), 2);
+        let s = durable_sandboxes(dir.path(), &fake);
+        let restored = s.restore().await.unwrap();
+        assert_eq!(restored.restored, vec![made.id.clone()], "{restored:?}");
+        let back = s.get(Some("alice"), &made.id).unwrap();
+        assert_eq!(
+            (
+                back.name,
+                back.labels,
+                back.created_at,
+                back.limits.memory_mb
+            ),
+            (made.name, made.labels, made.created_at, 100)
+        );
+        assert!(s.get(None, &made.id).is_err(), "another owner sees it");
+        let listed: Vec<String> = s
+            .list_contexts(Some("alice"), &made.id)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        for context in [DEFAULT_CONTEXT, ctx.as_str()] {
+            let first = s
+                .start_exec(&alice, &made.id, cell("1", context))
+                .await
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+            assert_eq!(first.cell.context_restarted, Some(true), "{context}");
+            let next = s
+                .start_exec(&alice, &made.id, cell("1", context))
+                .await
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+            assert_eq!(next.cell.context_restarted, Some(false), "{context}");
+        }
+        // Started again once each, the default one with its preloads like any default.
+        assert_eq!(fake.created.lock().unwrap().len(), 4);
+        s.destroy(Some("alice"), &made.id).await.unwrap();
+        assert!(!dir.path().join("sandboxes").join(&made.id).exists());
+        drop(s);
+        let s = durable_sandboxes(dir.path(), &fake);
+        assert_eq!(s.restore().await.unwrap(), crate::Restored::default());
+    }
 }

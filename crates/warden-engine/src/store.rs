@@ -99,6 +99,9 @@ pub struct SandboxRecord {
     pub contexts: Vec<ContextRecord>,
 }
 
+/// A record that cannot be read: its sandbox's id, and why.
+pub type Unreadable = (String, String);
+
 /// The data directory: the database and the sandboxes' folders.
 #[derive(Debug)]
 pub struct Store {
@@ -184,9 +187,9 @@ impl Store {
         })
     }
 
-    /// Every record, by id. A record that cannot be read is named in the second list (kept in
-    /// the database, never dropped silently).
-    pub fn all(&self) -> Result<(Vec<SandboxRecord>, Vec<(String, String)>), StoreError> {
+    /// Every record, by id. A record that cannot be read is named in the second list with
+    /// why (kept in the database, never dropped silently).
+    pub fn all(&self) -> Result<(Vec<SandboxRecord>, Vec<Unreadable>), StoreError> {
         let op = "read the sandboxes' records";
         let txn = self.db.begin_read().map_err(|e| StoreError::of(op, e))?;
         let table = txn

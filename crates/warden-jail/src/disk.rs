@@ -247,7 +247,7 @@ pub fn mount(dir: &Path) -> Result<OwnedFd, DiskError> {
 /// No process of the sandbox runs meanwhile. Symlinks are changed themselves, never followed.
 pub fn chown_tree(root: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), DiskError> {
     let err = DiskError::Chown;
-    let own = |dir: BorrowedFd<'_>, name: &std::ffi::CStr| -> io::Result<Option<libc::stat>> {
+    let own = |dir: BorrowedFd<'_>, name: &std::ffi::CStr| -> io::Result<libc::stat> {
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH;
         // SAFETY: a valid descriptor, C string and stat buffer.
@@ -262,7 +262,7 @@ pub fn chown_tree(root: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), DiskEr
                 return Err(io::Error::last_os_error());
             }
         }
-        Ok(Some(st))
+        Ok(st)
     };
     own(root, c"").map_err(err)?;
     let mut stack: Vec<OwnedFd> = vec![
@@ -278,9 +278,7 @@ pub fn chown_tree(root: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), DiskEr
             let c =
                 std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()))
                     .expect("a file name has no NUL");
-            let Some(st) = own(dir.as_fd(), &c).map_err(err)? else {
-                continue;
-            };
+            let st = own(dir.as_fd(), &c).map_err(err)?;
             if st.st_mode & libc::S_IFMT == libc::S_IFDIR && st.st_uid != 0 {
                 stack.push(
                     sys::open_beneath(

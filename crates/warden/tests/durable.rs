@@ -219,7 +219,7 @@ fn a_durable_sandbox_outlives_kill_9_and_an_upgraded_binary() {
     let (status, body) = http_request(
         &addr,
         "GET",
-        &format!("/v1/sandboxes/notebook/files/data/in.txt"),
+        "/v1/sandboxes/notebook/files/data/in.txt",
         &format!("Authorization: Bearer {ALICE}\r\n"),
         "",
     );

@@ -91,6 +91,9 @@ pub struct ServerSettings {
     /// images and the database of their records. One daemon at a time per folder (a second is
     /// refused at start). Default: /var/lib/warden. `warden serve --data-dir` overrides it.
     pub data_dir: PathBuf,
+    /// The disk each API key's snapshots (of durable sandboxes) may take in all, MiB; a
+    /// snapshot past it is refused. Default: 4096.
+    pub snapshot_quota_mb: u64,
 }
 
 impl Default for ServerSettings {
@@ -107,6 +110,7 @@ impl Default for ServerSettings {
             otlp: OtlpSettings::default(),
             audit: AuditSettings::default(),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            snapshot_quota_mb: 4096,
         }
     }
 }

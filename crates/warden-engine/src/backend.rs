@@ -238,6 +238,16 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_PAUSE.into()))
     }
 
+    /// Copies the workspace of a durable sandbox (see [`Backend::create_durable_sandbox`])
+    /// into `dir` (an empty folder the engine made), consistent as of one instant (no write
+    /// is half in it), in the form [`Backend::restore_sandbox`] takes up: the copy of a
+    /// snapshot's folder is a new sandbox's. Waits for a running execution to end. Default:
+    /// refused.
+    async fn snapshot_to(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let _ = dir;
+        Err(BackendError::Refused(NO_DURABLE.into()))
+    }
+
     /// Whether the sandbox is usable and the context's interpreter is running now (it was
     /// not killed or exited since it started). The warm pool asks this before it hands a
     /// sandbox out. A backend without contexts has none alive.

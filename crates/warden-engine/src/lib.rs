@@ -20,6 +20,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
 pub mod shape;
+pub mod snapshots;
 pub mod store;
 
 pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
@@ -34,6 +35,7 @@ pub use backend::{
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, Restored, SandboxExec, SandboxInfo, Sandboxes};
+pub use snapshots::{MAX_FORKS, SnapshotInfo};
 pub use store::{Store, StoreError};
 
 use std::collections::HashMap;
@@ -92,6 +94,18 @@ pub enum EngineError {
     SandboxBusy(String),
     #[error("no context {0:?} in this sandbox")]
     ContextNotFound(String),
+    #[error("no snapshot {0:?}")]
+    SnapshotNotFound(String),
+    #[error("a snapshot is already named {0:?}")]
+    SnapshotNameTaken(String),
+    #[error(
+        "the snapshot would take {need_mb} MiB, and this API key's snapshots hold {used_mb} of its {quota_mb} MiB; delete one first"
+    )]
+    SnapshotQuota {
+        need_mb: u64,
+        used_mb: u64,
+        quota_mb: u64,
+    },
     #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
     TooManyContexts { max: usize },
     #[error(
@@ -148,6 +162,9 @@ impl EngineError {
             EngineError::SandboxBusy(_) => "sandbox_busy",
             EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
             EngineError::ContextNotFound(_) => "context_not_found",
+            EngineError::SnapshotNotFound(_) => "snapshot_not_found",
+            EngineError::SnapshotNameTaken(_) => "name_taken",
+            EngineError::SnapshotQuota { .. } => "snapshot_quota_exceeded",
             EngineError::TooManyContexts { .. } => "too_many_contexts",
             EngineError::Busy { .. } | EngineError::KeyBusy { .. } => "too_many_requests",
             EngineError::ShuttingDown => "shutting_down",

@@ -46,6 +46,21 @@ pub struct CreateSandbox {
     /// Where the workspace is also mounted, the runs' HOME and working directory (see
     /// [`SandboxSpec::home`]).
     pub home: Option<String>,
+    /// The name of one of the caller's snapshots: the sandbox starts with its workspace (and,
+    /// unless named, its profile, language and memory; always its workspace size). The
+    /// sandbox is durable: its profile must be.
+    pub from_snapshot: Option<String>,
+}
+
+/// A workspace a new sandbox starts with: a snapshot's, or a fork's copy of its parent's.
+#[derive(Debug, Clone)]
+pub(crate) struct Seed {
+    /// A folder in the backend's durable form ([`BackendSandbox::snapshot_to`]); copied, not
+    /// moved.
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) profile: String,
+    pub(crate) language: String,
+    pub(crate) limits: Limits,
 }
 
 /// One execution in a sandbox.
@@ -69,14 +84,14 @@ pub use warden_types::SandboxInfo;
 pub(crate) struct Entry {
     pub(crate) id: String,
     name: Option<String>,
-    owner: Option<String>,
+    pub(crate) owner: Option<String>,
     pub(crate) profile: String,
     pub(crate) language: String,
-    labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     pub(crate) limits: Limits,
     backend: &'static str,
     /// Changed by [`Sandboxes::set_lifetime`].
-    ttls: Mutex<Ttls>,
+    pub(crate) ttls: Mutex<Ttls>,
     on_idle: OnIdle,
     created_ms: u64,
     created: Instant,
@@ -84,16 +99,16 @@ pub(crate) struct Entry {
     usage: Mutex<Usage>,
     pub(crate) contexts: crate::contexts::Contexts,
     /// Kept across restarts of the daemon (see the module docs).
-    durable: bool,
+    pub(crate) durable: bool,
     /// What the sandbox was built with, for its record.
-    env: BTreeMap<String, String>,
-    home: Option<String>,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) home: Option<String>,
 }
 
 /// How long a sandbox may live: unused, and in all.
 #[derive(Debug, Clone, Copy)]
-struct Ttls {
-    idle: Duration,
+pub(crate) struct Ttls {
+    pub(crate) idle: Duration,
     lifetime: Duration,
 }
 
@@ -196,7 +211,9 @@ pub struct Sandboxes {
     /// Warm sandboxes waiting for a caller; not in `live` (see [`crate::pool`]).
     pub(crate) pools: Arc<Pools>,
     /// Where durable sandboxes are kept; `None`: no sandbox outlives this process.
-    store: Option<Arc<Store>>,
+    pub(crate) store: Option<Arc<Store>>,
+    /// Held while a snapshot is made or deleted (names and the quota are checked under it).
+    pub(crate) snapshotting: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// What [`Sandboxes::restore`] found.
@@ -251,6 +268,19 @@ pub(crate) fn sandbox_spec(
     }
 }
 
+/// Copies the files of `from` (one level: a backend's durable form) into `to`, syncing each.
+pub(crate) fn copy_folder(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let target = to.join(entry.file_name());
+            std::fs::copy(entry.path(), &target)?;
+            std::fs::File::open(&target)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
 /// A sandbox's `home`: `/home/` and one or more plain names (no `.`, `..` or empty parts),
 /// so it never hides a path of the root that the sandbox relies on.
 fn valid_home(home: &str) -> bool {
@@ -267,7 +297,7 @@ fn valid_home(home: &str) -> bool {
     })
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=48).contains(&name.len())
         && name
             .bytes()
@@ -283,6 +313,7 @@ impl Sandboxes {
             max_live,
             pools: Arc::new(Pools::default()),
             store: None,
+            snapshotting: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -374,6 +405,25 @@ impl Sandboxes {
         caller: &Caller,
         req: CreateSandbox,
     ) -> Result<SandboxInfo, EngineError> {
+        let seed = match &req.from_snapshot {
+            Some(name) => Some(self.snapshot_seed(caller.owner(), name)?),
+            None => None,
+        };
+        self.create_seeded(caller, req, seed).await
+    }
+
+    /// [`Sandboxes::create`], starting with `seed`'s workspace if given.
+    pub(crate) async fn create_seeded(
+        &self,
+        caller: &Caller,
+        mut req: CreateSandbox,
+        seed: Option<Seed>,
+    ) -> Result<SandboxInfo, EngineError> {
+        if let Some(seed) = &seed {
+            req.profile.get_or_insert_with(|| seed.profile.clone());
+            req.language.get_or_insert_with(|| seed.language.clone());
+            req.memory_mb.get_or_insert(seed.limits.memory_mb);
+        }
         if let Some(max) = caller.max_sandboxes
             && self.count_of(caller.owner()) >= max
         {
@@ -388,8 +438,12 @@ impl Sandboxes {
                 message: "1-48 characters of a-z, 0-9 and '-', not starting with '-'".into(),
             });
         }
-        let (profile_name, plan) =
+        let (profile_name, mut plan) =
             self.resolve_build(req.profile.clone(), req.language.clone(), req.memory_mb)?;
+        if let Some(seed) = &seed {
+            // The image's size is the snapshot's.
+            plan.limits.workspace_mb = seed.limits.workspace_mb;
+        }
         let profile = self
             .engine
             .settings()
@@ -421,6 +475,14 @@ impl Sandboxes {
         let durable = self.store.is_some()
             && self.engine.settings().durable(profile)
             && backend.supports_durable();
+        if seed.is_some() && !durable {
+            return Err(EngineError::InvalidRequest {
+                field: "from_snapshot",
+                message: format!(
+                    "a sandbox made from a snapshot is durable, and profile {profile_name:?} is not (see its `durable`)"
+                ),
+            });
+        }
         let created_ms = warden_types::now_ms();
         let mut id = match &req.name {
             Some(name) => format!("{name}-{}", created_ms / 1000),
@@ -492,7 +554,20 @@ impl Sandboxes {
                         &e,
                     ))
                 })?;
-                match backend.create_durable_sandbox(spec, &dir).await {
+                let made = match &seed {
+                    Some(seed) => match copy_folder(&seed.dir, &dir) {
+                        Ok(()) => backend.restore_sandbox(spec, &dir).await,
+                        Err(e) => {
+                            let _ = std::fs::remove_dir_all(&dir);
+                            return Err(EngineError::Storage(crate::store::StoreError::io(
+                                format!("copy the workspace of sandbox {id}"),
+                                &e,
+                            )));
+                        }
+                    },
+                    None => backend.create_durable_sandbox(spec, &dir).await,
+                };
+                match made {
                     Ok(handle) => (handle, Default::default()),
                     Err(e) => {
                         let _ = std::fs::remove_dir_all(&dir);
@@ -754,6 +829,9 @@ impl Sandboxes {
             }
         }
         out.swept = store.sweep(&known);
+        // Snapshots cut off by a crash before their record: never listed, removed now.
+        out.swept
+            .extend(store.sweep_snapshots().map_err(EngineError::Storage)?);
         Ok(out)
     }
 

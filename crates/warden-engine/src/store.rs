@@ -18,11 +18,15 @@ use std::path::{Path, PathBuf};
 use warden_types::Limits;
 
 const SANDBOXES: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("sandboxes");
+/// Snapshots by `owner NUL name`.
+const SNAPSHOTS: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("snapshots");
 
 /// The database file under the data directory.
 pub const DB_FILE: &str = "state.redb";
 /// The folder of the sandboxes' own folders under the data directory.
 pub const SANDBOXES_DIR: &str = "sandboxes";
+/// The folder of the snapshots' folders under the data directory.
+pub const SNAPSHOTS_DIR: &str = "snapshots";
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
@@ -99,6 +103,27 @@ pub struct SandboxRecord {
     pub contexts: Vec<ContextRecord>,
 }
 
+/// A named copy of a durable sandbox's workspace, owned by the API key that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// Its folder's name (`snap-…`), unique.
+    pub id: String,
+    pub name: String,
+    pub owner: Option<String>,
+    /// The sandbox it was taken of, and what a sandbox made from it is built with.
+    pub source: String,
+    pub profile: String,
+    pub language: String,
+    pub limits: Limits,
+    /// What it takes of the disk.
+    pub bytes: u64,
+    pub created_ms: u64,
+}
+
+fn snapshot_key(owner: Option<&str>, name: &str) -> String {
+    format!("{}\0{name}", owner.unwrap_or(""))
+}
+
 /// A record that cannot be read: its sandbox's id, and why.
 pub type Unreadable = (String, String);
 
@@ -115,7 +140,11 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         use std::os::unix::fs::DirBuilderExt;
         let op = |what: &str| format!("{what} {}", dir.display());
-        for folder in [dir.to_path_buf(), dir.join(SANDBOXES_DIR)] {
+        for folder in [
+            dir.to_path_buf(),
+            dir.join(SANDBOXES_DIR),
+            dir.join(SNAPSHOTS_DIR),
+        ] {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -137,6 +166,10 @@ impl Store {
             let _ = table;
             Ok(())
         })?;
+        store.write_snapshots("create the snapshots table", |table| {
+            let _ = table;
+            Ok(())
+        })?;
         Ok(store)
     }
 
@@ -154,13 +187,30 @@ impl Store {
         operation: &str,
         change: impl FnOnce(&mut redb::Table<'_, &str, &[u8]>) -> Result<(), redb::Error>,
     ) -> Result<(), StoreError> {
+        self.write_in(SANDBOXES, operation, change)
+    }
+
+    fn write_snapshots(
+        &self,
+        operation: &str,
+        change: impl FnOnce(&mut redb::Table<'_, &str, &[u8]>) -> Result<(), redb::Error>,
+    ) -> Result<(), StoreError> {
+        self.write_in(SNAPSHOTS, operation, change)
+    }
+
+    fn write_in(
+        &self,
+        which: redb::TableDefinition<&str, &[u8]>,
+        operation: &str,
+        change: impl FnOnce(&mut redb::Table<'_, &str, &[u8]>) -> Result<(), redb::Error>,
+    ) -> Result<(), StoreError> {
         let txn = self
             .db
             .begin_write()
             .map_err(|e| StoreError::of(operation, e))?;
         {
             let mut table = txn
-                .open_table(SANDBOXES)
+                .open_table(which)
                 .map_err(|e| StoreError::of(operation, e))?;
             change(&mut table).map_err(|e| StoreError::of(operation, e))?;
         }
@@ -207,28 +257,87 @@ impl Store {
         Ok((records, unreadable))
     }
 
+    /// The folder of one snapshot.
+    pub fn snapshot_dir(&self, id: &str) -> PathBuf {
+        self.dir.join(SNAPSHOTS_DIR).join(id)
+    }
+
+    /// Saves a snapshot's record: from here on it is listed (its folder is complete).
+    pub fn put_snapshot(&self, record: &SnapshotRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(record).expect("a record serializes");
+        let key = snapshot_key(record.owner.as_deref(), &record.name);
+        self.write_snapshots(
+            &format!("save the record of snapshot {:?}", record.name),
+            |table| {
+                table.insert(key.as_str(), bytes.as_slice())?;
+                Ok(())
+            },
+        )
+    }
+
+    /// Removes a snapshot's record (nothing to do if there is none).
+    pub fn remove_snapshot(&self, owner: Option<&str>, name: &str) -> Result<(), StoreError> {
+        let key = snapshot_key(owner, name);
+        self.write_snapshots(
+            &format!("remove the record of snapshot {name:?}"),
+            |table| {
+                table.remove(key.as_str())?;
+                Ok(())
+            },
+        )
+    }
+
+    /// Every snapshot's record (unreadable ones left out: they stay in the database).
+    pub fn snapshots(&self) -> Result<Vec<SnapshotRecord>, StoreError> {
+        let op = "read the snapshots' records";
+        let txn = self.db.begin_read().map_err(|e| StoreError::of(op, e))?;
+        let table = txn
+            .open_table(SNAPSHOTS)
+            .map_err(|e| StoreError::of(op, e))?;
+        let mut out = Vec::new();
+        for item in table.iter().map_err(|e| StoreError::of(op, e))? {
+            let (_, value) = item.map_err(|e| StoreError::of(op, e))?;
+            if let Ok(record) = serde_json::from_slice::<SnapshotRecord>(value.value()) {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the folders of snapshots that have no record: a snapshot that a crash cut off
+    /// before its record was saved (so it was never listed). Returns their names.
+    pub fn sweep_snapshots(&self) -> Result<Vec<String>, StoreError> {
+        let known: BTreeSet<String> = self.snapshots()?.into_iter().map(|r| r.id).collect();
+        Ok(sweep_folder(&self.dir.join(SNAPSHOTS_DIR), &known))
+    }
+
     /// Removes the folders of sandboxes that have no record (a crash between making a
     /// sandbox's folder and saving its record, or between removing the record and the
     /// folder). Returns their names.
     pub fn sweep(&self, known: &BTreeSet<String>) -> Vec<String> {
-        let mut removed = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.dir.join(SANDBOXES_DIR)) else {
-            return removed;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !known.contains(&name) {
-                match std::fs::remove_dir_all(entry.path()) {
-                    Ok(()) => removed.push(name),
-                    Err(e) => eprintln!(
-                        "warden: removing the leftover {}: {e}",
-                        entry.path().display()
-                    ),
-                }
+        sweep_folder(&self.dir.join(SANDBOXES_DIR), known)
+    }
+}
+
+/// Removes the entries of `folder` not named in `known`; returns their names.
+fn sweep_folder(folder: &Path, known: &BTreeSet<String>) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return removed;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !known.contains(&name) {
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => removed.push(name),
+                Err(e) => eprintln!(
+                    "warden: removing the leftover {}: {e}",
+                    entry.path().display()
+                ),
             }
         }
-        removed
     }
+    removed
 }
 
 #[cfg(test)]

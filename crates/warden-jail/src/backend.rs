@@ -329,7 +329,7 @@ enum WorkspaceAt {
 
 /// A durable workspace's failure: a full host disk is the caller's to know (which operation,
 /// why); the rest is a setup failure.
-fn disk_error(e: crate::disk::DiskError) -> BackendError {
+pub(crate) fn disk_error(e: crate::disk::DiskError) -> BackendError {
     match e {
         crate::disk::DiskError::NoSpace { .. } => {
             BackendError::NoSpace(format!("make the sandbox's workspace: {e}"))

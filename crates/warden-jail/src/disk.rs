@@ -45,6 +45,8 @@ pub enum DiskError {
     Mount(io::Error),
     #[error("give the workspace's files to the sandbox's uid: {0}")]
     Chown(io::Error),
+    #[error("copy the workspace image: {0}")]
+    Copy(io::Error),
 }
 
 fn is_enospc(e: &io::Error) -> bool {
@@ -223,6 +225,19 @@ pub fn mount(dir: &Path) -> Result<OwnedFd, DiskError> {
             io::ErrorKind::NotFound => DiskError::Missing,
             _ => DiskError::Attach(e),
         })?;
+    // A copy whose blocks the host's filesystem shares with another file (a reflink: XFS,
+    // btrfs) gets its own, so that no write inside it needs the host's disk, and no byte is
+    // shared with the sandbox it was copied from; filesystems without shared blocks (ext4,
+    // tmpfs) refuse the call, which is then nothing to do.
+    // SAFETY: a valid descriptor and plain integers.
+    unsafe {
+        libc::fallocate(
+            image.as_raw_fd(),
+            FALLOC_FL_UNSHARE_RANGE,
+            0,
+            image.metadata().map_err(DiskError::Attach)?.len() as libc::off_t,
+        )
+    };
     // An image copied sparse (a backup restored) gets its blocks back before it is used.
     preallocate(&image, image.metadata().map_err(DiskError::Attach)?.len())?;
     let canonical = std::fs::canonicalize(&path).map_err(DiskError::Attach)?;
@@ -292,4 +307,60 @@ pub fn chown_tree(root: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), DiskEr
         }
     }
     Ok(())
+}
+
+/// `fallocate`'s mode that gives a file its own copy of blocks it shares with another.
+const FALLOC_FL_UNSHARE_RANGE: libc::c_int = 0x40;
+/// `_IOWR('X', 119, int)` and `_IOWR('X', 120, int)`.
+const FIFREEZE: libc::c_ulong = 0xC004_5877;
+const FITHAW: libc::c_ulong = 0xC004_5878;
+
+/// Copies the image of the workspace whose root is `root` into `dst_dir` as of one instant:
+/// the filesystem is frozen (its writes flushed, new ones held) for the copy and thawed after
+/// it, whatever the copy's outcome. The copy may share blocks with the image where the host's
+/// filesystem reflinks (`copy_file_range`); [`mount`] unshares them before a copy is used.
+pub fn copy_frozen(root: BorrowedFd<'_>, image: &Path, dst_dir: &Path) -> Result<(), DiskError> {
+    let dir = sys::open_beneath(root, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY)
+        .map_err(DiskError::Copy)?;
+    // SAFETY: a valid descriptor; the request's argument is unused.
+    if unsafe { libc::ioctl(dir.as_raw_fd(), FIFREEZE as _, 0) } != 0 {
+        return Err(DiskError::Copy(io::Error::last_os_error()));
+    }
+    let copied = copy_image(image, &dst_dir.join(IMAGE_FILE));
+    // SAFETY: as above.
+    let thawed = unsafe { libc::ioctl(dir.as_raw_fd(), FITHAW as _, 0) };
+    if thawed != 0 {
+        eprintln!(
+            "warden: thawing a workspace after its copy: {}",
+            io::Error::last_os_error()
+        );
+    }
+    copied
+}
+
+fn copy_image(src: &Path, dst: &Path) -> Result<(), DiskError> {
+    let result = (|| {
+        let mut from = File::options()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(src)?;
+        let mut to = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(dst)?;
+        io::copy(&mut from, &mut to)?;
+        to.sync_all()
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(dst);
+        if is_enospc(&e) {
+            DiskError::NoSpace {
+                size_mb: std::fs::metadata(src).map_or(0, |m| m.len() / (1024 * 1024)),
+            }
+        } else {
+            DiskError::Copy(e)
+        }
+    })
 }

@@ -548,6 +548,20 @@ impl BackendSandbox for JailSandbox {
         self.thaw_if_paused().await
     }
 
+    /// Copies the durable workspace as of one instant (its filesystem frozen for the copy);
+    /// waits for a running execution, and leaves a paused sandbox paused.
+    async fn snapshot_to(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let workspace = self.workspace()?;
+        let dir = dir.to_path_buf();
+        blocking(move || {
+            workspace
+                .snapshot_to(&dir)
+                .map_err(crate::backend::disk_error)
+        })
+        .await
+    }
+
     async fn context_alive(&self, id: &str) -> bool {
         if self.workspace().is_err() {
             return false;

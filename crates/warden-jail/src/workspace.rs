@@ -47,6 +47,8 @@ pub struct Workspace {
     root: OwnedFd,
     owner: (u32, u32),
     lease: HeldUid,
+    /// A durable workspace's image file (see [`crate::disk`]); `None`: a tmpfs.
+    image: Option<std::path::PathBuf>,
 }
 
 /// How many times (20 ms apart) a dropped workspace looks for its uid's processes to be gone.
@@ -100,7 +102,9 @@ impl Workspace {
     ) -> Result<Workspace, crate::disk::DiskError> {
         crate::disk::make_image(dir, size_mb, lease.uid(), lease.uid())?;
         let root = crate::disk::mount(dir)?;
-        Self::over(root, lease).map_err(crate::disk::DiskError::Mount)
+        let mut ws = Self::over(root, lease).map_err(crate::disk::DiskError::Mount)?;
+        ws.image = Some(dir.join(crate::disk::IMAGE_FILE));
+        Ok(ws)
     }
 
     /// Takes up the durable workspace in `dir` as its last process left it; its files are
@@ -108,7 +112,21 @@ impl Workspace {
     pub fn open_on_disk(dir: &Path, lease: UidLease) -> Result<Workspace, crate::disk::DiskError> {
         let root = crate::disk::mount(dir)?;
         crate::disk::chown_tree(root.as_fd(), lease.uid(), lease.uid())?;
-        Self::over(root, lease).map_err(crate::disk::DiskError::Mount)
+        let mut ws = Self::over(root, lease).map_err(crate::disk::DiskError::Mount)?;
+        ws.image = Some(dir.join(crate::disk::IMAGE_FILE));
+        Ok(ws)
+    }
+
+    /// Copies a durable workspace's image into `dir` as of one instant (see
+    /// [`crate::disk::copy_frozen`]); a tmpfs workspace has none to copy.
+    pub fn snapshot_to(&self, dir: &Path) -> Result<(), crate::disk::DiskError> {
+        let Some(image) = &self.image else {
+            return Err(crate::disk::DiskError::Copy(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the workspace is not durable (a tmpfs)",
+            )));
+        };
+        crate::disk::copy_frozen(self.root.as_fd(), image, dir)
     }
 
     /// The workspace over a filesystem's root, with its folders made if missing.
@@ -118,6 +136,7 @@ impl Workspace {
             root,
             owner,
             lease: HeldUid(Some(lease)),
+            image: None,
         };
         for dir in [SCRATCH_WORK, SCRATCH_TMP] {
             ws.mkdir_owned(ws.root.as_fd(), dir, 0o700)?;

@@ -57,8 +57,12 @@ impl From<EngineError> for ApiError {
             }
             EngineError::SandboxNotFound(_)
             | EngineError::ContextNotFound(_)
+            | EngineError::SnapshotNotFound(_)
             | EngineError::Backend(BackendError::NotFound(_)) => S::NOT_FOUND,
-            EngineError::NameTaken(_) | EngineError::SandboxBusy(_) => S::CONFLICT,
+            EngineError::NameTaken(_)
+            | EngineError::SnapshotNameTaken(_)
+            | EngineError::SandboxBusy(_) => S::CONFLICT,
+            EngineError::SnapshotQuota { .. } => S::INSUFFICIENT_STORAGE,
             EngineError::TooManyContexts { .. }
             | EngineError::TooManySandboxes { .. }
             | EngineError::Busy { .. }

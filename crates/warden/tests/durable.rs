@@ -531,3 +531,252 @@ fn a_full_disk_under_the_data_directory_fails_clearly_and_loses_nothing() {
     drop(server);
     drop(disk);
 }
+
+/// Settings with a snapshot quota of 60 MiB: two snapshots of a 24 MiB workspace, not three.
+fn with_quota(place: &Place) {
+    let text = SETTINGS.replacen(
+        "[[server.api_keys]]",
+        "[server]\nsnapshot_quota_mb = 60\n\n[[server.api_keys]]",
+        1,
+    );
+    std::fs::write(place.dir.path().join("settings.toml"), text).unwrap();
+}
+
+fn read(addr: &str, id: &str, file: &str) -> String {
+    let out = exec(
+        addr,
+        id,
+        serde_json::json!({ "code": format!("print(open('{file}').read(), end='')") }),
+    );
+    assert_eq!(out["exit_code"], 0, "{out}");
+    out["stdout"].as_str().unwrap().to_owned()
+}
+
+fn write(addr: &str, id: &str, file: &str, text: &str) {
+    let out = exec(
+        addr,
+        id,
+        serde_json::json!({ "code": format!("open('{file}', 'w').write('{text}')") }),
+    );
+    assert_eq!(out["exit_code"], 0, "{out}");
+}
+
+#[test]
+fn snapshots_are_the_keys_own_counted_and_make_new_sandboxes() {
+    require_root!();
+    let place = Place::new();
+    with_quota(&place);
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, parent) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    let parent = parent["id"].as_str().unwrap().to_owned();
+    write(&addr, &parent, "state.txt", "before");
+    let (status, snap) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/snapshot"),
+        r#"{"name": "first"}"#,
+    );
+    assert_eq!(status, 201, "{snap}");
+    assert_eq!(snap["sandbox_id"], parent.as_str());
+    assert_eq!(snap["workspace_mb"], 24);
+    write(&addr, &parent, "state.txt", "after");
+    // The name is the key's: taken for alice, free for bob (who cannot see alice's).
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/snapshot"),
+        r#"{"name": "first"}"#,
+    );
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (409, Some("name_taken"))
+    );
+    let (_, bobs) = call(&addr, BOB, "GET", "/v1/snapshots", "");
+    assert_eq!(bobs["count"], 0, "{bobs}");
+    let (status, v) = call(
+        &addr,
+        BOB,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"from_snapshot": "first"}"#,
+    );
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("snapshot_not_found"))
+    );
+    // A sandbox from the snapshot has the files as they were then, and its own from now on.
+    let (status, child) = call(
+        &addr,
+        ALICE,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"from_snapshot": "first"}"#,
+    );
+    assert_eq!(status, 201, "{child}");
+    let child = child["id"].as_str().unwrap().to_owned();
+    assert_eq!(read(&addr, &child, "state.txt"), "before");
+    write(&addr, &child, "state.txt", "child");
+    assert_eq!(read(&addr, &parent, "state.txt"), "after");
+    // The quota: a second snapshot fits, a third does not, until one is deleted.
+    let (status, _) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/snapshot"),
+        r#"{"name": "second"}"#,
+    );
+    assert_eq!(status, 201);
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{child}/snapshot"),
+        r#"{"name": "third"}"#,
+    );
+    assert_eq!(status, 507, "{v}");
+    assert_eq!(v["error"]["code"], "snapshot_quota_exceeded", "{v}");
+    let (_, list) = call(&addr, ALICE, "GET", "/v1/snapshots", "");
+    assert_eq!(list["count"], 2, "{list}");
+    assert!(
+        list["used_bytes"].as_u64().unwrap() >= 48 * 1024 * 1024,
+        "{list}"
+    );
+    assert_eq!(list["quota_bytes"], 60 * 1024 * 1024);
+    let (status, v) = call(&addr, ALICE, "DELETE", "/v1/snapshots/first", "");
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{child}/snapshot"),
+        r#"{"name": "third"}"#,
+    );
+    assert_eq!(status, 201, "{v}");
+    // Snapshots survive a kill -9; a snapshot cut off before its record (a folder of a copy
+    // in progress) is never listed and is removed at the next start.
+    let half = place.data().join("snapshots/snap-halfmade");
+    std::fs::create_dir_all(&half).unwrap();
+    std::fs::write(half.join("workspace.ext4"), b"half an image").unwrap();
+    kill_9(server);
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, list) = call(&addr, ALICE, "GET", "/v1/snapshots", "");
+    let names: Vec<&str> = list["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["second", "third"], "{list}");
+    assert!(!half.exists(), "the half snapshot's folder is left");
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"from_snapshot": "third"}"#,
+    );
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(read(&addr, v["id"].as_str().unwrap(), "state.txt"), "child");
+    // Deleted: nothing left of it on disk.
+    for name in ["second", "third"] {
+        let (status, _) = call(&addr, ALICE, "DELETE", &format!("/v1/snapshots/{name}"), "");
+        assert_eq!(status, 200);
+    }
+    let left = std::fs::read_dir(place.data().join("snapshots"))
+        .unwrap()
+        .count();
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn ten_forks_are_independent_of_each_other_and_of_their_parent() {
+    require_root!();
+    let place = Place::new();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, parent) = call(
+        &addr,
+        ALICE,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"labels": {"run": "tree"}}"#,
+    );
+    let parent = parent["id"].as_str().unwrap().to_owned();
+    write(&addr, &parent, "state.txt", "parent");
+    let (status, forks) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/fork"),
+        r#"{"count": 10}"#,
+    );
+    assert_eq!(status, 201, "{forks}");
+    let ids: Vec<String> = forks["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            assert_eq!(s["labels"]["run"], "tree", "{s}");
+            s["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 10);
+    for (n, id) in ids.iter().enumerate() {
+        assert_eq!(read(&addr, id, "state.txt"), "parent");
+        write(&addr, id, "state.txt", &format!("fork {n}"));
+    }
+    write(&addr, &parent, "state.txt", "parent, later");
+    for (n, id) in ids.iter().enumerate() {
+        assert_eq!(read(&addr, id, "state.txt"), format!("fork {n}"));
+    }
+    assert_eq!(read(&addr, &parent, "state.txt"), "parent, later");
+    // Each has its own image file (no byte shared on this host's filesystem: separate
+    // allocations), and no fork's temporary copy is left.
+    for id in ids.iter().chain([&parent]) {
+        assert!(
+            place
+                .data()
+                .join("sandboxes")
+                .join(id)
+                .join("workspace.ext4")
+                .exists()
+        );
+    }
+    let left = std::fs::read_dir(place.data().join("snapshots"))
+        .unwrap()
+        .count();
+    assert_eq!(left, 0, "a fork's copy is left");
+    // Out of range.
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/fork"),
+        r#"{"count": 17}"#,
+    );
+    assert_eq!(status, 400, "{v}");
+    // A sandbox that is not durable cannot be forked, and says why.
+    let (_, fleeting) = call(
+        &addr,
+        ALICE,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"profile": "fleeting"}"#,
+    );
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{}/fork", fleeting["id"].as_str().unwrap()),
+        "{}",
+    );
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("durable"),
+        "{v}"
+    );
+}

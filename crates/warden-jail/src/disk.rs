@@ -311,31 +311,22 @@ pub fn chown_tree(root: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), DiskEr
 
 /// `fallocate`'s mode that gives a file its own copy of blocks it shares with another.
 const FALLOC_FL_UNSHARE_RANGE: libc::c_int = 0x40;
-/// `_IOWR('X', 119, int)` and `_IOWR('X', 120, int)`.
-const FIFREEZE: libc::c_ulong = 0xC004_5877;
-const FITHAW: libc::c_ulong = 0xC004_5878;
-
-/// Copies the image of the workspace whose root is `root` into `dst_dir` as of one instant:
-/// the filesystem is frozen (its writes flushed, new ones held) for the copy and thawed after
-/// it, whatever the copy's outcome. The copy may share blocks with the image where the host's
-/// filesystem reflinks (`copy_file_range`); [`mount`] unshares them before a copy is used.
-pub fn copy_frozen(root: BorrowedFd<'_>, image: &Path, dst_dir: &Path) -> Result<(), DiskError> {
+/// Copies the image of the workspace whose root is `root` into `dst_dir` as of now: the
+/// filesystem's writes are flushed and its journal committed first (`syncfs`), so the copy is
+/// a consistent filesystem (at most a journal to replay when it is mounted). The caller makes
+/// sure nothing writes meanwhile (the sandbox's processes frozen, its files API held). The
+/// filesystem is not frozen with FIFREEZE: a daemon killed during the copy would leave it
+/// frozen, and its image attached, for good. The copy may share blocks with the image where
+/// the host's filesystem reflinks (`copy_file_range`); [`mount`] unshares them before a copy
+/// is used.
+pub fn copy_synced(root: BorrowedFd<'_>, image: &Path, dst_dir: &Path) -> Result<(), DiskError> {
     let dir = sys::open_beneath(root, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY)
         .map_err(DiskError::Copy)?;
-    // SAFETY: a valid descriptor; the request's argument is unused.
-    if unsafe { libc::ioctl(dir.as_raw_fd(), FIFREEZE as _, 0) } != 0 {
+    // SAFETY: a valid descriptor.
+    if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
         return Err(DiskError::Copy(io::Error::last_os_error()));
     }
-    let copied = copy_image(image, &dst_dir.join(IMAGE_FILE));
-    // SAFETY: as above.
-    let thawed = unsafe { libc::ioctl(dir.as_raw_fd(), FITHAW as _, 0) };
-    if thawed != 0 {
-        eprintln!(
-            "warden: thawing a workspace after its copy: {}",
-            io::Error::last_os_error()
-        );
-    }
-    copied
+    copy_image(image, &dst_dir.join(IMAGE_FILE))
 }
 
 fn copy_image(src: &Path, dst: &Path) -> Result<(), DiskError> {

@@ -117,8 +117,9 @@ impl Workspace {
         Ok(ws)
     }
 
-    /// Copies a durable workspace's image into `dir` as of one instant (see
-    /// [`crate::disk::copy_frozen`]); a tmpfs workspace has none to copy.
+    /// Copies a durable workspace's image into `dir` as of now (see
+    /// [`crate::disk::copy_synced`]: the caller keeps writers away); a tmpfs workspace has
+    /// none to copy.
     pub fn snapshot_to(&self, dir: &Path) -> Result<(), crate::disk::DiskError> {
         let Some(image) = &self.image else {
             return Err(crate::disk::DiskError::Copy(io::Error::new(
@@ -126,7 +127,7 @@ impl Workspace {
                 "the workspace is not durable (a tmpfs)",
             )));
         };
-        crate::disk::copy_frozen(self.root.as_fd(), image, dir)
+        crate::disk::copy_synced(self.root.as_fd(), image, dir)
     }
 
     /// The workspace over a filesystem's root, with its folders made if missing.

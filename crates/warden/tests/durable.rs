@@ -780,3 +780,98 @@ fn ten_forks_are_independent_of_each_other_and_of_their_parent() {
         "{v}"
     );
 }
+
+#[test]
+fn a_kill_9_during_snapshots_leaves_the_sandbox_usable_and_no_half_snapshot() {
+    require_root!();
+    let place = Place::new();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    // A workspace with something in it, so that a copy takes a moment.
+    let out = exec(
+        &addr,
+        &id,
+        serde_json::json!({"code": "open('big.bin', 'wb').write(b'x' * (12 * 1024 * 1024))\nopen('state.txt', 'w').write('kept')"}),
+    );
+    assert_eq!(out["exit_code"], 0, "{out}");
+    // Snapshots one after another, and the daemon killed while they are being made.
+    let snapshots = {
+        let (addr, id) = (addr.clone(), id.clone());
+        std::thread::spawn(move || {
+            // A request cut by the kill panics in the helper: the end of the loop.
+            let ok = |method: &str, path: String, body: String, want: u16| {
+                std::panic::catch_unwind(|| call(&addr, ALICE, method, &path, &body).0 == want)
+                    .unwrap_or(false)
+            };
+            for n in 0..50 {
+                let path = format!("/v1/sandboxes/{id}/snapshot");
+                if !ok("POST", path, format!(r#"{{"name": "s{n}"}}"#), 201)
+                    || !ok("DELETE", format!("/v1/snapshots/s{n}"), String::new(), 200)
+                {
+                    break;
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    kill_9(server);
+    snapshots.join().unwrap();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    assert_eq!(read(&addr, &id, "state.txt"), "kept");
+    // What is listed is whole: a sandbox made from each has the files.
+    let (_, list) = call(&addr, ALICE, "GET", "/v1/snapshots", "");
+    let listed = list["snapshots"].as_array().unwrap().clone();
+    for snap in &listed {
+        let body = serde_json::json!({ "from_snapshot": snap["name"] }).to_string();
+        let (status, v) = call(&addr, ALICE, "POST", "/v1/sandboxes", &body);
+        assert_eq!(status, 201, "{v}");
+        assert_eq!(read(&addr, v["id"].as_str().unwrap(), "state.txt"), "kept");
+    }
+    // And nothing but what is listed is on disk.
+    let folders = std::fs::read_dir(place.data().join("snapshots"))
+        .unwrap()
+        .count();
+    assert_eq!(folders, listed.len(), "{list}");
+}
+
+#[test]
+fn a_paused_durable_sandbox_comes_back_after_a_kill_9() {
+    require_root!();
+    let place = Place::new();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    let out = exec(
+        &addr,
+        &id,
+        serde_json::json!({"code": "open('a.txt', 'w').write('a')\nv = 1", "context": "default"}),
+    );
+    assert_eq!(out["exit_code"], 0, "{out}");
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        "",
+    );
+    assert_eq!(status, 200, "{v}");
+    // The frozen context holds the workspace: the next start thaws what its killed owner
+    // left frozen, so that it dies and lets go of the image.
+    kill_9(server);
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (status, v) = call(&addr, ALICE, "GET", &format!("/v1/sandboxes/{id}"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "running", "{v}");
+    let out = exec(
+        &addr,
+        &id,
+        serde_json::json!({"code": "print(open('a.txt').read(), 'v' in globals())", "context": "default"}),
+    );
+    assert_eq!(out["stdout"], "a False\n", "{out}");
+    assert_eq!(out["context_restarted"], true, "{out}");
+}

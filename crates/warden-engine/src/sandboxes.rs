@@ -611,8 +611,11 @@ impl Sandboxes {
         let info = entry.info();
         // Saved before it is listed: a sandbox is durable from its first answer on.
         if let Err(e) = self.save(&entry) {
+            // Never saved, so no record to remove (which a full disk could refuse): the folder.
             let _ = entry.handle.destroy().await;
-            let _ = self.forget(&entry);
+            if let Some(store) = self.store.as_ref().filter(|_| entry.durable) {
+                let _ = std::fs::remove_dir_all(store.sandbox_dir(&entry.id));
+            }
             return Err(e);
         }
         let raced = {

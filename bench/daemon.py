@@ -75,7 +75,7 @@ def main():
     work = tempfile.mkdtemp()
     one = os.path.join(work, "one.py")
     open(one, "w").write("print(1)\n")
-    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--max-concurrent", "8",
+    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"), "--max-concurrent", "8",
                             "--max-queued", "64"], stderr=subprocess.PIPE, text=True)
     try:
         line = ""

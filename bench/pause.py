@@ -65,7 +65,7 @@ def main():
     settings = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
     settings.write(SETTINGS)
     settings.close()
-    srv = subprocess.Popen([args.warden, "--config", settings.name, "serve", "--listen", "127.0.0.1:0"],
+    srv = subprocess.Popen([args.warden, "--config", settings.name, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
                            stderr=subprocess.PIPE, text=True)
     host = port = None
     for line in srv.stderr:

@@ -231,7 +231,7 @@ def main():
 
     before_daemon = {"unowned sandbox cgroups": len(stale_cgroups()), "host mounts (all, tmpfs)": mounts()}
     srv = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", a.warden,
-                            "--config", settings, "serve", "--listen", "127.0.0.1:0",
+                            "--config", settings, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"),
                             "--max-concurrent", str(a.max_concurrent), "--max-queued", str(4 * a.clients)],
                            stderr=subprocess.PIPE, text=True)
     daemon = None

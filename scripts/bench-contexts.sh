@@ -16,9 +16,10 @@ bash scripts/setup-tests.sh >&2
 cargo build --release --quiet -p warden
 warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 log="$(mktemp)"
-"$warden" serve --listen 127.0.0.1:0 2>"$log" &
+data="$(mktemp -d)"   # durable sandboxes: this run's own, removed at the end
+"$warden" serve --listen 127.0.0.1:0 --data-dir "$data" 2>"$log" &
 server=$!
-trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -f "$log"' EXIT
+trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$log" "$data"' EXIT
 addr=""
 for _ in $(seq 100); do
   addr="$(sed -n 's|^warden: listening on http://||p' "$log")"

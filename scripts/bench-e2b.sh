@@ -12,9 +12,10 @@ rounds="${1:-50}"
 bash scripts/setup-e2b-sdk.sh
 bin="${WARDEN_BIN:-${CARGO_TARGET_DIR:-/var/cache/warden/target}/x86_64-unknown-linux-gnu/release/warden}"
 log="$(mktemp)"
-"$bin" --config tests/e2b/settings.toml serve --listen 127.0.0.1:0 >"$log" 2>&1 &
+data="$(mktemp -d)"   # durable sandboxes: this run's own, removed at the end
+"$bin" --config tests/e2b/settings.toml serve --listen 127.0.0.1:0 --data-dir "$data" >"$log" 2>&1 &
 pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -f "$log"' EXIT
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$log" "$data"' EXIT
 url=""
 for _ in $(seq 200); do
   url="$(grep -o 'listening on http://[^ ]*' "$log" | head -n1 | cut -d' ' -f3 || true)"

@@ -29,7 +29,7 @@ bash scripts/setup-schemathesis.sh >&2
 work="$(mktemp -d)"
 unshare --pid --fork --mount-proc --kill-child \
   "$warden" --config tests/rest/schemathesis-settings.toml serve --listen 127.0.0.1:0 \
-  --max-concurrent 2 --max-queued 64 2>"$work/daemon.log" &
+  --max-concurrent 2 --max-queued 64 --data-dir "$work/data" 2>"$work/daemon.log" &
 daemon=$!
 cleanup() {
   # A graceful stop of the daemon (pid 1 of its namespace: unshare passes no signal on), so

@@ -10,8 +10,9 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # python3 and python-is-python3: the python runtime (the source document's settings name the
 # interpreter `python`); nodejs: the javascript runtime; bash: the bash runtime; numpy, pandas,
-# matplotlib: the data_science profile's runtime (the jail binds the host's /usr).
-for pkg in python3 python-is-python3 nodejs bash python3-numpy python3-pandas python3-matplotlib; do
+# matplotlib: the data_science profile's runtime (the jail binds the host's /usr); e2fsprogs:
+# mkfs.ext4, for the workspace images of durable sandboxes (the standard profile's).
+for pkg in python3 python-is-python3 nodejs bash python3-numpy python3-pandas python3-matplotlib e2fsprogs; do
   have "$pkg" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

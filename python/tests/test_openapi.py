@@ -25,9 +25,14 @@ from warden_sandbox.models import (
     ExecResult,
     ExecuteRequest,
     FileList,
+    ForkRequest,
     SandboxExecRequest,
     SandboxInfo,
     SandboxList,
+    SnapshotDeleted,
+    SnapshotInfo,
+    SnapshotList,
+    SnapshotRequest,
     WrittenFile,
 )
 
@@ -45,6 +50,10 @@ OPERATIONS = [
     ("post", "/v1/sandboxes/{}/exec", SandboxExecRequest, "200", ExecResult),
     ("put", "/v1/sandboxes/{}/files/{}", None, "201", WrittenFile),
     ("get", "/v1/sandboxes/{}/files", None, "200", FileList),
+    ("post", "/v1/sandboxes/{}/snapshot", SnapshotRequest, "201", SnapshotInfo),
+    ("post", "/v1/sandboxes/{}/fork", ForkRequest, "201", SandboxList),
+    ("get", "/v1/snapshots", None, "200", SnapshotList),
+    ("delete", "/v1/snapshots/{}", None, "200", SnapshotDeleted),
 ]
 
 

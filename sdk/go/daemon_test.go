@@ -29,6 +29,8 @@ type daemon struct {
 	url  string
 	mu   sync.Mutex
 	logs strings.Builder
+	// Its own data directory (durable sandboxes), removed when it stops.
+	dataDir string
 }
 
 var (
@@ -117,8 +119,12 @@ func launch(extra ...string) (*daemon, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("warden serve builds real sandboxes and needs root")
 	}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0"}, extra...)
-	d := &daemon{cmd: exec.Command(bin, args...)}
+	dataDir, err := os.MkdirTemp("", "warden-go-data-")
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
+	d := &daemon{cmd: exec.Command(bin, args...), dataDir: dataDir}
 	d.cmd.Env = append(os.Environ(), "RUST_LOG=warn")
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := d.cmd.StderrPipe()
@@ -180,6 +186,9 @@ func (d *daemon) stop() {
 			_ = d.cmd.Process.Kill()
 			<-done
 		}
+	}
+	if d.dataDir != "" {
+		_ = os.RemoveAll(d.dataDir)
 	}
 }
 

@@ -357,6 +357,9 @@ type SandboxOptions struct {
 	MaxLifetimeSeconds int64 `json:"max_lifetime_seconds,omitempty"`
 	// MemoryMb is the sandbox's memory limit, MiB.
 	MemoryMb int64 `json:"memory_mb,omitempty"`
+	// FromSnapshot names one of the API key's snapshots: the sandbox starts with its files
+	// (and is durable).
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // ExecRequest is an execution in a sandbox (POST /v1/sandboxes/{id}/exec). Zero fields take

@@ -56,7 +56,8 @@ class Daemon:
         self.log_path = os.path.join(self.dir, "serve.log")
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            [binary, "--config", self.settings, "serve", "--listen", "127.0.0.1:0", "--max-concurrent", "8"],
+            [binary, "--config", self.settings, "serve", "--listen", "127.0.0.1:0", "--max-concurrent", "8",
+             "--data-dir", os.path.join(self.dir, "data")],
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=subprocess.STDOUT,

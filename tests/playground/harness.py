@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -52,7 +53,9 @@ class Daemon:
             with os.fdopen(fd, "w") as f:
                 f.write(self.settings)
             cmd += ["--config", self._config]
-        cmd += ["serve", "--listen", "127.0.0.1:0", "--max-concurrent", "4", *self.extra_args]
+        # A data directory of its own: durable sandboxes never outlive the test's daemon.
+        self._data_dir = tempfile.mkdtemp(prefix="warden-playground-data-")
+        cmd += ["serve", "--listen", "127.0.0.1:0", "--max-concurrent", "4", "--data-dir", self._data_dir, *self.extra_args]
         self.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         ready = threading.Event()
 
@@ -86,6 +89,9 @@ class Daemon:
         if self._config:
             os.unlink(self._config)
             self._config = None
+        if getattr(self, "_data_dir", None):
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
 
     def __enter__(self) -> "Daemon":
         return self.start()

@@ -87,6 +87,13 @@ pub struct ServerSettings {
     pub otlp: OtlpSettings,
     /// The audit log of every decision that matters (docs/audit.md).
     pub audit: AuditSettings,
+    /// Where `warden serve` keeps durable sandboxes (a profile's `durable`): their workspace
+    /// images and the database of their records. One daemon at a time per folder (a second is
+    /// refused at start). Default: /var/lib/warden. `warden serve --data-dir` overrides it.
+    pub data_dir: PathBuf,
+    /// The disk each API key's snapshots (of durable sandboxes) may take in all, MiB; a
+    /// snapshot past it is refused. Default: 4096.
+    pub snapshot_quota_mb: u64,
 }
 
 impl Default for ServerSettings {
@@ -102,9 +109,14 @@ impl Default for ServerSettings {
             api_keys_file: None,
             otlp: OtlpSettings::default(),
             audit: AuditSettings::default(),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            snapshot_quota_mb: 4096,
         }
     }
 }
+
+/// The default `[server] data_dir`.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/warden";
 
 /// `[server.audit]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -312,6 +324,14 @@ pub struct Profile {
     /// where the kernel offers them. Default: "available". Other backends do not use Landlock:
     /// a profile of theirs may not set it.
     pub landlock: LandlockRequirement,
+    /// Whether a sandbox with a lifetime of this profile outlives the daemon (`warden serve`):
+    /// its workspace kept on disk under `[server] data_dir` (a preallocated, loop-mounted
+    /// ext4 image of `workspace_mb`) and its record in the daemon's database, so that a
+    /// restart (after a crash or an upgrade) finds it again with its files; its contexts come
+    /// back restarted. One-shot runs are never durable. Default: true where the profile can
+    /// be (the jail backend, no pool), false otherwise; `true` on the docker or kubernetes
+    /// backend, or with a `pool_size`, is refused. See [`Settings::durable`].
+    pub durable: Option<bool>,
 }
 
 /// A profile's `on_idle`.
@@ -353,6 +373,7 @@ impl Default for Profile {
             pool_size: 0,
             preload_modules: Vec::new(),
             landlock: LandlockRequirement::Available,
+            durable: None,
         }
     }
 }
@@ -904,6 +925,12 @@ impl Settings {
                 return Err((key.into(), "must be at least 1".into()));
             }
         }
+        if !self.server.data_dir.is_absolute() {
+            return Err((
+                "server.data_dir".into(),
+                "must be an absolute path (e.g. /var/lib/warden)".into(),
+            ));
+        }
         for (key, value) in [
             (
                 "server.request_head_timeout_seconds",
@@ -1123,6 +1150,24 @@ impl Settings {
                     "the kubernetes backend cannot pause a sandbox (no call freezes a pod's processes); use \"destroy\"".into(),
                 ));
             }
+            if p.durable == Some(true) {
+                let backend = self.backend_of(p);
+                if backend != BackendKind::Jail {
+                    return Err((
+                        key("durable"),
+                        format!(
+                            "the {} backend cannot keep a sandbox's workspace across a restart of the daemon (only the jail backend can); set durable = false",
+                            backend.as_str()
+                        ),
+                    ));
+                }
+                if p.pool_size > 0 {
+                    return Err((
+                        key("durable"),
+                        "a pooled sandbox's workspace is built ahead of time in memory, so a profile with a pool_size cannot be durable; set durable = false or pool_size = 0".into(),
+                    ));
+                }
+            }
             validate_pool(p, &self.runtime(&p.runtime.language), &key)?;
         }
         s.kubernetes.validate(&s.profiles)?;
@@ -1141,6 +1186,14 @@ impl Settings {
 
     pub fn profile(&self, name: &str) -> Option<&Profile> {
         self.sandbox.profiles.get(name)
+    }
+
+    /// Whether a profile's sandboxes with a lifetime are durable: its `durable`, or by default
+    /// where it can be (the jail backend and no pool).
+    pub fn durable(&self, profile: &Profile) -> bool {
+        profile
+            .durable
+            .unwrap_or(self.backend_of(profile) == BackendKind::Jail && profile.pool_size == 0)
     }
 
     /// The backend a profile runs on.

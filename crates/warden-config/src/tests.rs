@@ -150,7 +150,7 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime_import_check`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `on_idle`, `egress`, `container_runtime`, `pool_size`, `preload_modules`, `landlock`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime_import_check`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `on_idle`, `egress`, `container_runtime`, `pool_size`, `preload_modules`, `landlock`, `durable`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
@@ -516,4 +516,44 @@ fn api_keys_can_come_from_a_second_file() {
     std::fs::remove_file(&keys).unwrap();
     assert!(Settings::load(&settings).is_err());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn durable_is_on_where_it_can_be_and_refused_where_it_cannot() {
+    let s = Settings::from_toml(
+        "[sandbox.profiles.j]\n[sandbox.profiles.pooled]\npool_size = 1\n[sandbox.profiles.d]\nbackend = \"docker\"\n[sandbox.profiles.off]\ndurable = false\n[sandbox]\ndefault_profile = \"j\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    let durable = |name: &str| s.durable(s.profile(name).unwrap());
+    assert!(durable("j"));
+    assert!(!durable("pooled"));
+    assert!(!durable("d"));
+    assert!(!durable("off"));
+    assert_eq!(s.server.data_dir, std::path::Path::new("/var/lib/warden"));
+    let builtin = Settings::builtin();
+    assert!(builtin.durable(builtin.profile("standard").unwrap()));
+    assert!(!builtin.durable(builtin.profile("data_science").unwrap()));
+    for (toml, why) in [
+        (
+            "[sandbox.profiles.d]\nbackend = \"docker\"\ndurable = true\n",
+            "the docker backend cannot keep",
+        ),
+        (
+            "[sandbox.profiles.d]\nbackend = \"kubernetes\"\ndurable = true\n",
+            "the kubernetes backend cannot keep",
+        ),
+        (
+            "[sandbox.profiles.d]\npool_size = 1\ndurable = true\n",
+            "cannot be durable",
+        ),
+    ] {
+        let e = err(&format!("{toml}[sandbox]\ndefault_profile = \"d\"\n"));
+        assert!(
+            e.starts_with("test.toml: sandbox.profiles.d.durable: ") && e.contains(why),
+            "{e}"
+        );
+    }
+    let e = err("[server]\ndata_dir = \"relative/dir\"\n");
+    assert!(e.starts_with("test.toml: server.data_dir: "), "{e}");
 }

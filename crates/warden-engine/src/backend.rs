@@ -112,6 +112,10 @@ pub enum BackendError {
     /// running (what could not be removed yet is removed when it can be).
     #[error("the sandbox was lost during the run: {0}")]
     Lost(String),
+    /// The host's disk had no room for what the sandbox must keep (a durable sandbox's
+    /// workspace image under the data directory): nothing was made.
+    #[error("no space left on the host's disk: {0}")]
+    NoSpace(String),
     /// The interpreter's import guard refused an import while the program ran (see
     /// [`crate::import_guard`]); the engine answers it as the policy's violation.
     #[error("import of {:?} refused at run time", .0.module)]
@@ -312,6 +316,16 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_PAUSE.into()))
     }
 
+    /// Copies the workspace of a durable sandbox (see [`Backend::create_durable_sandbox`])
+    /// into `dir` (an empty folder the engine made), consistent as of one instant (no write
+    /// is half in it), in the form [`Backend::restore_sandbox`] takes up: the copy of a
+    /// snapshot's folder is a new sandbox's. Waits for a running execution to end. Default:
+    /// refused.
+    async fn snapshot_to(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let _ = dir;
+        Err(BackendError::Refused(NO_DURABLE.into()))
+    }
+
     /// Whether the sandbox is usable and the context's interpreter is running now (it was
     /// not killed or exited since it started). The warm pool asks this before it hands a
     /// sandbox out. A backend without contexts has none alive.
@@ -323,6 +337,9 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
 
 /// The refusal of a backend that cannot evict a context.
 pub const NO_EVICTION: &str = "this backend cannot evict a context";
+
+/// The refusal of a backend whose sandboxes cannot outlive the process.
+pub const NO_DURABLE: &str = "this backend cannot keep a sandbox across a restart of the daemon";
 
 /// The refusal of a backend that cannot pause sandboxes.
 pub const NO_PAUSE: &str = "this backend cannot pause a sandbox";
@@ -383,6 +400,37 @@ pub trait Backend: Send + Sync + fmt::Debug {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError>;
+
+    /// Whether [`Backend::create_durable_sandbox`] and [`Backend::restore_sandbox`] work.
+    /// Default: no.
+    fn supports_durable(&self) -> bool {
+        false
+    }
+
+    /// Creates a sandbox whose workspace lives in `dir` (an empty folder the engine made, and
+    /// removes after [`BackendSandbox::destroy`]), with the spec's workspace size enforced
+    /// there, so that it outlives this process: [`Backend::restore_sandbox`] takes it up
+    /// again. Its contexts and processes do not outlive the process. Default: refused.
+    async fn create_durable_sandbox(
+        &self,
+        spec: SandboxSpec,
+        dir: &std::path::Path,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        let _ = (spec, dir);
+        Err(BackendError::Refused(NO_DURABLE.into()))
+    }
+
+    /// Takes up a sandbox that [`Backend::create_durable_sandbox`] made in `dir` (in this or
+    /// an earlier process, which is gone), with its files as they were and no context.
+    /// Default: refused.
+    async fn restore_sandbox(
+        &self,
+        spec: SandboxSpec,
+        dir: &std::path::Path,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        let _ = (spec, dir);
+        Err(BackendError::Refused(NO_DURABLE.into()))
+    }
 
     /// Removes what an earlier process of this host left (after a crash): sandboxes whose
     /// labels/names say they are Warden's and whose id is not in `live`. Returns how many.

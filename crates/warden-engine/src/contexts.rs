@@ -11,7 +11,9 @@
 //! (the `default` context is Python; a JavaScript context is created explicitly). The default
 //! context, and only it, starts with the profile's `preload_modules` imported (Python modules,
 //! so never into another language's context), whether made on first use or ahead of time in a
-//! pooled sandbox (so both are the same context).
+//! pooled sandbox (so both are the same context). A durable sandbox taken up after a restart
+//! of the daemon has its contexts listed with no interpreter (`pending`): the first cell in
+//! one starts it fresh and answers `context_restarted: true` (its variables are lost).
 
 use crate::backend::{CellPlan, ContextSpec, EventSender};
 use crate::sandboxes::{Entry, PreparedExec, Use};
@@ -73,6 +75,8 @@ pub(crate) struct ContextMeta {
     executions: u64,
     restarts: u64,
     evicted: bool,
+    /// Listed, with no interpreter yet: taken up after a restart of the daemon.
+    pending: bool,
 }
 
 impl ContextMeta {
@@ -110,6 +114,7 @@ impl Contexts {
             executions: 0,
             restarts: 0,
             evicted: false,
+            pending: false,
         };
         let contexts = Contexts::default();
         contexts
@@ -118,6 +123,47 @@ impl Contexts {
             .expect("not poisoned")
             .insert(DEFAULT_CONTEXT.to_owned(), meta);
         contexts
+    }
+
+    /// The contexts of a durable sandbox taken up after a restart: listed, none running.
+    pub(crate) fn restored(records: &[crate::store::ContextRecord]) -> Contexts {
+        let contexts = Contexts::default();
+        {
+            let mut live = contexts.live.lock().expect("not poisoned");
+            for r in records {
+                let Ok(language) = Language::new(&r.language) else {
+                    continue;
+                };
+                live.insert(
+                    r.id.clone(),
+                    ContextMeta {
+                        id: r.id.clone(),
+                        language,
+                        created_ms: r.created_ms,
+                        last_used_ms: r.created_ms,
+                        executions: 0,
+                        restarts: 0,
+                        evicted: false,
+                        pending: true,
+                    },
+                );
+            }
+        }
+        contexts
+    }
+
+    /// What a durable sandbox's record keeps of its contexts.
+    pub(crate) fn records(&self) -> Vec<crate::store::ContextRecord> {
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .map(|m| crate::store::ContextRecord {
+                id: m.id.clone(),
+                language: m.language.to_string(),
+                created_ms: m.created_ms,
+            })
+            .collect()
     }
 
     fn get(&self, id: &str) -> Option<ContextMeta> {
@@ -235,13 +281,25 @@ impl Sandboxes {
             executions: 0,
             restarts: 0,
             evicted: false,
+            pending: false,
         };
         entry
             .contexts
             .live
             .lock()
             .expect("not poisoned")
-            .insert(id, meta.clone());
+            .insert(id.clone(), meta.clone());
+        // A durable sandbox's record lists it, or it is not made.
+        if let Err(e) = self.save(entry) {
+            entry
+                .contexts
+                .live
+                .lock()
+                .expect("not poisoned")
+                .remove(&id);
+            let _ = entry.handle.destroy_context(&id).await;
+            return Err(e);
+        }
         Ok(meta)
     }
 
@@ -303,6 +361,7 @@ impl Sandboxes {
             return Err(EngineError::ContextNotFound(id.to_owned()));
         }
         entry.handle.destroy_context(id).await?;
+        self.save(&entry)?;
         Ok(id.to_owned())
     }
 
@@ -315,12 +374,16 @@ impl Sandboxes {
         id: &str,
     ) -> Result<ContextInfo, EngineError> {
         let entry = self.find(caller.owner(), sandbox)?;
-        if entry.contexts.get(id).is_none() {
+        let Some(meta) = entry.contexts.get(id) else {
             return Err(EngineError::ContextNotFound(id.to_owned()));
-        }
+        };
         let _slot = self.engine().admit(caller).await?;
         entry.touch(Use::Files);
-        entry.handle.restart_context(id).await?;
+        if meta.pending {
+            self.start_pending(&entry, id).await?;
+        } else {
+            entry.handle.restart_context(id).await?;
+        }
         entry.contexts.update(id, |m| {
             m.restarts += 1;
             m.last_used_ms = warden_types::now_ms();
@@ -382,6 +445,31 @@ impl Sandboxes {
         Ok(())
     }
 
+    /// Starts the interpreter of a context taken up after a restart (fresh state); returns
+    /// whether this call started it (another may have meanwhile).
+    async fn start_pending(&self, entry: &Entry, id: &str) -> Result<bool, EngineError> {
+        let _creating = entry.contexts.creating.lock().await;
+        let Some(meta) = entry.contexts.get(id) else {
+            return Err(EngineError::ContextNotFound(id.to_owned()));
+        };
+        if !meta.pending {
+            return Ok(false);
+        }
+        let (language, command) = self.context_runtime(entry, Some(meta.language.to_string()))?;
+        entry
+            .handle
+            .create_context(self.context_spec(
+                &entry.profile,
+                id.to_owned(),
+                language,
+                command,
+                entry.limits.clone(),
+            ))
+            .await?;
+        entry.contexts.update(id, |m| m.pending = false);
+        Ok(true)
+    }
+
     /// Runs a prepared cell in its context, creating the default context on first use.
     pub(crate) async fn run_in_context(
         &self,
@@ -402,6 +490,9 @@ impl Sandboxes {
                     .await?;
             }
         }
+        // A context taken up after a restart of the daemon starts fresh here, and says so.
+        let started_fresh = entry.contexts.get(&context).is_some_and(|m| m.pending)
+            && self.start_pending(&entry, &context).await?;
         entry.touch(Use::ExecStart);
         let result = entry
             .handle
@@ -416,7 +507,10 @@ impl Sandboxes {
             )
             .await;
         entry.touch(Use::ExecEnd);
-        let result = result?;
+        let mut result = result?;
+        if started_fresh {
+            result.cell.context_restarted = Some(true);
+        }
         let restarted = result.cell.context_restarted == Some(true);
         entry.contexts.update(&context, |m| {
             m.executions += 1;
@@ -438,7 +532,9 @@ impl Sandboxes {
     ) -> Result<(Vec<EvictedContext>, Vec<KeptContext>), EngineError> {
         let (mut evicted, mut kept) = (Vec::new(), Vec::new());
         for meta in entry.contexts.all() {
-            if meta.evicted {
+            // Evicted already, or taken up after a restart with no interpreter yet: nothing
+            // is held in memory.
+            if meta.evicted || meta.pending {
                 continue;
             }
             if meta.language.as_str() != CONTEXT_LANGUAGES[0] {
@@ -841,5 +937,149 @@ mod tests {
             EngineError::Backend(BackendError::Refused(crate::NO_CONTEXTS.into()))
         );
         assert!(s.list_contexts(None, &id).unwrap().is_empty());
+    }
+
+    /// A backend whose sandboxes are durable: each restore gives the shared fake (no context
+    /// running: the engine must start them again).
+    #[derive(Debug)]
+    struct DurableFake(Arc<FakeSandbox>);
+
+    #[async_trait::async_trait]
+    impl Backend for DurableFake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            _: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            Ok(result(CellOutput::default()))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            Ok(self.0.clone())
+        }
+        fn supports_durable(&self) -> bool {
+            true
+        }
+        async fn create_durable_sandbox(
+            &self,
+            _: SandboxSpec,
+            dir: &std::path::Path,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            std::fs::write(dir.join("image"), b"files").unwrap();
+            Ok(self.0.clone())
+        }
+        async fn restore_sandbox(
+            &self,
+            spec: SandboxSpec,
+            dir: &std::path::Path,
+        ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+            assert_eq!(std::fs::read(dir.join("image")).unwrap(), b"files");
+            assert_eq!(spec.limits.memory_mb, 100, "the sandbox's own limits");
+            Ok(self.0.clone())
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+    }
+
+    fn durable_sandboxes(dir: &std::path::Path, fake: &Arc<FakeSandbox>) -> Sandboxes {
+        let engine = Engine::new(Arc::new(Settings::builtin()))
+            .with_backend(BackendKind::Jail, Arc::new(DurableFake(fake.clone())));
+        Sandboxes::new(engine, 4).with_store(crate::Store::open(dir).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_durable_sandbox_comes_back_with_its_contexts_restarted_and_destroy_forgets_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(FakeSandbox {
+            supports: true,
+            ..FakeSandbox::default()
+        });
+        let alice = Caller {
+            owner: Some("alice".into()),
+            ..Caller::default()
+        };
+        let (made, ctx) = {
+            let s = durable_sandboxes(dir.path(), &fake);
+            let made = s
+                .create(
+                    &alice,
+                    CreateSandbox {
+                        name: Some("nb".into()),
+                        labels: [("team".to_owned(), "blue".to_owned())].into(),
+                        memory_mb: Some(100),
+                        ..CreateSandbox::default()
+                    },
+                )
+                .await
+                .unwrap();
+            s.start_exec(&alice, &made.id, cell("x = 1", DEFAULT_CONTEXT))
+                .await
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+            let ctx = s
+                .create_context(&alice, &made.id, CreateContext::default())
+                .await
+                .unwrap();
+            (made, ctx.id)
+            // Dropped without a shutdown: a crash.
+        };
+        assert_eq!(fake.created.lock().unwrap().len(), 2);
+        let s = durable_sandboxes(dir.path(), &fake);
+        let restored = s.restore().await.unwrap();
+        assert_eq!(restored.restored, vec![made.id.clone()], "{restored:?}");
+        let back = s.get(Some("alice"), &made.id).unwrap();
+        assert_eq!(
+            (
+                back.name,
+                back.labels,
+                back.created_at,
+                back.limits.memory_mb
+            ),
+            (made.name, made.labels, made.created_at, 100)
+        );
+        assert!(s.get(None, &made.id).is_err(), "another owner sees it");
+        let listed: Vec<String> = s
+            .list_contexts(Some("alice"), &made.id)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        for context in [DEFAULT_CONTEXT, ctx.as_str()] {
+            let first = s
+                .start_exec(&alice, &made.id, cell("1", context))
+                .await
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+            assert_eq!(first.cell.context_restarted, Some(true), "{context}");
+            let next = s
+                .start_exec(&alice, &made.id, cell("1", context))
+                .await
+                .unwrap()
+                .finish()
+                .await
+                .unwrap();
+            assert_eq!(next.cell.context_restarted, Some(false), "{context}");
+        }
+        // Started again once each, the default one with its preloads like any default.
+        assert_eq!(fake.created.lock().unwrap().len(), 4);
+        s.destroy(Some("alice"), &made.id).await.unwrap();
+        assert!(!dir.path().join("sandboxes").join(&made.id).exists());
+        drop(s);
+        let s = durable_sandboxes(dir.path(), &fake);
+        assert_eq!(s.restore().await.unwrap(), crate::Restored::default());
     }
 }

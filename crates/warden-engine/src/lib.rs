@@ -21,6 +21,8 @@ pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
 pub mod shape;
+pub mod snapshots;
+pub mod store;
 
 pub use admission::{Admission, AdmissionLimits, Caller, KeySlots};
 pub use audit::{AuditEvent, AuditLog, Decision, DestroyCause, Visible};
@@ -29,12 +31,14 @@ pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_EVICTION, NO_LIVE_STDIN, NO_PAUSE, SandboxSpec, StdinReceiver, StdinWriter,
-    Unsupported,
+    NO_CONTEXTS, NO_DURABLE, NO_EVICTION, NO_LIVE_STDIN, NO_PAUSE, SandboxSpec, StdinReceiver,
+    StdinWriter, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE};
 pub use pool::PoolStatus;
-pub use sandboxes::{CreateSandbox, SandboxExec, SandboxInfo, Sandboxes};
+pub use sandboxes::{CreateSandbox, Restored, SandboxExec, SandboxInfo, Sandboxes};
+pub use snapshots::{MAX_FORKS, SnapshotInfo};
+pub use store::{Store, StoreError};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -92,6 +96,18 @@ pub enum EngineError {
     SandboxBusy(String),
     #[error("no context {0:?} in this sandbox")]
     ContextNotFound(String),
+    #[error("no snapshot {0:?}")]
+    SnapshotNotFound(String),
+    #[error("a snapshot is already named {0:?}")]
+    SnapshotNameTaken(String),
+    #[error(
+        "the snapshot would take {need_mb} MiB, and this API key's snapshots hold {used_mb} of its {quota_mb} MiB; delete one first"
+    )]
+    SnapshotQuota {
+        need_mb: u64,
+        used_mb: u64,
+        quota_mb: u64,
+    },
     #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
     TooManyContexts { max: usize },
     #[error(
@@ -110,6 +126,10 @@ pub enum EngineError {
     },
     #[error("the server is stopping")]
     ShuttingDown,
+    /// Durable state could not be written under the data directory (which operation, why);
+    /// what was saved before is intact.
+    #[error("{0}")]
+    Storage(store::StoreError),
     /// A failure of the engine itself (a task that panicked).
     #[error("internal error: {0}")]
     Internal(String),
@@ -144,10 +164,15 @@ impl EngineError {
             EngineError::SandboxBusy(_) => "sandbox_busy",
             EngineError::TooManySandboxes { .. } => "too_many_sandboxes",
             EngineError::ContextNotFound(_) => "context_not_found",
+            EngineError::SnapshotNotFound(_) => "snapshot_not_found",
+            EngineError::SnapshotNameTaken(_) => "name_taken",
+            EngineError::SnapshotQuota { .. } => "snapshot_quota_exceeded",
             EngineError::TooManyContexts { .. } => "too_many_contexts",
             EngineError::Busy { .. } | EngineError::KeyBusy { .. } => "too_many_requests",
             EngineError::ShuttingDown => "shutting_down",
             EngineError::Internal(_) => "internal",
+            EngineError::Storage(store::StoreError::Full { .. }) => "storage_full",
+            EngineError::Storage(_) => "storage_failed",
             EngineError::Backend(b) => match b {
                 BackendError::Refused(_) => "refused",
                 BackendError::Command(_) => "runtime_unavailable",
@@ -156,6 +181,7 @@ impl EngineError {
                 BackendError::BadPath(_) => "bad_path",
                 BackendError::Gone(_) => "sandbox_gone",
                 BackendError::Lost(_) => "sandbox_lost",
+                BackendError::NoSpace(_) => "storage_full",
                 BackendError::ImportRefused(_) => "policy_violation",
                 BackendError::Setup(_) | BackendError::Internal(_) => "internal",
             },

@@ -9,10 +9,19 @@
 //! new execution can start on a sandbox being destroyed; expiry uses the monotonic clock. A
 //! create may be answered with a warm sandbox from the profile's pool (see [`crate::pool`])
 //! only when it would have built exactly that sandbox; it is then registered like any other.
+//!
+//! Durable sandboxes (a profile's `durable`, with a [`Store`]): the record of each is saved
+//! before the sandbox is listed and after every change that a restart must see (its TTLs, its
+//! contexts); a sandbox whose record could not be saved is not made; a destroyed sandbox's
+//! record goes after its backend released it, then its folder; shutdown releases durable
+//! sandboxes without removing them, and [`Sandboxes::restore`] takes them up again at the
+//! next start (files as they were, contexts restarted on first use, the idle TTL counted
+//! afresh, the lifetime from the original creation).
 
 use crate::audit::{Decision, DestroyCause};
 use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::pool::{BuildKey, Pools};
+use crate::store::{SandboxRecord, Store};
 use crate::{Caller, Engine, EngineError, ExecRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -37,6 +46,21 @@ pub struct CreateSandbox {
     /// Where the workspace is also mounted, the runs' HOME and working directory (see
     /// [`SandboxSpec::home`]).
     pub home: Option<String>,
+    /// The name of one of the caller's snapshots: the sandbox starts with its workspace (and,
+    /// unless named, its profile, language and memory; always its workspace size). The
+    /// sandbox is durable: its profile must be.
+    pub from_snapshot: Option<String>,
+}
+
+/// A workspace a new sandbox starts with: a snapshot's, or a fork's copy of its parent's.
+#[derive(Debug, Clone)]
+pub(crate) struct Seed {
+    /// A folder in the backend's durable form ([`BackendSandbox::snapshot_to`]); copied, not
+    /// moved.
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) profile: String,
+    pub(crate) language: String,
+    pub(crate) limits: Limits,
 }
 
 /// One execution in a sandbox.
@@ -70,14 +94,14 @@ pub use warden_types::SandboxInfo;
 pub(crate) struct Entry {
     pub(crate) id: String,
     name: Option<String>,
-    owner: Option<String>,
+    pub(crate) owner: Option<String>,
     pub(crate) profile: String,
     pub(crate) language: String,
-    labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     pub(crate) limits: Limits,
     backend: &'static str,
     /// Changed by [`Sandboxes::set_lifetime`].
-    ttls: Mutex<Ttls>,
+    pub(crate) ttls: Mutex<Ttls>,
     on_idle: OnIdle,
     created_ms: u64,
     created: Instant,
@@ -86,12 +110,17 @@ pub(crate) struct Entry {
     home: Option<String>,
     usage: Mutex<Usage>,
     pub(crate) contexts: crate::contexts::Contexts,
+    /// Kept across restarts of the daemon (see the module docs).
+    pub(crate) durable: bool,
+    /// What the sandbox was built with, for its record.
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) home: Option<String>,
 }
 
 /// How long a sandbox may live: unused, and in all.
 #[derive(Debug, Clone, Copy)]
-struct Ttls {
-    idle: Duration,
+pub(crate) struct Ttls {
+    pub(crate) idle: Duration,
     lifetime: Duration,
 }
 
@@ -193,6 +222,23 @@ pub struct Sandboxes {
     max_live: usize,
     /// Warm sandboxes waiting for a caller; not in `live` (see [`crate::pool`]).
     pub(crate) pools: Arc<Pools>,
+    /// Where durable sandboxes are kept; `None`: no sandbox outlives this process.
+    pub(crate) store: Option<Arc<Store>>,
+    /// Held while a snapshot is made or deleted (names and the quota are checked under it).
+    pub(crate) snapshotting: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What [`Sandboxes::restore`] found.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Restored {
+    /// Taken up again, with their files.
+    pub restored: Vec<String>,
+    /// Past their lifetime: removed.
+    pub expired: Vec<String>,
+    /// Not taken up, and why; their records and files are kept for the next start.
+    pub failed: Vec<(String, String)>,
+    /// Folders without a record (a crash while one was made or removed): removed.
+    pub swept: Vec<String>,
 }
 
 /// An execution resolved against its sandbox, ready to run (see [`Sandboxes::prepare_in`]).
@@ -238,6 +284,19 @@ pub(crate) fn sandbox_spec(
     }
 }
 
+/// Copies the files of `from` (one level: a backend's durable form) into `to`, syncing each.
+pub(crate) fn copy_folder(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let target = to.join(entry.file_name());
+            std::fs::copy(entry.path(), &target)?;
+            std::fs::File::open(&target)?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
 /// A sandbox's `home`: `/home/` and one or more plain names (no `.`, `..` or empty parts),
 /// so it never hides a path of the root that the sandbox relies on.
 fn valid_home(home: &str) -> bool {
@@ -254,7 +313,7 @@ fn valid_home(home: &str) -> bool {
     })
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=48).contains(&name.len())
         && name
             .bytes()
@@ -269,6 +328,64 @@ impl Sandboxes {
             live: Arc::new(Mutex::new(BTreeMap::new())),
             max_live,
             pools: Arc::new(Pools::default()),
+            store: None,
+            snapshotting: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// Keeps the sandboxes of durable profiles in `store` (see the module docs).
+    pub fn with_store(mut self, store: Store) -> Sandboxes {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The record a restart needs of a durable sandbox.
+    fn record_of(entry: &Entry) -> SandboxRecord {
+        let ttls = *entry.ttls.lock().expect("not poisoned");
+        SandboxRecord {
+            id: entry.id.clone(),
+            name: entry.name.clone(),
+            owner: entry.owner.clone(),
+            profile: entry.profile.clone(),
+            language: entry.language.clone(),
+            labels: entry.labels.clone(),
+            limits: entry.limits.clone(),
+            idle_ttl_seconds: ttls.idle.as_secs(),
+            lifetime_ms: ttls.lifetime.as_millis() as u64,
+            created_ms: entry.created_ms,
+            env: entry.env.clone(),
+            home: entry.home.clone(),
+            contexts: entry.contexts.records(),
+        }
+    }
+
+    /// Saves a durable sandbox's record (nothing to do for another).
+    pub(crate) fn save(&self, entry: &Entry) -> Result<(), EngineError> {
+        match &self.store {
+            Some(store) if entry.durable => store
+                .put(&Self::record_of(entry))
+                .map_err(EngineError::Storage),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes what a destroyed durable sandbox kept on disk: its record, then its folder. A
+    /// record that cannot be removed keeps the folder too (the next start takes it up again
+    /// rather than find a record without its files).
+    fn forget(&self, entry: &Entry) -> Result<(), EngineError> {
+        let Some(store) = self.store.as_ref().filter(|_| entry.durable) else {
+            return Ok(());
+        };
+        store.remove(&entry.id).map_err(EngineError::Storage)?;
+        let dir = store.sandbox_dir(&entry.id);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            // Swept at the next start (a folder without a record).
+            Err(e) => Err(EngineError::Storage(crate::store::StoreError::io(
+                format!("remove the workspace of sandbox {}", entry.id),
+                &e,
+            ))),
         }
     }
 
@@ -304,6 +421,25 @@ impl Sandboxes {
         caller: &Caller,
         req: CreateSandbox,
     ) -> Result<SandboxInfo, EngineError> {
+        let seed = match &req.from_snapshot {
+            Some(name) => Some(self.snapshot_seed(caller.owner(), name)?),
+            None => None,
+        };
+        self.create_seeded(caller, req, seed).await
+    }
+
+    /// [`Sandboxes::create`], starting with `seed`'s workspace if given.
+    pub(crate) async fn create_seeded(
+        &self,
+        caller: &Caller,
+        mut req: CreateSandbox,
+        seed: Option<Seed>,
+    ) -> Result<SandboxInfo, EngineError> {
+        if let Some(seed) = &seed {
+            req.profile.get_or_insert_with(|| seed.profile.clone());
+            req.language.get_or_insert_with(|| seed.language.clone());
+            req.memory_mb.get_or_insert(seed.limits.memory_mb);
+        }
         if let Some(max) = caller.max_sandboxes
             && self.count_of(caller.owner()) >= max
         {
@@ -318,8 +454,12 @@ impl Sandboxes {
                 message: "1-48 characters of a-z, 0-9 and '-', not starting with '-'".into(),
             });
         }
-        let (profile_name, plan) =
+        let (profile_name, mut plan) =
             self.resolve_build(req.profile.clone(), req.language.clone(), req.memory_mb)?;
+        if let Some(seed) = &seed {
+            // The image's size is the snapshot's.
+            plan.limits.workspace_mb = seed.limits.workspace_mb;
+        }
         let profile = self
             .engine
             .settings()
@@ -348,6 +488,17 @@ impl Sandboxes {
             "max_lifetime_seconds",
         )?;
         let backend = self.engine.backend_for(&profile_name)?.clone();
+        let durable = self.store.is_some()
+            && self.engine.settings().durable(profile)
+            && backend.supports_durable();
+        if seed.is_some() && !durable {
+            return Err(EngineError::InvalidRequest {
+                field: "from_snapshot",
+                message: format!(
+                    "a sandbox made from a snapshot is durable, and profile {profile_name:?} is not (see its `durable`)"
+                ),
+            });
+        }
         let created_ms = warden_types::now_ms();
         let mut id = match &req.name {
             Some(name) => format!("{name}-{}", created_ms / 1000),
@@ -388,7 +539,7 @@ impl Sandboxes {
         )
         .is_some();
         crate::exec_env::check_env(&req.env, "env", guarded)?;
-        let home = req.home.clone();
+        let (env, home) = (req.env.clone(), req.home.clone());
         let spec = sandbox_spec(
             id.clone(),
             &profile_name,
@@ -398,8 +549,14 @@ impl Sandboxes {
             req.home,
         );
         // A warm sandbox built from exactly this spec (labels aside, which are the engine's
-        // record only), if the pool has a live one; else one built now.
-        let (handle, contexts) = match self.pools.take(&BuildKey::of(&plan, &spec)).await {
+        // record only), if the pool has a live one; else one built now. A durable one is
+        // built in its own folder (pooled sandboxes are not durable).
+        let pooled = if durable {
+            None
+        } else {
+            self.pools.take(&BuildKey::of(&plan, &spec)).await
+        };
+        let (handle, contexts) = match pooled {
             Some(pooled) => {
                 if req.name.is_none() {
                     // The id it was built with, which its backend's messages name.
@@ -410,6 +567,36 @@ impl Sandboxes {
                     pooled.context_started_ms,
                 );
                 (pooled.handle, contexts)
+            }
+            None if durable => {
+                let store = self.store.as_ref().expect("durable only with a store");
+                let dir = store.sandbox_dir(&id);
+                std::fs::create_dir(&dir).map_err(|e| {
+                    EngineError::Storage(crate::store::StoreError::io(
+                        format!("make the folder of sandbox {id}"),
+                        &e,
+                    ))
+                })?;
+                let made = match &seed {
+                    Some(seed) => match copy_folder(&seed.dir, &dir) {
+                        Ok(()) => backend.restore_sandbox(spec, &dir).await,
+                        Err(e) => {
+                            let _ = std::fs::remove_dir_all(&dir);
+                            return Err(EngineError::Storage(crate::store::StoreError::io(
+                                format!("copy the workspace of sandbox {id}"),
+                                &e,
+                            )));
+                        }
+                    },
+                    None => backend.create_durable_sandbox(spec, &dir).await,
+                };
+                match made {
+                    Ok(handle) => (handle, Default::default()),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        return Err(e.into());
+                    }
+                }
             }
             None => (backend.create_sandbox(spec).await?, Default::default()),
         };
@@ -441,8 +628,20 @@ impl Sandboxes {
                 uses: 0,
             }),
             contexts,
+            durable,
+            env,
+            home,
         });
         let info = entry.info();
+        // Saved before it is listed: a sandbox is durable from its first answer on.
+        if let Err(e) = self.save(&entry) {
+            // Never saved, so no record to remove (which a full disk could refuse): the folder.
+            let _ = entry.handle.destroy().await;
+            if let Some(store) = self.store.as_ref().filter(|_| entry.durable) {
+                let _ = std::fs::remove_dir_all(store.sandbox_dir(&entry.id));
+            }
+            return Err(e);
+        }
         let raced = {
             let mut live = self.live.lock().expect("not poisoned");
             if live.len() >= self.max_live || live.contains_key(&id) {
@@ -454,6 +653,7 @@ impl Sandboxes {
         };
         if raced {
             let _ = entry.handle.destroy().await;
+            let _ = self.forget(&entry);
             return Err(EngineError::TooManySandboxes { max: self.max_live });
         }
         self.engine
@@ -514,6 +714,7 @@ impl Sandboxes {
         self.live.lock().expect("not poisoned").remove(&entry.id);
         self.record_destroyed(&entry, DestroyCause::Request);
         entry.handle.destroy().await?;
+        self.forget(&entry)?;
         Ok(entry.id.clone())
     }
 
@@ -544,10 +745,20 @@ impl Sandboxes {
                 ),
             });
         }
-        *entry.ttls.lock().expect("not poisoned") = Ttls {
-            idle: from_now.min(Duration::from_secs(profile.idle_ttl_seconds)),
-            lifetime,
+        let before = {
+            let mut ttls = entry.ttls.lock().expect("not poisoned");
+            let before = *ttls;
+            *ttls = Ttls {
+                idle: from_now.min(Duration::from_secs(profile.idle_ttl_seconds)),
+                lifetime,
+            };
+            before
         };
+        if let Err(e) = self.save(&entry) {
+            // What a restart would find stays what the sandbox lives by.
+            *entry.ttls.lock().expect("not poisoned") = before;
+            return Err(e);
+        }
         Ok(entry.info())
     }
 
@@ -583,6 +794,8 @@ impl Sandboxes {
             self.record_destroyed(&entry, DestroyCause::Expired);
             if let Err(e) = entry.handle.destroy().await {
                 eprintln!("warden: reaping sandbox {}: {e}", entry.id);
+            } else if let Err(e) = self.forget(&entry) {
+                eprintln!("warden: reaping sandbox {}: {e}", entry.id);
             }
             ids.push(entry.id.clone());
         }
@@ -590,16 +803,143 @@ impl Sandboxes {
     }
 
     /// Destroys every sandbox, the pooled ones included, after stopping the pools' refills
-    /// (shutdown).
+    /// (shutdown). A durable sandbox is released (its processes end) and kept on disk for the
+    /// next start.
     pub async fn destroy_all(&self) {
         self.close_pools().await;
         let all: Vec<Arc<Entry>> = std::mem::take(&mut *self.live.lock().expect("not poisoned"))
             .into_values()
             .collect();
         for entry in all {
-            self.record_destroyed(&entry, DestroyCause::Shutdown);
+            if !entry.durable {
+                self.record_destroyed(&entry, DestroyCause::Shutdown);
+            }
             let _ = entry.handle.destroy().await;
         }
+    }
+
+    /// Takes up the durable sandboxes of an earlier process (at the daemon's start, before it
+    /// listens): each with its files, owner, name, labels, TTLs and the list of its contexts,
+    /// which start again (fresh) at their first use. A sandbox past its lifetime is removed;
+    /// one that cannot be taken up (its profile gone from the settings, its backend failing)
+    /// is named in the answer and kept on disk for the next start.
+    pub async fn restore(&self) -> Result<Restored, EngineError> {
+        let Some(store) = self.store.clone() else {
+            return Ok(Restored::default());
+        };
+        let (records, unreadable) = store.all().map_err(EngineError::Storage)?;
+        let mut out = Restored::default();
+        let mut known: std::collections::BTreeSet<String> =
+            unreadable.iter().map(|(id, _)| id.clone()).collect();
+        for (id, why) in unreadable {
+            out.failed
+                .push((id, format!("its record cannot be read: {why}")));
+        }
+        let now_ms = warden_types::now_ms();
+        for record in records {
+            known.insert(record.id.clone());
+            let id = record.id.clone();
+            if now_ms >= record.created_ms.saturating_add(record.lifetime_ms) {
+                match store.remove(&id) {
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir_all(store.sandbox_dir(&id));
+                        known.remove(&id);
+                        out.expired.push(id);
+                    }
+                    Err(e) => out.failed.push((id, e.to_string())),
+                }
+                continue;
+            }
+            match self.restore_one(&store, record).await {
+                Ok(()) => out.restored.push(id),
+                Err(why) => out.failed.push((id, why)),
+            }
+        }
+        out.swept = store.sweep(&known);
+        // Snapshots cut off by a crash before their record: never listed, removed now.
+        out.swept
+            .extend(store.sweep_snapshots().map_err(EngineError::Storage)?);
+        Ok(out)
+    }
+
+    async fn restore_one(&self, store: &Store, record: SandboxRecord) -> Result<(), String> {
+        let settings = self.engine.settings();
+        let Some(profile) = settings.profile(&record.profile) else {
+            return Err(format!(
+                "its profile {:?} is no longer in the settings",
+                record.profile
+            ));
+        };
+        let on_idle = profile.on_idle;
+        let backend = self
+            .engine
+            .backend_for(&record.profile)
+            .map_err(|e| e.to_string())?
+            .clone();
+        if !backend.supports_durable() {
+            return Err(format!(
+                "the {} backend of profile {:?} cannot take it up",
+                backend.name(),
+                record.profile
+            ));
+        }
+        let (_, mut plan) = self
+            .resolve_build(
+                Some(record.profile.clone()),
+                Some(record.language.clone()),
+                None,
+            )
+            .map_err(|e| e.to_string())?;
+        plan.limits = record.limits.clone();
+        let spec = sandbox_spec(
+            record.id.clone(),
+            &record.profile,
+            &plan,
+            record.labels.clone(),
+            record.env.clone(),
+            record.home.clone(),
+        );
+        let handle = backend
+            .restore_sandbox(spec, &store.sandbox_dir(&record.id))
+            .await
+            .map_err(|e| e.to_string())?;
+        let now = Instant::now();
+        let lived = Duration::from_millis(warden_types::now_ms().saturating_sub(record.created_ms));
+        let entry = Arc::new(Entry {
+            id: record.id.clone(),
+            name: record.name,
+            owner: record.owner,
+            profile: record.profile,
+            language: record.language,
+            labels: record.labels,
+            limits: record.limits,
+            backend: backend.name(),
+            ttls: Mutex::new(Ttls {
+                idle: Duration::from_secs(record.idle_ttl_seconds),
+                lifetime: Duration::from_millis(record.lifetime_ms),
+            }),
+            on_idle,
+            created_ms: record.created_ms,
+            created: now.checked_sub(lived).unwrap_or(now),
+            handle,
+            usage: Mutex::new(Usage {
+                last_used: now,
+                last_used_ms: warden_types::now_ms(),
+                executions: 0,
+                running: 0,
+                paused: false,
+                uses: 0,
+            }),
+            contexts: crate::contexts::Contexts::restored(&record.contexts),
+            durable: true,
+            env: record.env,
+            home: record.home,
+        });
+        self.live
+            .lock()
+            .expect("not poisoned")
+            .insert(record.id, entry);
+        Ok(())
     }
 
     /// Freezes every process of the caller's sandbox (its contexts keep their state) until

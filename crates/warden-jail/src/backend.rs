@@ -257,41 +257,29 @@ impl Backend for JailBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
-        let landlock = self.landlock_abi(&spec.profile)?;
-        let network = net_request(&self.settings.network, spec.network_enabled, &spec.egress)?;
-        if let Some(request) = &network {
-            warden_net::check(request)
-                .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
-        }
-        // The sandbox's own host uid, for its whole life (every run, context and file).
-        let range = match self.settings.ids.host {
-            crate::plan::HostIds::Lease(range) => range,
-            crate::plan::HostIds::Held { uid } => warden_net::uids::UidRange {
-                base: uid,
-                count: 1,
-            },
-        };
-        let workspace_mb = spec.limits.workspace_mb;
-        let workspace = blocking(move || {
-            let lease = range
-                .lease(
-                    std::path::Path::new(warden_net::uids::RUN_DIR),
-                    &warden_net::uids::ProcScan,
-                )
-                .map_err(|e| BackendError::Refused(format!("no host uid for the sandbox: {e}")))?;
-            Workspace::create(workspace_mb, lease)
-                .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}")))
-        })
-        .await?;
-        let uid = workspace.uid_lease().0;
-        Ok(Arc::new(JailSandbox::new(
-            spec.id,
-            self.sandbox_part(landlock, uid),
-            network,
-            workspace,
-            spec.env,
-            spec.home,
-        )))
+        self.build_sandbox(spec, WorkspaceAt::Memory).await
+    }
+
+    fn supports_durable(&self) -> bool {
+        true
+    }
+
+    async fn create_durable_sandbox(
+        &self,
+        spec: SandboxSpec,
+        dir: &std::path::Path,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        self.build_sandbox(spec, WorkspaceAt::NewImage(dir.to_path_buf()))
+            .await
+    }
+
+    async fn restore_sandbox(
+        &self,
+        spec: SandboxSpec,
+        dir: &std::path::Path,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        self.build_sandbox(spec, WorkspaceAt::Image(dir.to_path_buf()))
+            .await
     }
 
     /// A sandbox's workspace is a detached tmpfs held only by the daemon's descriptor, so a
@@ -329,6 +317,77 @@ impl JailBackend {
         // SAFETY: waitpid with WNOHANG on our own children.
         forked
             .retain(|&pid| unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } == 0);
+    }
+}
+
+/// Where a sandbox's workspace is: a tmpfs, or a durable image in the sandbox's folder
+/// (made now, or taken up again).
+enum WorkspaceAt {
+    Memory,
+    NewImage(PathBuf),
+    Image(PathBuf),
+}
+
+/// A durable workspace's failure: a full host disk is the caller's to know (which operation,
+/// why); the rest is a setup failure.
+pub(crate) fn disk_error(e: crate::disk::DiskError) -> BackendError {
+    match e {
+        crate::disk::DiskError::NoSpace { .. } => {
+            BackendError::NoSpace(format!("make the sandbox's workspace: {e}"))
+        }
+        e => BackendError::Setup(format!("the durable workspace: {e}")),
+    }
+}
+
+impl JailBackend {
+    /// A sandbox with its workspace `at` (see [`Backend::create_sandbox`] and
+    /// [`Backend::create_durable_sandbox`]).
+    async fn build_sandbox(
+        &self,
+        spec: SandboxSpec,
+        at: WorkspaceAt,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        let landlock = self.landlock_abi(&spec.profile)?;
+        let network = net_request(&self.settings.network, spec.network_enabled, &spec.egress)?;
+        if let Some(request) = &network {
+            warden_net::check(request)
+                .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
+        }
+        // The sandbox's own host uid, for its whole life (every run, context and file).
+        let range = match self.settings.ids.host {
+            crate::plan::HostIds::Lease(range) => range,
+            crate::plan::HostIds::Held { uid } => warden_net::uids::UidRange {
+                base: uid,
+                count: 1,
+            },
+        };
+        let workspace_mb = spec.limits.workspace_mb;
+        let workspace = blocking(move || {
+            let lease = range
+                .lease(
+                    std::path::Path::new(warden_net::uids::RUN_DIR),
+                    &warden_net::uids::ProcScan,
+                )
+                .map_err(|e| BackendError::Refused(format!("no host uid for the sandbox: {e}")))?;
+            match at {
+                WorkspaceAt::Memory => Workspace::create(workspace_mb, lease)
+                    .map_err(|e| BackendError::Setup(format!("create the workspace tmpfs: {e}"))),
+                WorkspaceAt::NewImage(dir) => {
+                    Workspace::create_on_disk(&dir, workspace_mb, lease).map_err(disk_error)
+                }
+                WorkspaceAt::Image(dir) => Workspace::open_on_disk(&dir, lease).map_err(disk_error),
+            }
+        })
+        .await?;
+        let uid = workspace.uid_lease().0;
+        Ok(Arc::new(JailSandbox::new(
+            spec.id,
+            self.sandbox_part(landlock, uid),
+            network,
+            workspace,
+            spec.env,
+            spec.home,
+        )))
     }
 }
 

@@ -264,8 +264,10 @@ impl Hierarchy {
     /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
     /// with the pid namespace they ran in, or by `kill -9`). A live sandbox's leaf is locked
     /// (`flock`) by its helper for as long as it lives (init dies with it), whatever pid namespace
-    /// they are in; a leaf nobody locks and that holds no process is stale. Returns how many
-    /// were removed.
+    /// they are in; a leaf nobody locks and that holds no process is stale. A leaf nobody
+    /// locks whose processes are frozen (a paused sandbox, or one being copied, when its daemon
+    /// was killed) is thawed, so that the kill they were sent ends them, and removed at a
+    /// later scan. Returns how many were removed.
     pub fn remove_stale(&self) -> usize {
         self.stale(true)
     }
@@ -295,6 +297,11 @@ impl Hierarchy {
                     continue;
                 }
                 if !procs(&path).is_empty() {
+                    if remove {
+                        // Ownerless: thawed, so that the processes can die (see above).
+                        let _ = write(&path.join("freezer.state"), "THAWED");
+                        let _ = write(&path.join("cgroup.freeze"), "0");
+                    }
                     continue;
                 }
                 if !remove || fs::remove_dir(&path).is_ok() {

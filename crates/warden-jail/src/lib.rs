@@ -15,6 +15,7 @@ pub mod cgroup;
 mod client;
 pub mod contain;
 pub mod context;
+pub mod disk;
 pub mod helper;
 mod init;
 pub mod layout;

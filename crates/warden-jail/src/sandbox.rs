@@ -72,6 +72,9 @@ pub struct JailSandbox {
     contexts: std::sync::Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ContextSlot>>>>,
     /// Whether the contexts' runs are frozen (see the module docs).
     paused: std::sync::atomic::AtomicBool,
+    /// Held (shared) by the files API's writes, and (alone) by a copy of the workspace, so
+    /// that no write lands in the middle of a copy.
+    copying: tokio::sync::RwLock<()>,
 }
 
 /// A context: what it was created with, and its running interpreter (`None` between a failed
@@ -150,6 +153,7 @@ impl JailSandbox {
             destroyed: tokio::sync::watch::Sender::new(false),
             contexts: std::sync::Mutex::new(BTreeMap::new()),
             paused: std::sync::atomic::AtomicBool::new(false),
+            copying: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -476,6 +480,7 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn write_file(&self, path: &WorkspacePath, bytes: Vec<u8>) -> Result<(), BackendError> {
+        let _not_during_a_copy = self.copying.read().await;
         let workspace = self.workspace()?;
         let path = path.clone();
         blocking(move || workspace.write_file(&path, &bytes).map_err(workspace_error)).await
@@ -739,6 +744,31 @@ impl BackendSandbox for JailSandbox {
         let _turn = self.turns.read().await;
         self.workspace()?;
         self.thaw_if_paused().await
+    }
+
+    /// Copies the durable workspace as of one instant: after a running execution (the turn),
+    /// with every context's processes frozen (the cgroup freezer: nothing of the sandbox
+    /// writes) and the files API's writes held, its filesystem synced, then copied; a paused
+    /// sandbox stays paused, another is thawed after the copy.
+    async fn snapshot_to(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let _turn = self.one_at_a_time.lock().await;
+        let workspace = self.workspace()?;
+        let _no_writes = self.copying.write().await;
+        let was_paused = self.paused.load(std::sync::atomic::Ordering::Acquire);
+        if !was_paused {
+            self.set_frozen(true).await?;
+        }
+        let dir = dir.to_path_buf();
+        let copied = blocking(move || {
+            workspace
+                .snapshot_to(&dir)
+                .map_err(crate::backend::disk_error)
+        })
+        .await;
+        if !was_paused && let Err(e) = self.set_frozen(false).await {
+            eprintln!("warden: thawing sandbox {} after a copy: {e}", self.id);
+        }
+        copied
     }
 
     async fn context_alive(&self, id: &str) -> bool {

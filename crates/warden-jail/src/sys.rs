@@ -515,22 +515,31 @@ pub fn fchown(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
 /// lives exactly as long as that descriptor (and any clone of the mount). Nothing appears in
 /// any mount table, so a crashed owner leaves nothing to clean up.
 pub fn detached_tmpfs(size_bytes: u64, mode: u32, uid: u32, gid: u32) -> io::Result<OwnedFd> {
+    detached_fs(
+        "tmpfs",
+        &[
+            ("size", size_bytes.to_string()),
+            ("mode", format!("{mode:o}")),
+            ("uid", uid.to_string()),
+            ("gid", gid.to_string()),
+        ],
+    )
+}
+
+/// A filesystem of `fstype` (with string options such as `source`) mounted nowhere, nosuid
+/// and nodev: the returned descriptor is its root (see [`detached_tmpfs`]).
+pub fn detached_fs(fstype: &str, options: &[(&str, String)]) -> io::Result<OwnedFd> {
     const FSOPEN_CLOEXEC: libc::c_uint = 1;
     const FSCONFIG_SET_STRING: libc::c_uint = 1;
     const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
     const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-    let fstype = cstring("tmpfs")?;
+    let fstype = cstring(fstype)?;
     // SAFETY: a valid C string and flags.
     let fs =
         check_long(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
     // SAFETY: fsopen returned a new descriptor that nobody else owns.
     let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
-    for (key, value) in [
-        ("size", size_bytes.to_string()),
-        ("mode", format!("{mode:o}")),
-        ("uid", uid.to_string()),
-        ("gid", gid.to_string()),
-    ] {
+    for (key, value) in options {
         let (key, value) = (cstring(key)?, cstring(value)?);
         // SAFETY: valid descriptor and C strings.
         check_long(unsafe {

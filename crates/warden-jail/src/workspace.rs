@@ -1,5 +1,7 @@
 //! The workspace of a sandbox with a lifetime: a size-capped tmpfs that is mounted nowhere on
-//! the host. The daemon holds its root as a descriptor; each run of the sandbox attaches a
+//! the host, or for a durable sandbox an ext4 image of the same size under the daemon's data
+//! directory, mounted nowhere either (see [`crate::disk`]): its files outlive the daemon,
+//! and [`Workspace::open_on_disk`] takes them up again. The daemon holds its root as a descriptor; each run of the sandbox attaches a
 //! clone of it in its own mount namespace, and the files API reads and writes through the
 //! descriptor.
 //!
@@ -45,6 +47,8 @@ pub struct Workspace {
     root: OwnedFd,
     owner: (u32, u32),
     lease: HeldUid,
+    /// A durable workspace's image file (see [`crate::disk`]); `None`: a tmpfs.
+    image: Option<std::path::PathBuf>,
 }
 
 /// How many times (20 ms apart) a dropped workspace looks for its uid's processes to be gone.
@@ -86,10 +90,54 @@ impl Workspace {
     pub fn create(size_mb: u64, lease: UidLease) -> io::Result<Workspace> {
         let owner = (lease.uid(), lease.uid());
         let root = sys::detached_tmpfs(size_mb * 1024 * 1024, 0o700, owner.0, owner.1)?;
+        Self::over(root, lease)
+    }
+
+    /// Makes a durable workspace in `dir` (an ext4 image of `size_mb`, see [`crate::disk`]),
+    /// owned by the sandbox's leased uid, with the same folders as [`Workspace::create`].
+    pub fn create_on_disk(
+        dir: &Path,
+        size_mb: u64,
+        lease: UidLease,
+    ) -> Result<Workspace, crate::disk::DiskError> {
+        crate::disk::make_image(dir, size_mb, lease.uid(), lease.uid())?;
+        let root = crate::disk::mount(dir)?;
+        let mut ws = Self::over(root, lease).map_err(crate::disk::DiskError::Mount)?;
+        ws.image = Some(dir.join(crate::disk::IMAGE_FILE));
+        Ok(ws)
+    }
+
+    /// Takes up the durable workspace in `dir` as its last process left it; its files are
+    /// given to the sandbox's leased uid (which may differ from the last one).
+    pub fn open_on_disk(dir: &Path, lease: UidLease) -> Result<Workspace, crate::disk::DiskError> {
+        let root = crate::disk::mount(dir)?;
+        crate::disk::chown_tree(root.as_fd(), lease.uid(), lease.uid())?;
+        let mut ws = Self::over(root, lease).map_err(crate::disk::DiskError::Mount)?;
+        ws.image = Some(dir.join(crate::disk::IMAGE_FILE));
+        Ok(ws)
+    }
+
+    /// Copies a durable workspace's image into `dir` as of now (see
+    /// [`crate::disk::copy_synced`]: the caller keeps writers away); a tmpfs workspace has
+    /// none to copy.
+    pub fn snapshot_to(&self, dir: &Path) -> Result<(), crate::disk::DiskError> {
+        let Some(image) = &self.image else {
+            return Err(crate::disk::DiskError::Copy(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the workspace is not durable (a tmpfs)",
+            )));
+        };
+        crate::disk::copy_synced(self.root.as_fd(), image, dir)
+    }
+
+    /// The workspace over a filesystem's root, with its folders made if missing.
+    fn over(root: OwnedFd, lease: UidLease) -> io::Result<Workspace> {
+        let owner = (lease.uid(), lease.uid());
         let ws = Workspace {
             root,
             owner,
             lease: HeldUid(Some(lease)),
+            image: None,
         };
         for dir in [SCRATCH_WORK, SCRATCH_TMP] {
             ws.mkdir_owned(ws.root.as_fd(), dir, 0o700)?;

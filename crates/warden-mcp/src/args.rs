@@ -26,6 +26,9 @@ pub struct CreateSandboxArgs {
     /// The profile (limits and policies) to use; default: the server's default profile.
     #[serde(default)]
     pub profile: Option<String>,
+    /// Start with the files of one of your snapshots (see snapshot_sandbox).
+    #[serde(default)]
+    pub from_snapshot: Option<String>,
 }
 
 /// `run_code`: the source document's `sandbox_name, code`, plus a timeout.
@@ -59,6 +62,27 @@ pub struct PauseArgs {
     /// names any that cannot be) and loaded again on resume.
     #[serde(default)]
     pub evict: bool,
+}
+
+/// `snapshot_sandbox`: a durable sandbox's files under a name.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSandboxArgs {
+    /// The sandbox's name or id.
+    pub sandbox_name: String,
+    /// The snapshot's name (unique among yours): 1-48 characters of a-z, 0-9 and '-'.
+    pub snapshot_name: String,
+}
+
+/// `fork_sandbox`: independent copies of a durable sandbox.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkSandboxArgs {
+    /// The sandbox's name or id.
+    pub sandbox_name: String,
+    /// How many copies, 1 to 16; default 1.
+    #[serde(default)]
+    pub count: Option<u32>,
 }
 
 /// `execute_code`: one program in a fresh sandbox that is gone afterwards.

@@ -4,7 +4,8 @@
 //!
 //! Tools: the source document's `create_sandbox`, `run_code`, `destroy_sandbox`,
 //! `list_sandboxes` (same parameters; `sandbox_name` takes a sandbox's name or id), plus
-//! `execute_code` (one-shot), `pause_sandbox` and `resume_sandbox`, and `write_file`,
+//! `execute_code` (one-shot), `pause_sandbox` and `resume_sandbox`, `snapshot_sandbox` and
+//! `fork_sandbox` (durable sandboxes), and `write_file`,
 //! `read_file`, `list_files` on a sandbox's workspace. Their input schemas are generated from the types in [`args`].
 //!
 //! Invariants: a tool is a thin front-end — decode its arguments, one call to the engine's
@@ -21,8 +22,8 @@ pub mod args;
 pub mod reply;
 
 use args::{
-    CreateSandboxArgs, Encoding, ExecuteCodeArgs, PauseArgs, ReadFileArgs, RunCodeArgs,
-    SandboxArgs, WriteFileArgs,
+    CreateSandboxArgs, Encoding, ExecuteCodeArgs, ForkSandboxArgs, PauseArgs, ReadFileArgs,
+    RunCodeArgs, SandboxArgs, SnapshotSandboxArgs, WriteFileArgs,
 };
 use base64::Engine as _;
 use reply::ToolError;
@@ -168,6 +169,7 @@ impl WardenMcp {
                     language: Some(a.language),
                     name: Some(a.name),
                     labels,
+                    from_snapshot: a.from_snapshot,
                     ..CreateSandbox::default()
                 },
             )
@@ -236,6 +238,39 @@ impl WardenMcp {
         }
         let structured = json!({ "success": true, "message": message, "sandbox": paused.sandbox,
             "evicted": paused.evicted, "kept_in_memory": paused.kept_in_memory });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
+    async fn snapshot(
+        &self,
+        caller: Caller,
+        a: SnapshotSandboxArgs,
+    ) -> Result<CallToolResult, ToolError> {
+        let info = self
+            .sandboxes
+            .snapshot(caller.owner.as_deref(), &a.sandbox_name, &a.snapshot_name)
+            .await?;
+        let message = format!(
+            "snapshot {} of sandbox {} recorded ({} bytes); create_sandbox with from_snapshot makes a sandbox from it",
+            info.name, info.sandbox_id, info.size_bytes
+        );
+        let structured = json!({ "success": true, "message": message, "snapshot": info });
+        Ok(reply::done(&message, structured, self.max_len()))
+    }
+
+    async fn fork(&self, caller: Caller, a: ForkSandboxArgs) -> Result<CallToolResult, ToolError> {
+        let made = self
+            .sandboxes
+            .fork(&caller, &a.sandbox_name, a.count.unwrap_or(1))
+            .await?;
+        let ids: Vec<&str> = made.iter().map(|s| s.id.as_str()).collect();
+        let message = format!(
+            "{} copies of sandbox {} made, each with its own files: {}",
+            made.len(),
+            a.sandbox_name,
+            ids.join(", ")
+        );
+        let structured = json!({ "success": true, "message": message, "sandboxes": made });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
@@ -474,6 +509,44 @@ impl WardenMcp {
         ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
         self.answer(self.resume(self.caller(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Record a sandbox's files under a name, to make new sandboxes from later. \
+            Durable sandboxes only; counts against your snapshot storage.",
+        annotations(
+            title = "Snapshot a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn snapshot_sandbox(
+        &self,
+        Parameters(a): Parameters<SnapshotSandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.snapshot(self.caller(&ctx), a).await)
+    }
+
+    #[tool(
+        description = "Make independent copies of a sandbox as it is now (its files, not its \
+            Python variables), e.g. to try several approaches in parallel. Durable sandboxes only.",
+        annotations(
+            title = "Fork a sandbox",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn fork_sandbox(
+        &self,
+        Parameters(a): Parameters<ForkSandboxArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.answer(self.fork(self.caller(&ctx), a).await)
     }
 
     #[tool(

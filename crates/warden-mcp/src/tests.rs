@@ -548,12 +548,14 @@ async fn the_tool_list_and_its_schemas() {
             "create_sandbox",
             "destroy_sandbox",
             "execute_code",
+            "fork_sandbox",
             "list_files",
             "list_sandboxes",
             "pause_sandbox",
             "read_file",
             "resume_sandbox",
             "run_code",
+            "snapshot_sandbox",
             "write_file"
         ]
     );

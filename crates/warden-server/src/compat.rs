@@ -45,6 +45,7 @@ impl CreateRequest {
             idle_ttl_seconds: None,
             max_lifetime_seconds: None,
             memory_mb: None,
+            from_snapshot: None,
         }
     }
 }

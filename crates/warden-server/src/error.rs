@@ -57,8 +57,12 @@ impl From<EngineError> for ApiError {
             }
             EngineError::SandboxNotFound(_)
             | EngineError::ContextNotFound(_)
+            | EngineError::SnapshotNotFound(_)
             | EngineError::Backend(BackendError::NotFound(_)) => S::NOT_FOUND,
-            EngineError::NameTaken(_) | EngineError::SandboxBusy(_) => S::CONFLICT,
+            EngineError::NameTaken(_)
+            | EngineError::SnapshotNameTaken(_)
+            | EngineError::SandboxBusy(_) => S::CONFLICT,
+            EngineError::SnapshotQuota { .. } => S::INSUFFICIENT_STORAGE,
             EngineError::TooManyContexts { .. }
             | EngineError::TooManySandboxes { .. }
             | EngineError::Busy { .. }
@@ -69,6 +73,17 @@ impl From<EngineError> for ApiError {
             EngineError::Backend(BackendError::Lost(_)) => {
                 eprintln!("warden serve: {e}");
                 S::SERVICE_UNAVAILABLE
+            }
+            // The host's disk under the data directory: which operation, and why (no host
+            // path); nothing saved before is lost.
+            EngineError::Storage(warden_engine::StoreError::Full { .. })
+            | EngineError::Backend(BackendError::NoSpace(_)) => {
+                eprintln!("warden serve: {e}");
+                S::INSUFFICIENT_STORAGE
+            }
+            EngineError::Storage(_) => {
+                eprintln!("warden serve: {e}");
+                S::INTERNAL_SERVER_ERROR
             }
             EngineError::Internal(_)
             | EngineError::Backend(BackendError::Setup(_) | BackendError::Internal(_)) => {

@@ -36,7 +36,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -126,6 +126,13 @@ impl AppState {
         }
     }
 
+    /// Keeps durable sandboxes in `store` (before the state is shared: see
+    /// [`Sandboxes::with_store`]).
+    pub fn with_store(mut self, store: warden_engine::Store) -> AppState {
+        self.sandboxes = self.sandboxes.with_store(store);
+        self
+    }
+
     /// Ends the open MCP sessions and streams, so a graceful shutdown is not held up by them.
     pub fn stop_mcp(&self) {
         self.mcp_stop.cancel();
@@ -175,6 +182,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sandboxes/{id}/exec", post(sandboxes::exec))
         .route("/v1/sandboxes/{id}/pause", post(sandboxes::pause))
         .route("/v1/sandboxes/{id}/resume", post(sandboxes::resume))
+        .route("/v1/sandboxes/{id}/snapshot", post(sandboxes::snapshot))
+        .route("/v1/sandboxes/{id}/fork", post(sandboxes::fork))
+        .route("/v1/snapshots", get(sandboxes::list_snapshots))
+        .route("/v1/snapshots/{name}", delete(sandboxes::delete_snapshot))
         .route(
             "/v1/sandboxes/{id}/contexts",
             post(sandboxes::create_context).get(sandboxes::list_contexts),

@@ -17,7 +17,7 @@ use axum::response::Html;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Value, json};
 use std::sync::OnceLock;
-use warden_engine::{ContextInfo, SandboxInfo};
+use warden_engine::{ContextInfo, SandboxInfo, SnapshotInfo};
 use warden_types::{ExecEvent, ExecResult, FileEntry};
 
 /// What a request or response body is.
@@ -81,6 +81,20 @@ pub struct SandboxList {
 pub struct Destroyed {
     pub id: String,
     pub destroyed: bool,
+}
+
+#[derive(Debug, serde::Serialize, JsonSchema)]
+pub struct SnapshotList {
+    pub snapshots: Vec<SnapshotInfo>,
+    pub count: usize,
+    pub used_bytes: u64,
+    pub quota_bytes: u64,
+}
+
+#[derive(Debug, serde::Serialize, JsonSchema)]
+pub struct SnapshotDeleted {
+    pub name: String,
+    pub deleted: bool,
 }
 
 #[derive(Debug, serde::Serialize, JsonSchema)]
@@ -272,6 +286,38 @@ pub const OPERATIONS: &[Operation] = &[
         request: Body::None,
         status: 200,
         response: Body::Json(schema::<warden_types::Resumed>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/snapshot",
+        summary: "Record a durable sandbox's workspace under a name (the API key's; counted against its snapshot quota: 507 past it)",
+        request: Body::Json(schema::<crate::sandboxes::SnapshotBody>),
+        status: 201,
+        response: Body::Json(schema::<SnapshotInfo>),
+    },
+    Operation {
+        method: "post",
+        path: "/v1/sandboxes/{id}/fork",
+        summary: "Make `count` independent copies of a durable sandbox as it is now (its files; no contexts)",
+        request: Body::Json(schema::<crate::sandboxes::ForkBody>),
+        status: 201,
+        response: Body::Json(schema::<SandboxList>),
+    },
+    Operation {
+        method: "get",
+        path: "/v1/snapshots",
+        summary: "The API key's snapshots, with the disk they take and the key's quota",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<SnapshotList>),
+    },
+    Operation {
+        method: "delete",
+        path: "/v1/snapshots/{name}",
+        summary: "Delete a snapshot",
+        request: Body::None,
+        status: 200,
+        response: Body::Json(schema::<SnapshotDeleted>),
     },
     Operation {
         method: "post",

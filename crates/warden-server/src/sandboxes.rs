@@ -45,6 +45,10 @@ pub struct CreateBody {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub memory_mb: Option<u64>,
+    /// One of the API key's snapshots: the sandbox starts with its workspace (and its
+    /// profile, language and memory unless named here). The sandbox is durable.
+    #[serde(default)]
+    pub from_snapshot: Option<String>,
 }
 
 pub(crate) async fn create_sandbox(
@@ -66,6 +70,7 @@ pub(crate) async fn create_sandbox(
                 memory_mb: body.memory_mb,
                 env: BTreeMap::new(),
                 home: None,
+                from_snapshot: body.from_snapshot,
             },
         )
         .await?)
@@ -474,6 +479,104 @@ pub async fn restart_context(
         .await
     {
         Ok(info) => Json(info).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `POST /v1/sandboxes/{id}/snapshot`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotBody {
+    /// Unique among the API key's snapshots: 1-48 characters of a-z, 0-9 and '-', not
+    /// starting with '-'.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9-]{0,47}$"))]
+    pub name: String,
+}
+
+/// Records the sandbox's workspace under a name (a durable sandbox's).
+pub async fn snapshot(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<SnapshotBody>,
+) -> Response {
+    match state
+        .sandboxes
+        .snapshot(caller.owner().as_deref(), &id, &body.name)
+        .await
+    {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `GET /v1/snapshots`: the API key's snapshots, oldest first.
+pub async fn list_snapshots(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
+    match state.sandboxes.list_snapshots(caller.owner().as_deref()) {
+        Ok(snapshots) => {
+            let used: u64 = snapshots.iter().map(|s| s.size_bytes).sum();
+            Json(serde_json::json!({
+                "count": snapshots.len(),
+                "snapshots": snapshots,
+                "used_bytes": used,
+                "quota_bytes": state.engine.settings().server.snapshot_quota_mb * 1024 * 1024,
+            }))
+            .into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `DELETE /v1/snapshots/{name}`.
+pub async fn delete_snapshot(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(name): ApiPath<String>,
+) -> Response {
+    match state
+        .sandboxes
+        .delete_snapshot(caller.owner().as_deref(), &name)
+        .await
+    {
+        Ok(name) => Json(serde_json::json!({ "name": name, "deleted": true })).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `POST /v1/sandboxes/{id}/fork`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// How many copies (default 1).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 16))]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Makes `count` independent copies of a durable sandbox as it is now.
+pub async fn fork(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<ForkBody>,
+) -> Response {
+    match state
+        .sandboxes
+        .fork(&caller.engine(), &id, body.count)
+        .await
+    {
+        Ok(made) => (
+            StatusCode::CREATED,
+            Json(serde_json::json!({ "count": made.len(), "sandboxes": made })),
+        )
+            .into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
 }

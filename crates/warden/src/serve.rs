@@ -16,6 +16,10 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     #[command(flatten)]
     pub limits: DaemonLimitArgs,
+    /// Where durable sandboxes are kept (workspace images and their records); one daemon per
+    /// folder [default: `[server].data_dir`, /var/lib/warden].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// The daemon's bounds, overriding `[server]`'s (shared by `warden serve` and `warden mcp`).
@@ -124,6 +128,25 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
     let mut settings = load_settings(config)?;
     args.limits
         .apply(&mut std::sync::Arc::make_mut(&mut settings).server)?;
+    if let Some(dir) = &args.data_dir {
+        let dir = std::path::absolute(dir)?;
+        std::sync::Arc::make_mut(&mut settings).server.data_dir = dir;
+    }
+    // Durable sandboxes' records and workspaces: refused at once if another daemon holds them.
+    // Opened only when a profile is durable (a daemon of docker profiles needs no data_dir).
+    let durable = settings
+        .sandbox
+        .profiles
+        .values()
+        .any(|p| settings.durable(p));
+    let store = if durable {
+        Some(
+            warden_engine::Store::open(&settings.server.data_dir)
+                .map_err(|e| anyhow::anyhow!("[server] data_dir: {e}"))?,
+        )
+    } else {
+        None
+    };
     if !args.listen.ip().is_loopback() && settings.server.api_keys.is_empty() {
         anyhow::bail!(
             "--listen {}: a non-loopback address needs API keys ([[server.api_keys]] in the settings); listen on 127.0.0.1 or [::1], or configure keys",
@@ -165,7 +188,29 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
                 Err(e) => eprintln!("warden: could not clean up the {backend} backend: {e}"),
             }
         }
-        let state = AppState::new(engine, limits);
+        let mut state = AppState::new(engine, limits);
+        if let Some(store) = store {
+            state = state.with_store(store);
+        }
+        // The durable sandboxes of the last process, before anyone can ask for them.
+        match state.sandboxes().restore().await {
+            Ok(r) => {
+                if !r.restored.is_empty() || !r.expired.is_empty() {
+                    eprintln!(
+                        "warden: took up {} durable sandboxes ({} past their lifetime removed)",
+                        r.restored.len(),
+                        r.expired.len()
+                    );
+                }
+                for (id, why) in &r.failed {
+                    eprintln!("warden: durable sandbox {id} not taken up (kept on disk): {why}");
+                }
+                for id in &r.swept {
+                    eprintln!("warden: removed the leftover folder of sandbox {id}");
+                }
+            }
+            Err(e) => anyhow::bail!("reading the durable sandboxes: {e}"),
+        }
         // Warm sandboxes for the profiles with a pool_size, built in the background.
         state.sandboxes().start_pools();
         let reaper = state.spawn_reaper(std::time::Duration::from_secs(1));

@@ -424,12 +424,15 @@ fn start_daemon(backend: Backend) -> Daemon {
         .unwrap();
     let settings = dir.path().join("settings.toml");
     std::fs::write(&settings, backend.settings()).unwrap();
+    let data_dir = dir.path().join("data");
     let serve = [
         "--config",
         settings.to_str().unwrap(),
         "serve",
         "--listen",
         "127.0.0.1:0",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
     ];
     let mut cmd = if backend == Backend::Jail {
         let mut c = Command::new("unshare");

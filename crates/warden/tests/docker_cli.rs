@@ -209,6 +209,13 @@ fn an_unreachable_engine_is_a_clear_error_not_a_hang() {
 /// Starts `warden serve` on the docker settings; returns the child and its address.
 fn serve() -> (std::process::Child, String) {
     let settings = settings();
+    // A data directory of its own (durable sandboxes of the settings' jail profiles).
+    static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let data_dir = std::env::temp_dir().join(format!(
+        "warden-docker-cli-{}-{}",
+        std::process::id(),
+        STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let mut child = Command::new(common::warden())
         .args([
             "--config",
@@ -216,6 +223,8 @@ fn serve() -> (std::process::Child, String) {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
         ])
         .stderr(Stdio::piped())
         .spawn()

@@ -82,12 +82,14 @@ fn check_session(v: &Value) {
             "create_sandbox",
             "destroy_sandbox",
             "execute_code",
+            "fork_sandbox",
             "list_files",
             "list_sandboxes",
             "pause_sandbox",
             "read_file",
             "resume_sandbox",
             "run_code",
+            "snapshot_sandbox",
             "write_file"
         ]
     );

@@ -30,11 +30,16 @@ from .models import (
     ExecuteRequest,
     FileEntry,
     FileList,
+    ForkRequest,
     Paused,
     Resumed,
     SandboxExecRequest,
     SandboxInfo,
     SandboxList,
+    SnapshotDeleted,
+    SnapshotInfo,
+    SnapshotList,
+    SnapshotRequest,
     WrittenFile,
 )
 
@@ -270,6 +275,35 @@ def pause_sandbox(sandbox_id: str, evict: bool = False) -> Call[Paused]:
 def resume_sandbox(sandbox_id: str) -> Call[Resumed]:
     return Call(
         "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/resume", parse=model_parser(Resumed)
+    )
+
+
+def snapshot_sandbox(sandbox_id: str, request: SnapshotRequest) -> Call[SnapshotInfo]:
+    return Call(
+        "POST",
+        f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/snapshot",
+        json=request.body(),
+        parse=model_parser(SnapshotInfo),
+    )
+
+
+def list_snapshots() -> Call[SnapshotList]:
+    return Call("GET", "/v1/snapshots", parse=model_parser(SnapshotList))
+
+
+def delete_snapshot(name: str) -> Call[SnapshotDeleted]:
+    return Call("DELETE", f"/v1/snapshots/{_segment(name, 'snapshot name')}", parse=model_parser(SnapshotDeleted))
+
+
+def fork_sandbox(sandbox_id: str, request: ForkRequest) -> Call[List[SandboxInfo]]:
+    def parse(response: httpx.Response) -> List[SandboxInfo]:
+        return model_parser(SandboxList)(response).sandboxes
+
+    return Call(
+        "POST",
+        f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/fork",
+        json=request.body(),
+        parse=parse,
     )
 
 

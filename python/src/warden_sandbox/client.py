@@ -26,10 +26,14 @@ from .models import (
     ExecResult,
     ExecuteRequest,
     FileEntry,
+    ForkRequest,
     Paused,
     Resumed,
     SandboxExecRequest,
     SandboxInfo,
+    SnapshotInfo,
+    SnapshotList,
+    SnapshotRequest,
     WrittenFile,
 )
 
@@ -219,6 +223,7 @@ class AsyncWardenClient:
         idle_ttl_seconds: Optional[int] = None,
         max_lifetime_seconds: Optional[int] = None,
         memory_mb: Optional[int] = None,
+        from_snapshot: Optional[str] = None,
     ) -> "AsyncSandbox":
         """Creates a sandbox with a lifetime (``POST /v1/sandboxes``). Use it as
         ``async with await client.create_sandbox() as sb:`` to destroy it at the end."""
@@ -230,6 +235,7 @@ class AsyncWardenClient:
             idle_ttl_seconds=idle_ttl_seconds,
             max_lifetime_seconds=max_lifetime_seconds,
             memory_mb=memory_mb,
+            from_snapshot=from_snapshot,
         )
         info = await self._call(_ops.create_sandbox(request))
         return AsyncSandbox(self, info)
@@ -257,6 +263,28 @@ class AsyncWardenClient:
         """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``) and loads the state of
         the contexts its pause evicted (``restored``)."""
         return await self._call(_ops.resume_sandbox(sandbox_id))
+
+    async def snapshot_sandbox(self, sandbox_id: str, name: str) -> SnapshotInfo:
+        """Records a durable sandbox's files under ``name`` (``POST
+        /v1/sandboxes/{id}/snapshot``): the API key's own, counted against its snapshot quota
+        (``StorageFullError`` past it); ``create_sandbox(from_snapshot=name)`` makes a sandbox
+        from it."""
+        return await self._call(_ops.snapshot_sandbox(sandbox_id, SnapshotRequest(name=name)))
+
+    async def list_snapshots(self) -> SnapshotList:
+        """The API key's snapshots, with the disk they take and the key's quota."""
+        return await self._call(_ops.list_snapshots())
+
+    async def delete_snapshot(self, name: str) -> None:
+        """Deletes one of the API key's snapshots."""
+        await self._call(_ops.delete_snapshot(name))
+
+    async def fork_sandbox(self, sandbox_id: str, count: int = 1) -> List["AsyncSandbox"]:
+        """Makes ``count`` (1 to 16) independent copies of a durable sandbox as it is now
+        (``POST /v1/sandboxes/{id}/fork``): each has its own copy of the files, none of the
+        contexts' variables."""
+        infos = await self._call(_ops.fork_sandbox(sandbox_id, ForkRequest(count=count)))
+        return [AsyncSandbox(self, info) for info in infos]
 
     async def destroy_sandbox(self, sandbox_id: str) -> None:
         """Destroys a sandbox (``DELETE /v1/sandboxes/{id}``)."""
@@ -400,6 +428,14 @@ class AsyncSandbox:
         paused = await self.client.pause_sandbox(self.id, evict)
         self.info = paused
         return paused
+
+    async def snapshot(self, name: str) -> SnapshotInfo:
+        """Records the sandbox's files under ``name`` (see ``snapshot_sandbox``)."""
+        return await self.client.snapshot_sandbox(self.id, name)
+
+    async def fork(self, count: int = 1) -> List["AsyncSandbox"]:
+        """Independent copies of the sandbox as it is now (see ``fork_sandbox``)."""
+        return await self.client.fork_sandbox(self.id, count)
 
     async def resume(self) -> Resumed:
         """Resumes the sandbox (see ``resume_sandbox``)."""

@@ -71,6 +71,10 @@ class EmbeddedDaemon:
         built-in profiles).
     :param startup_timeout: seconds to wait until ``/readyz`` answers.
     :param extra_args: more arguments for ``warden serve`` (e.g. ``["--max-concurrent", "2"]``).
+
+    The daemon lives and dies with this program, and so do its sandboxes: it keeps durable
+    sandboxes in a data directory of its own, removed when it stops, unless ``extra_args``
+    names one with ``--data-dir``.
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class EmbeddedDaemon:
         self.process: Optional["subprocess.Popen[bytes]"] = None
         self._log: Optional[IO[bytes]] = None
         self._finalizer: Optional["weakref.finalize[Any, Any]"] = None
+        self._data_dir: Optional[str] = None
 
     @property
     def running(self) -> bool:
@@ -115,6 +120,10 @@ class EmbeddedDaemon:
         if self.config is not None:
             cmd += ["--config", self.config]
         cmd += ["serve", "--listen", "127.0.0.1:0", *self.extra_args]
+        if "--data-dir" not in self.extra_args:
+            if self._data_dir is None:
+                self._data_dir = tempfile.mkdtemp(prefix="warden-data-")
+            cmd += ["--data-dir", self._data_dir]
         return cmd
 
     def start(self) -> str:
@@ -185,6 +194,9 @@ class EmbeddedDaemon:
             except OSError:
                 pass
             self._log = None
+        if self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
 
     def __enter__(self) -> "EmbeddedDaemon":
         self.start()

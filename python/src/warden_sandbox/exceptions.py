@@ -32,6 +32,7 @@ __all__ = [
     "RateLimitedError",
     "ServiceUnavailableError",
     "InternalServerError",
+    "StorageFullError",
     "WardenConnectionError",
     "DaemonGoneError",
     "WardenTimeoutError",
@@ -130,6 +131,12 @@ class InternalServerError(WardenAPIError):
     """The daemon failed internally (HTTP 500); details are in the daemon's log."""
 
 
+class StorageFullError(WardenAPIError):
+    """No room on the daemon's disk for durable state (``storage_full``, HTTP 507), or the API
+    key's snapshots would pass its quota (``snapshot_quota_exceeded``); the message says which
+    operation. Nothing saved before is lost."""
+
+
 class WardenConnectionError(WardenError):
     """The daemon could not be reached."""
 
@@ -180,6 +187,10 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "method_not_allowed": InvalidRequestError,
     "shutting_down": ServiceUnavailableError,
     "internal": InternalServerError,
+    "storage_full": StorageFullError,
+    "storage_failed": InternalServerError,
+    "snapshot_not_found": NotFoundError,
+    "snapshot_quota_exceeded": StorageFullError,
 }
 
 _BY_STATUS: Dict[int, Type[WardenAPIError]] = {
@@ -194,6 +205,7 @@ _BY_STATUS: Dict[int, Type[WardenAPIError]] = {
     429: RateLimitedError,
     500: InternalServerError,
     503: ServiceUnavailableError,
+    507: StorageFullError,
 }
 
 

@@ -350,6 +350,33 @@ class SandboxList(_Wire):
     count: int
 
 
+class SnapshotInfo(_Wire):
+    """A named copy of a durable sandbox's workspace (``POST /v1/sandboxes/{id}/snapshot``),
+    the API key's own."""
+
+    name: str
+    sandbox_id: str
+    """The sandbox it was taken of."""
+    profile: str
+    language: str
+    workspace_mb: int
+    size_bytes: int
+    """What it takes of the daemon's disk, counted against the key's snapshot quota."""
+    created_at: datetime
+
+
+class SnapshotList(_Wire):
+    snapshots: List[SnapshotInfo]
+    count: int
+    used_bytes: int
+    quota_bytes: int
+
+
+class SnapshotDeleted(_Wire):
+    name: str
+    deleted: bool
+
+
 class FileEntry(_Wire):
     """An entry of a workspace listing."""
 
@@ -435,6 +462,20 @@ class CreateSandboxRequest(_Request):
     idle_ttl_seconds: Optional[int] = None
     max_lifetime_seconds: Optional[int] = None
     memory_mb: Optional[int] = None
+    from_snapshot: Optional[str] = None
+    """One of the API key's snapshots: the sandbox starts with its files (and is durable)."""
+
+
+class SnapshotRequest(_Request):
+    """``POST /v1/sandboxes/{id}/snapshot``."""
+
+    name: str
+
+
+class ForkRequest(_Request):
+    """``POST /v1/sandboxes/{id}/fork``."""
+
+    count: Optional[int] = None
 
 
 class SandboxExecRequest(_Request):

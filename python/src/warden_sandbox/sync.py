@@ -26,10 +26,14 @@ from .models import (
     ExecResult,
     ExecuteRequest,
     FileEntry,
+    ForkRequest,
     Paused,
     Resumed,
     SandboxExecRequest,
     SandboxInfo,
+    SnapshotInfo,
+    SnapshotList,
+    SnapshotRequest,
     WrittenFile,
 )
 
@@ -210,6 +214,7 @@ class WardenClient:
         idle_ttl_seconds: Optional[int] = None,
         max_lifetime_seconds: Optional[int] = None,
         memory_mb: Optional[int] = None,
+        from_snapshot: Optional[str] = None,
     ) -> "Sandbox":
         """Creates a sandbox with a lifetime (``POST /v1/sandboxes``). Use it as
         ``with client.create_sandbox() as sb:`` to destroy it at the end."""
@@ -221,6 +226,7 @@ class WardenClient:
             idle_ttl_seconds=idle_ttl_seconds,
             max_lifetime_seconds=max_lifetime_seconds,
             memory_mb=memory_mb,
+            from_snapshot=from_snapshot,
         )
         info = self._call(_ops.create_sandbox(request))
         return Sandbox(self, info)
@@ -248,6 +254,28 @@ class WardenClient:
         """Resumes a paused sandbox (``POST /v1/sandboxes/{id}/resume``) and loads the state of
         the contexts its pause evicted (``restored``)."""
         return self._call(_ops.resume_sandbox(sandbox_id))
+
+    def snapshot_sandbox(self, sandbox_id: str, name: str) -> SnapshotInfo:
+        """Records a durable sandbox's files under ``name`` (``POST
+        /v1/sandboxes/{id}/snapshot``): the API key's own, counted against its snapshot quota
+        (``StorageFullError`` past it); ``create_sandbox(from_snapshot=name)`` makes a sandbox
+        from it."""
+        return self._call(_ops.snapshot_sandbox(sandbox_id, SnapshotRequest(name=name)))
+
+    def list_snapshots(self) -> SnapshotList:
+        """The API key's snapshots, with the disk they take and the key's quota."""
+        return self._call(_ops.list_snapshots())
+
+    def delete_snapshot(self, name: str) -> None:
+        """Deletes one of the API key's snapshots."""
+        self._call(_ops.delete_snapshot(name))
+
+    def fork_sandbox(self, sandbox_id: str, count: int = 1) -> List["Sandbox"]:
+        """Makes ``count`` (1 to 16) independent copies of a durable sandbox as it is now
+        (``POST /v1/sandboxes/{id}/fork``): each has its own copy of the files, none of the
+        contexts' variables."""
+        infos = self._call(_ops.fork_sandbox(sandbox_id, ForkRequest(count=count)))
+        return [Sandbox(self, info) for info in infos]
 
     def destroy_sandbox(self, sandbox_id: str) -> None:
         """Destroys a sandbox (``DELETE /v1/sandboxes/{id}``)."""
@@ -391,6 +419,14 @@ class Sandbox:
         paused = self.client.pause_sandbox(self.id, evict)
         self.info = paused
         return paused
+
+    def snapshot(self, name: str) -> SnapshotInfo:
+        """Records the sandbox's files under ``name`` (see ``snapshot_sandbox``)."""
+        return self.client.snapshot_sandbox(self.id, name)
+
+    def fork(self, count: int = 1) -> List["Sandbox"]:
+        """Independent copies of the sandbox as it is now (see ``fork_sandbox``)."""
+        return self.client.fork_sandbox(self.id, count)
 
     def resume(self) -> Resumed:
         """Resumes the sandbox (see ``resume_sandbox``)."""

@@ -61,6 +61,8 @@ pub use prerequisite::*;
 pub struct Daemon {
     child: Child,
     pub url: String,
+    /// Its own data directory (durable sandboxes), removed after it exits.
+    data_dir: std::path::PathBuf,
 }
 
 impl Daemon {
@@ -86,10 +88,17 @@ impl Daemon {
     // The child is waited for in `drop`, or before the panic on an early exit.
     #[allow(clippy::zombie_processes)]
     fn start_with(settings: &std::path::Path) -> Daemon {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let data_dir = std::env::temp_dir().join(format!(
+            "warden-client-test-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut child = Command::new(warden_bin())
             .arg("--config")
             .arg(settings)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -113,7 +122,11 @@ impl Daemon {
                         sink.clear();
                     }
                 });
-                return Daemon { child, url };
+                return Daemon {
+                    child,
+                    url,
+                    data_dir,
+                };
             }
             seen.push_str(&line);
         }
@@ -132,11 +145,12 @@ impl Drop for Daemon {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.data_dir);
     }
 }

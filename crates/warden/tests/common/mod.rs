@@ -146,10 +146,12 @@ pub fn docker_settings() -> warden_docker::DockerSettings {
     }
 }
 
-/// A running `warden serve` on a free loopback port; killed and reaped when dropped.
+/// A running `warden serve` on a free loopback port; killed and reaped when dropped (before
+/// its data directory, when it has one of its own, is removed).
 pub struct Server {
     pub child: std::process::Child,
     pub addr: String,
+    pub data_dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Server {
@@ -159,18 +161,35 @@ impl Drop for Server {
     }
 }
 
-/// Starts `warden --config SETTINGS serve --listen 127.0.0.1:0` and waits for its address.
+/// Starts `warden --config SETTINGS serve --listen 127.0.0.1:0` with a data directory of its
+/// own (so that daemons of concurrent tests never share durable sandboxes) and waits for its
+/// address.
+pub fn serve_with(settings: &std::path::Path) -> Server {
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut server = serve_at(&warden(), settings, data_dir.path());
+    server.data_dir = Some(data_dir);
+    server
+}
+
+/// Starts `BINARY --config SETTINGS serve --listen 127.0.0.1:0 --data-dir DATA_DIR` and waits
+/// for its address; the caller keeps the data directory.
 // The child is waited for by `Server`'s drop, or on the early return here.
 #[allow(clippy::zombie_processes)]
-pub fn serve_with(settings: &std::path::Path) -> Server {
+pub fn serve_at(
+    binary: &std::path::Path,
+    settings: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> Server {
     use std::io::BufRead;
-    let mut child = Command::new(warden())
+    let mut child = Command::new(binary)
         .args([
             "--config",
             settings.to_str().unwrap(),
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
         ])
         .stderr(Stdio::piped())
         .spawn()
@@ -193,7 +212,11 @@ pub fn serve_with(settings: &std::path::Path) -> Server {
                     sink.clear();
                 }
             });
-            return Server { child, addr };
+            return Server {
+                child,
+                addr,
+                data_dir: None,
+            };
         }
         seen.push_str(&line);
     }

@@ -89,6 +89,7 @@ def main():
     conf.write(settings)
     conf.close()
     srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
+                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"),
                             "--max-concurrent", str(max(4, a.clients))],
                            stderr=subprocess.PIPE, text=True)
     host = port = None

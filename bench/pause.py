@@ -24,6 +24,7 @@ max_memory_mb = 1400
 max_file_size_mb = 1024
 workspace_mb = 1024
 enabled_policies = []
+durable = false
 """
 
 

@@ -28,6 +28,7 @@ default_profile = "idle"
 [sandbox.profiles.idle]
 enabled_policies = []
 max_memory_mb = 64
+durable = false
 idle_ttl_seconds = 7200
 max_lifetime_seconds = 7200
 """
@@ -115,7 +116,8 @@ def main():
     conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
     conf.write(SETTINGS.format(max_sandboxes=a.sandboxes, clients=a.clients))
     conf.close()
-    srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0"],
+    srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
+                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
                            stderr=subprocess.PIPE, text=True)
     host = port = None
     log = []

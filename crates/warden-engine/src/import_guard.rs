@@ -46,6 +46,12 @@ pub const FILE_NAME: &str = "sitecustomize.py";
 /// The descriptor on which the program's interpreter finds the report channel at start.
 pub const REPORT_FD: i32 = 3;
 
+/// Names the descriptor of a gated run's start pipe (a backend that starts the interpreter
+/// before its program's file exists, e.g. for a pool): the guard, as its last act, reads one
+/// byte from it and closes it, so the program's file is opened only after that. Removed from
+/// `os.environ` like the guard's other variables.
+pub const START_ENV: &str = "WARDEN_IMPORT_GUARD_START";
+
 /// The exit status of an interpreter the guard ended (the report, not this, is the signal).
 pub const REFUSED_EXIT: i32 = 121;
 

@@ -16,6 +16,7 @@ pub mod backend;
 pub mod contexts;
 pub mod import_guard;
 pub mod observe;
+pub mod oneshot_pool;
 pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
@@ -27,9 +28,10 @@ pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};
 pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
-    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_PAUSE, SandboxSpec, Unsupported,
+    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, HeldRun,
+    NO_CONTEXTS, NO_HELD_RUNS, NO_PAUSE, SandboxSpec, Unsupported,
 };
+pub use oneshot_pool::OneShotPoolStatus;
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, SandboxExec, SandboxInfo, Sandboxes};
@@ -183,6 +185,8 @@ pub struct Engine {
     admission: Admission,
     observer: Option<Arc<dyn Observer>>,
     audit: Option<Arc<AuditLog>>,
+    /// Held one-shot sandboxes, per profile (see [`oneshot_pool`]); empty unless started.
+    oneshots: Arc<oneshot_pool::OneShotPools>,
 }
 
 impl Engine {
@@ -201,6 +205,7 @@ impl Engine {
             admission,
             observer: None,
             audit: None,
+            oneshots: Arc::default(),
         }
     }
 

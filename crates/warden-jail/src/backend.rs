@@ -24,7 +24,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use crate::held::HeldJailRun;
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, HeldRun, SandboxSpec,
+};
 use warden_types::ExecResult;
 use warden_types::landlock::LandlockRequirement;
 
@@ -250,6 +253,21 @@ impl Backend for JailBackend {
             None,
         )
         .await
+    }
+
+    /// The same plan as [`JailBackend::exec`]'s (its code aside), run by a helper in `pooled`
+    /// mode up to the interpreter's gate (see [`crate::gate`], [`crate::pooled`]).
+    async fn hold(&self, plan: &ExecPlan) -> Result<Box<dyn HeldRun>, BackendError> {
+        let mut jail_plan = self.plan(plan)?;
+        jail_plan.code = String::new();
+        jail_plan.stdin = Vec::new();
+        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
+        jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
+        let ready_within = plan.limits.timeout + Duration::from_secs(10);
+        let held =
+            HeldJailRun::start(&self.settings.helper_exe, &jail_plan, ready_within).await?;
+        Ok(Box::new(held))
     }
 
     async fn create_sandbox(

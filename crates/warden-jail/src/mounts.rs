@@ -153,8 +153,14 @@ pub fn build_root(
         sys.create_dir(dir, 0o755)
             .map_err(at("create folder", dir))?;
     }
-    // The root tmpfs holds only mount points, a few small files and the code.
-    let root_size = plan.code.len() as u64 + 1024 * 1024;
+    // The root tmpfs holds only mount points, a few small files and the code; a gated run's
+    // has the same size whatever its code (see `crate::gate`).
+    let code_room = if plan.gated {
+        crate::layout::GATED_CODE_ROOM.max(plan.code.len())
+    } else {
+        plan.code.len()
+    };
+    let root_size = code_room as u64 + 1024 * 1024;
     sys.mount(
         tmpfs,
         &root,
@@ -186,8 +192,11 @@ pub fn build_root(
     }
     let code = under(&root, &plan.code_path);
     dirs.parent_of(sys, &code)?;
-    sys.write_file(&code, plan.code.as_bytes(), 0o444)
-        .map_err(at("write code", &plan.code_path))?;
+    // A gated run's code is written by the supervisor (`crate::gate`), last, as here.
+    if !plan.gated {
+        sys.write_file(&code, plan.code.as_bytes(), 0o444)
+            .map_err(at("write code", &plan.code_path))?;
+    }
 
     for op in &plan.mounts {
         if let MountOp::BindReadOnly { source, dest } = op {

@@ -78,7 +78,9 @@ impl Gate {
     }
 }
 
-/// Creates the file `name` in `dir`, the sandbox user's (mode 0444), open for writing.
+/// Creates the file `name` in `dir`, the sandbox user's (mode 0444), open for writing. As
+/// `owner` (when given): the root tmpfs belongs to the sandbox's user namespace, where only
+/// that uid is mapped (the kernel refuses to create a file for an unmapped one).
 fn create_in(
     dir: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::OsStr,
@@ -86,6 +88,18 @@ fn create_in(
 ) -> Result<std::fs::File, GateError> {
     let err = |step| move |source| GateError::WriteCode { step, source };
     let c_name = sys::cstring(name).map_err(err("name"))?;
+    let as_owner = match owner {
+        Some(uid) => Some(sys::EffectiveIds::become_ids(uid, uid).map_err(err("become the owner"))?),
+        None => None,
+    };
+    let created = open_new(dir, &c_name);
+    if let Some(ids) = as_owner {
+        ids.restore().map_err(err("restore the effective uid"))?;
+    }
+    created.map_err(err("create"))
+}
+
+fn open_new(dir: std::os::fd::BorrowedFd<'_>, c_name: &std::ffi::CStr) -> io::Result<std::fs::File> {
     // SAFETY: a valid directory descriptor and C string.
     let fd = unsafe {
         libc::openat(
@@ -96,21 +110,13 @@ fn create_in(
         )
     };
     if fd < 0 {
-        return Err(err("create")(io::Error::last_os_error()));
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: openat returned a new descriptor that nobody else owns.
     let file = unsafe { std::fs::File::from_raw_fd(fd) };
-    // SAFETY: fchown/fchmod on the descriptor just opened.
-    unsafe {
-        if let Some(uid) = owner
-            && libc::fchown(fd, uid, uid) != 0
-        {
-            return Err(err("chown")(io::Error::last_os_error()));
-        }
-        // Whatever this process's umask took away.
-        if libc::fchmod(fd, 0o444) != 0 {
-            return Err(err("chmod")(io::Error::last_os_error()));
-        }
+    // Whatever this process's umask took away. SAFETY: fchmod on the descriptor just opened.
+    if unsafe { libc::fchmod(fd, 0o444) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(file)
 }

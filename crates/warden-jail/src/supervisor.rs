@@ -760,11 +760,8 @@ fn relay_output(
         sys::set_nonblocking(fd.as_fd()).map_err(os("set nonblocking"))?;
     }
     let mut streams: [Option<OwnedFd>; 2] = [Some(out_r), Some(err_r)];
-    let mut stdin = if plan.stdin.is_empty() {
-        None
-    } else {
-        Some(in_w)
-    };
+    // No stdin: end of file at once (the write end closed here, not when the run is over).
+    let mut stdin = (!plan.stdin.is_empty()).then_some(in_w);
     let mut stdin_off = 0usize;
     let mut init_exited = false;
     let mut killed = false;

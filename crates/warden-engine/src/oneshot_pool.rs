@@ -13,7 +13,7 @@
 //!   before it is checked or run, runs one program and is destroyed; one that is not alive
 //!   when taken is dropped (destroyed), and the refill replaces dead ones while they wait.
 //! - Held sandboxes run nothing of anyone's and count against no limit; the refill builds
-//!   one at a time per profile, woken by a take, and backs off after a failed build; a
+//!   up to [`PARALLEL_BUILDS`] at a time per profile, woken by a take, and backs off after a failed build; a
 //!   profile its backend refuses to hold (e.g. not under the import guard) gets no pool, said
 //!   once in a log line.
 //! - After [`Engine::close_oneshot_pools`] nothing is added and every held sandbox is
@@ -29,6 +29,10 @@ use std::time::Duration;
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Sandboxes a refill builds at once: a burst of takes is made good in parallel, within what
+/// a small host's cores can start without slowing the runs they serve.
+const PARALLEL_BUILDS: usize = 2;
 
 /// What a one-shot's sandbox is built from: its plan without the code, stdin and timeout.
 #[derive(Debug, Clone, PartialEq)]
@@ -225,31 +229,48 @@ impl Engine {
             }
             pools.discard_dead(&profile);
             let mut pause = CHECK_EVERY;
-            if pools.ready_count(&profile) < size {
-                match self.build_held(&profile).await {
-                    Ok(held) => {
-                        backoff = FIRST_BACKOFF;
-                        if pools.is_closed() {
-                            return;
-                        }
-                        pools
+            let missing = size.saturating_sub(pools.ready_count(&profile));
+            if missing > 0 {
+                let mut builds = tokio::task::JoinSet::new();
+                for _ in 0..missing.min(PARALLEL_BUILDS) {
+                    let engine = self.clone();
+                    let profile = profile.clone();
+                    builds.spawn(async move { engine.build_held(&profile).await });
+                }
+                let mut failure = None;
+                while let Some(joined) = builds.join_next().await {
+                    let built = joined.unwrap_or_else(|e| {
+                        Err(EngineError::Internal(format!("one-shot pool build: {e}")))
+                    });
+                    match built {
+                        // Dropped (destroyed) if the pools closed meanwhile.
+                        Ok(held) if !pools.is_closed() => pools
                             .ready
                             .lock()
                             .expect("not poisoned")
                             .entry(profile.clone())
                             .or_default()
-                            .push_back(held);
+                            .push_back(held),
+                        Ok(_) => {}
+                        Err(e) => failure = Some(e),
+                    }
+                }
+                match failure {
+                    None => {
+                        backoff = FIRST_BACKOFF;
                         continue;
                     }
-                    Err(
+                    Some(
                         e @ (EngineError::BackendUnavailable { .. }
                         | EngineError::Backend(BackendError::Refused(_))),
                     ) => {
+                        // Never going to work here (no such backend, or it cannot hold this
+                        // profile's runs): said once, not retried.
                         pools.count(&profile, |c| c.failed += 1);
                         eprintln!("warden: one-shot pool of profile {profile:?} disabled: {e}");
                         return;
                     }
-                    Err(e) => {
+                    Some(e) => {
                         pools.count(&profile, |c| c.failed += 1);
                         eprintln!(
                             "warden: one-shot pool of profile {profile:?}: holding a sandbox failed (next try in {}s): {e}",

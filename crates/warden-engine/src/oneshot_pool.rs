@@ -306,3 +306,209 @@ impl Engine {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, EventSender};
+    use crate::{Caller, SandboxSpec};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use warden_config::{BackendKind, Settings};
+    use warden_types::{ExecResult, Reason};
+
+    fn result(stdout: &str) -> ExecResult {
+        ExecResult {
+            stdout: stdout.into(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell: Default::default(),
+        }
+    }
+
+    /// Holds sandboxes that remember the plan they were held for and whether they are alive.
+    #[derive(Debug, Default)]
+    struct HoldingBackend {
+        held: AtomicUsize,
+        cold: Mutex<Vec<ExecPlan>>,
+        alive: Mutex<Vec<Arc<AtomicBool>>>,
+        refuse_holds: bool,
+    }
+
+    #[derive(Debug)]
+    struct FakeHeld {
+        held_for: ExecPlan,
+        alive: Arc<AtomicBool>,
+    }
+
+    #[async_trait::async_trait]
+    impl HeldRun for FakeHeld {
+        fn alive(&self) -> bool {
+            self.alive.load(Ordering::SeqCst)
+        }
+        fn fits(&self, plan: &ExecPlan) -> bool {
+            plan.code.len() <= 100
+        }
+        async fn run(
+            self: Box<Self>,
+            plan: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            assert_eq!(RunKey::of(&plan), RunKey::of(&self.held_for));
+            Ok(result(&format!("held {:?}\n", plan.limits.timeout)))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for HoldingBackend {
+        fn name(&self) -> &'static str {
+            "holding"
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            plan: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            self.cold.lock().unwrap().push(plan);
+            Ok(result("cold\n"))
+        }
+        async fn hold(&self, plan: &ExecPlan) -> Result<Box<dyn HeldRun>, BackendError> {
+            if self.refuse_holds {
+                return Err(BackendError::Refused("cannot hold".into()));
+            }
+            assert!(plan.code.is_empty() && plan.stdin.is_empty());
+            self.held.fetch_add(1, Ordering::SeqCst);
+            let alive = Arc::new(AtomicBool::new(true));
+            self.alive.lock().unwrap().push(alive.clone());
+            Ok(Box::new(FakeHeld {
+                held_for: plan.clone(),
+                alive,
+            }))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn crate::BackendSandbox>, BackendError> {
+            Err(BackendError::Refused("not in this fake".into()))
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+    }
+
+    fn engine(backend: Arc<HoldingBackend>) -> Engine {
+        Engine::new(Arc::new(Settings::builtin())).with_backend(BackendKind::Jail, backend)
+    }
+
+    async fn ready(engine: &Engine, profile: &str, n: usize) {
+        for _ in 0..1000 {
+            if engine
+                .oneshot_pool_status()
+                .get(profile)
+                .is_some_and(|s| s.ready == n)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the pool of {profile} never had {n} ready");
+    }
+
+    async fn run(engine: &Engine, req: ExecRequest) -> String {
+        engine.execute(req, None).await.unwrap().stdout
+    }
+
+    fn print1() -> ExecRequest {
+        ExecRequest {
+            code: "print(1)".into(),
+            ..ExecRequest::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_one_shot_takes_a_held_sandbox_of_its_plan_once_and_the_pool_refills() {
+        let b = Arc::new(HoldingBackend::default());
+        let engine = engine(b.clone());
+        // Without the pools started (the CLI), every one-shot is cold.
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        engine.start_oneshot_pools();
+        // The built-in default profile keeps two.
+        ready(&engine, "standard", 2).await;
+        assert_eq!(run(&engine, print1()).await, "held 30s\n");
+        // A request's own (lower) timeout comes with its code.
+        let short = ExecRequest {
+            timeout: Some(Duration::from_secs(5)),
+            ..print1()
+        };
+        assert_eq!(run(&engine, short).await, "held 5s\n");
+        // Refilled: each held sandbox served one run only.
+        ready(&engine, "standard", 2).await;
+        assert_eq!(b.held.load(Ordering::SeqCst), 4);
+        // A run built otherwise (arguments, other limits, another language) runs cold.
+        for other in [
+            ExecRequest {
+                args: vec!["x".into()],
+                ..print1()
+            },
+            ExecRequest {
+                memory_mb: Some(64),
+                ..print1()
+            },
+            ExecRequest {
+                language: Some("bash".into()),
+                code: "echo 1".into(),
+                ..ExecRequest::default()
+            },
+            ExecRequest {
+                code: format!("print({})", "1".repeat(200)),
+                ..ExecRequest::default()
+            },
+        ] {
+            assert_eq!(run(&engine, other).await, "cold\n");
+        }
+        assert_eq!(b.cold.lock().unwrap().len(), 5);
+        // One that died while it waited is never used, and is replaced.
+        for alive in b.alive.lock().unwrap().iter() {
+            alive.store(false, Ordering::SeqCst);
+        }
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        ready(&engine, "standard", 2).await;
+        let status = &engine.oneshot_pool_status()["standard"];
+        assert_eq!((status.size, status.taken, status.discarded), (2, 2, 2));
+        assert_eq!(run(&engine, print1()).await, "held 30s\n");
+        engine.close_oneshot_pools().await;
+        assert_eq!(engine.oneshot_pool_status()["standard"].ready, 0);
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        let caller = Caller::default();
+        assert!(engine.start(&caller, print1()).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_cannot_hold_disables_the_pool_and_runs_stay_cold() {
+        let b = Arc::new(HoldingBackend {
+            refuse_holds: true,
+            ..HoldingBackend::default()
+        });
+        let engine = engine(b.clone());
+        engine.start_oneshot_pools();
+        for _ in 0..1000 {
+            if engine.oneshot_pool_status()["standard"].failed > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(engine.oneshot_pool_status()["standard"].failed, 1);
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        engine.close_oneshot_pools().await;
+    }
+}

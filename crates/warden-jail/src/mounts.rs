@@ -643,6 +643,43 @@ mod tests {
     }
 
     #[test]
+    fn a_gated_root_leaves_the_code_to_the_supervisor_and_has_one_size_whatever_the_code() {
+        let guard = warden_engine::import_guard::ImportGuard {
+            allowed: vec!["json".into()],
+        };
+        let root_mounts = |code: &str| {
+            let mut plan = plan();
+            plan.code = code.into();
+            plan.add_import_guard(&guard, None);
+            assert!(plan.gated);
+            assert!(
+                plan.env
+                    .contains(&("WARDEN_IMPORT_GUARD_START".into(), "5".into()))
+            );
+            let mut sys = RecordingMountSys::default();
+            build_root(&mut sys, Path::new("/st"), &plan, None).unwrap();
+            assert!(
+                !sys.calls.iter().any(|c| c.contains("/code/main.py")),
+                "{:#?}",
+                sys.calls
+            );
+            sys.calls
+                .into_iter()
+                .find(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs"))
+                .unwrap()
+        };
+        // A pooled sandbox's root is built before its code is known.
+        assert_eq!(root_mounts(""), root_mounts("print(1)\n"));
+        // A context's driver, and a program larger than a gated root's room, are not gated.
+        let mut session = plan();
+        session.add_import_guard(&guard, Some("/code/warden_driver.py"));
+        let mut large = plan();
+        large.code = "#".repeat(crate::layout::GATED_CODE_ROOM + 1);
+        large.add_import_guard(&guard, None);
+        assert!(!session.gated && !large.gated);
+    }
+
+    #[test]
     fn workspace_tmpfs_is_capped_and_owned_by_the_sandbox_user() {
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &plan(), None).unwrap();

@@ -14,6 +14,10 @@ use warden_engine::{Backend, BackendError, ExecPlan};
 use warden_jail::JailBackend;
 use warden_types::{ExecResult, Language, Limits, Reason};
 
+/// The tests that hold sandboxes in this process take turns: one kills the held sandboxes of
+/// this process's helpers, which must not be the other's.
+static IN_THIS_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn backend() -> Arc<JailBackend> {
     Arc::new(JailBackend::new(common::jail_settings()))
 }
@@ -284,6 +288,7 @@ print(os.getuid(), {k: fields[k].strip() for k in ('Seccomp', 'Seccomp_filters',
 #[test]
 fn a_pooled_one_shot_and_a_cold_one_are_indistinguishable() {
     require_root!();
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -334,6 +339,7 @@ impl Exec for Arc<JailBackend> {
 #[test]
 fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() {
     require_root!();
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -344,7 +350,27 @@ fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() 
         let template = plan("", "", Duration::from_secs(10));
         let held = b.hold(&template).await.unwrap();
         assert!(held.alive());
+        assert_eq!(pooled_helpers().len(), 1);
         drop(held);
+        // Its helper sees the end of its input, tears the sandbox down and exits (reaped in
+        // the background); the next helper is another process.
+        let mut left = 1;
+        for _ in 0..200 {
+            left = pooled_helpers()
+                .into_iter()
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                        st.rsplit_once(')')
+                            .is_some_and(|(_, r)| r.trim_start().chars().next() != Some('Z'))
+                    })
+                })
+                .count();
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(left, 0, "a dropped held sandbox's helper still runs");
         // Its interpreter waits as the sandbox user's program in the sandbox's cgroup: kill
         // every such run, as an operator (or the OOM killer) might; the held run notices.
         let held = b.hold(&template).await.unwrap();
@@ -373,7 +399,12 @@ fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() 
 
 /// This process's children that are helpers in pooled mode.
 fn pooled_helpers() -> Vec<u32> {
-    let me = std::process::id().to_string();
+    pooled_helpers_of(std::process::id())
+}
+
+/// `parent`'s children that are helpers in pooled mode.
+fn pooled_helpers_of(parent: u32) -> Vec<u32> {
+    let me = parent.to_string();
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
@@ -387,4 +418,74 @@ fn pooled_helpers() -> Vec<u32> {
                     .any(|v| v == b"WARDEN_JAIL_HELPER=pooled")
         })
         .collect()
+}
+
+#[test]
+fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_none_behind() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(
+        &settings,
+        "[sandbox]\ndefault_profile = \"pooled\"\n[sandbox.profiles.pooled]\noneshot_pool_size = 2\nenabled_policies = [\"forbidden_imports\"]\n[sandbox.profiles.pooled.policies.forbidden_imports]\nallowed_modules = [\"os\"]\n",
+    )
+    .unwrap();
+    let server = common::serve_with(&settings);
+    let daemon = server.child.id();
+    let mut held = vec![];
+    for _ in 0..200 {
+        held = pooled_helpers_of(daemon);
+        if held.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(held.len() >= 2, "the pool did not fill: {held:?} held");
+    // Each run finds a sandbox nobody used: what the last one left in /tmp is not there.
+    let code = "import os\nprint(os.path.exists('/tmp/mark'), os.listdir('/workspace'))\nopen('/tmp/mark', 'w').close()";
+    for _ in 0..6 {
+        let (status, body) = common::http_request(
+            &server.addr,
+            "POST",
+            "/v1/execute",
+            "",
+            &serde_json::json!({ "code": code }).to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let out: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(out["stdout"], "False ['output']\n", "{out}");
+    }
+    // The import guard holds in a held sandbox as in a cold one.
+    let (status, body) = common::http_request(
+        &server.addr,
+        "POST",
+        "/v1/execute",
+        "",
+        r#"{"code": "m = 'sock' + 'et'\n__import__(m)"}"#,
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("forbidden_import"), "{body}");
+    // A clean stop destroys the held sandboxes.
+    let held = pooled_helpers_of(daemon);
+    assert!(!held.is_empty());
+    let mut server = server;
+    // SAFETY: kill with the pid of our own child and a signal number.
+    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    server.child.wait().unwrap();
+    // Gone, or a zombie not yet reaped by whoever it was reparented to.
+    let alive = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().chars().next() != Some('Z'))
+        })
+    };
+    let mut left = held.clone();
+    for _ in 0..100 {
+        left.retain(alive);
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(left.is_empty(), "held sandboxes outlived the daemon: {left:?}");
 }

@@ -30,6 +30,10 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
+/// How long a refill waits after a take before it builds: the taken sandbox's run (a few
+/// milliseconds) goes first.
+const REFILL_AFTER_TAKE: Duration = Duration::from_millis(10);
+
 /// Sandboxes a refill builds at once: a burst of takes is made good in parallel, within what
 /// a small host's cores can start without slowing the runs they serve.
 const PARALLEL_BUILDS: usize = 2;
@@ -222,6 +226,7 @@ impl Engine {
         let pools = &self.oneshots;
         let mut closed = pools.closed.subscribe();
         let mut backoff = FIRST_BACKOFF;
+        let mut after_take = false;
         loop {
             let woken = pools.wake.notified();
             if pools.is_closed() {
@@ -230,6 +235,11 @@ impl Engine {
             pools.discard_dead(&profile);
             let mut pause = CHECK_EVERY;
             let missing = size.saturating_sub(pools.ready_count(&profile));
+            if missing > 0 && std::mem::take(&mut after_take) {
+                // Woken by a take: let its run have the CPUs first (a refill's sandbox and
+                // interpreter start take a core for tens of milliseconds on a small host).
+                tokio::time::sleep(REFILL_AFTER_TAKE).await;
+            }
             if missing > 0 {
                 let mut builds = tokio::task::JoinSet::new();
                 for _ in 0..missing.min(PARALLEL_BUILDS) {
@@ -282,7 +292,7 @@ impl Engine {
                 }
             }
             tokio::select! {
-                () = woken => {}
+                () = woken => after_take = true,
                 _ = closed.wait_for(|c| *c) => return,
                 () = tokio::time::sleep(pause) => {}
             }

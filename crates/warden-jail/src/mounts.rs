@@ -298,6 +298,16 @@ fn prepare(
             sys.write_file(&path, contents.as_bytes(), *mode)
                 .map_err(at("write file", dest))
         }
+        MountOp::BinaryFile {
+            dest,
+            contents,
+            mode,
+        } => {
+            let path = under(root, dest);
+            dirs.parent_of(sys, &path)?;
+            sys.write_file(&path, contents, *mode)
+                .map_err(at("write file", dest))
+        }
         MountOp::ResolvConf { dest } => {
             // Planned for a networked sandbox only, whose helper always attaches its link:
             // without the attachment, no resolver to name, and the sandbox is not built.
@@ -408,6 +418,7 @@ fn mount_on_top(
         | MountOp::Symlink { .. }
         | MountOp::Dir { .. }
         | MountOp::File { .. }
+        | MountOp::BinaryFile { .. }
         | MountOp::ResolvConf { .. } => Ok(()),
     }
 }

@@ -36,7 +36,9 @@ fn main() {
     match compiled {
         Some(file) => std::fs::write(&name, file).expect("write the bytecode's name"),
         None => {
-            println!("cargo:warning=no python3 to compile the import guard: it is delivered as source only");
+            println!(
+                "cargo:warning=no python3 to compile the import guard: it is delivered as source only"
+            );
             std::fs::write(&pyc, b"").expect("write an empty bytecode");
             std::fs::write(&name, "").expect("write an empty name");
         }

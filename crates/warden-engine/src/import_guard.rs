@@ -219,14 +219,23 @@ mod tests {
     fn the_bytecode_is_for_the_build_hosts_interpreter_and_used_without_the_source() {
         // Built where python3 ran (as here, where the tests run); else there is none.
         let Some((file, pyc)) = bytecode() else {
-            assert!(std::process::Command::new("python3").arg("-V").output().is_err());
+            assert!(
+                std::process::Command::new("python3")
+                    .arg("-V")
+                    .output()
+                    .is_err()
+            );
             return;
         };
         let dir = std::env::temp_dir().join(format!("warden-guard-pyc-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("__pycache__")).unwrap();
         std::fs::write(dir.join("__pycache__").join(file), pyc).unwrap();
         // A source that would fail: the interpreter must not read it.
-        std::fs::write(dir.join(FILE_NAME), "raise SystemExit('the source was compiled')\n").unwrap();
+        std::fs::write(
+            dir.join(FILE_NAME),
+            "raise SystemExit('the source was compiled')\n",
+        )
+        .unwrap();
         let check = "import importlib.util, sys, importlib.machinery as m\n\
             spec = importlib.util.spec_from_file_location('sitecustomize', sys.argv[1])\n\
             code = spec.loader.get_code('sitecustomize')\n\
@@ -237,7 +246,11 @@ mod tests {
             .output()
             .unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "True True\n", "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "True True\n",
+            "{out:?}"
+        );
     }
 
     fn frame(json: &str) -> Vec<u8> {

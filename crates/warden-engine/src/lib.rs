@@ -31,8 +31,8 @@ pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, HeldRun,
     NO_CONTEXTS, NO_HELD_RUNS, NO_PAUSE, SandboxSpec, Unsupported,
 };
-pub use oneshot_pool::OneShotPoolStatus;
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
+pub use oneshot_pool::OneShotPoolStatus;
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, SandboxExec, SandboxInfo, Sandboxes};
 

@@ -122,10 +122,7 @@ impl OneShotPools {
             let mut ready = self.ready.lock().expect("not poisoned");
             let queue = ready.get_mut(&plan.profile)?;
             loop {
-                let Some(at) = queue
-                    .iter()
-                    .position(|h| h.key == key && h.run.fits(plan))
-                else {
+                let Some(at) = queue.iter().position(|h| h.key == key && h.run.fits(plan)) else {
                     break None;
                 };
                 let held = queue.remove(at)?;

@@ -15,6 +15,7 @@
 use crate::cgroup::Hierarchy;
 use crate::client::{KillHelperOnDrop, blocking, converse, encode_plan, exec_helper};
 use crate::contain::landlock::{LandlockKernel, RealKernel};
+use crate::held::HeldJailRun;
 use crate::plan::{CODE_DIR, JailPlan, PlanInput};
 use crate::prestart::{HelperParts, Prestarted};
 use crate::sandbox::{JailSandbox, SandboxPart};
@@ -24,7 +25,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use crate::held::HeldJailRun;
 use warden_engine::{
     Backend, BackendError, BackendSandbox, EventSender, ExecPlan, HeldRun, SandboxSpec,
 };
@@ -265,8 +265,7 @@ impl Backend for JailBackend {
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
         let ready_within = plan.limits.timeout + Duration::from_secs(10);
-        let held =
-            HeldJailRun::start(&self.settings.helper_exe, &jail_plan, ready_within).await?;
+        let held = HeldJailRun::start(&self.settings.helper_exe, &jail_plan, ready_within).await?;
         Ok(Box::new(held))
     }
 

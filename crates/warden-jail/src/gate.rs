@@ -89,7 +89,9 @@ fn create_in(
     let err = |step| move |source| GateError::WriteCode { step, source };
     let c_name = sys::cstring(name).map_err(err("name"))?;
     let as_owner = match owner {
-        Some(uid) => Some(sys::EffectiveIds::become_ids(uid, uid).map_err(err("become the owner"))?),
+        Some(uid) => {
+            Some(sys::EffectiveIds::become_ids(uid, uid).map_err(err("become the owner"))?)
+        }
         None => None,
     };
     let created = open_new(dir, &c_name);
@@ -99,7 +101,10 @@ fn create_in(
     created.map_err(err("create"))
 }
 
-fn open_new(dir: std::os::fd::BorrowedFd<'_>, c_name: &std::ffi::CStr) -> io::Result<std::fs::File> {
+fn open_new(
+    dir: std::os::fd::BorrowedFd<'_>,
+    c_name: &std::ffi::CStr,
+) -> io::Result<std::fs::File> {
     // SAFETY: a valid directory descriptor and C string.
     let fd = unsafe {
         libc::openat(

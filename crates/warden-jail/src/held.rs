@@ -45,12 +45,8 @@ impl HeldJailRun {
                 "only a gated plan (Python under the run-time import guard) can be held".into(),
             ));
         }
-        let mut command = helper_command(
-            helper_exe,
-            &plan.ids.host,
-            None,
-            crate::helper::POOLED_MODE,
-        );
+        let mut command =
+            helper_command(helper_exe, &plan.ids.host, None, crate::helper::POOLED_MODE);
         let mut child = command.spawn().map_err(|e| {
             BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
         })?;

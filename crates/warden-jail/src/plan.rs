@@ -200,7 +200,9 @@ impl JailPlan {
         // magic number), and compiles the source as without it.
         if let Some((file, pyc)) = bytecode() {
             self.mounts.push(MountOp::BinaryFile {
-                dest: PathBuf::from(IMPORT_GUARD_DIR).join("__pycache__").join(file),
+                dest: PathBuf::from(IMPORT_GUARD_DIR)
+                    .join("__pycache__")
+                    .join(file),
                 contents: pyc.to_vec(),
                 mode: 0o444,
             });

@@ -70,8 +70,14 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
         Some(n) => n.wait_firewall().map_err(crate::link::network_error),
         None => Ok(()),
     };
-    let code = match run(started, &mut plan, attachment.as_ref(), &mut input, out, &mut before_go)
-    {
+    let code = match run(
+        started,
+        &mut plan,
+        attachment.as_ref(),
+        &mut input,
+        out,
+        &mut before_go,
+    ) {
         Some(result) => crate::helper::finish(out, result.map_err(HelperFailure::Jail), None),
         None => 0,
     };

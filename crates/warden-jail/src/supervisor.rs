@@ -201,7 +201,9 @@ pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
     let pid = unsafe { sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES) };
     if matches!(pid, Ok(0)) {
         // Init keeps the owner's effective uid until its step "switch user" sets every id.
-        drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r, start_w));
+        drop((
+            out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r, start_w,
+        ));
         init::sandbox_init(
             plan_r,
             plan_bell,
@@ -216,7 +218,9 @@ pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
     }
     let pid = pid.map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?
         as libc::pid_t;
-    drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w, start_r));
+    drop((
+        out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w, start_r,
+    ));
     // Kill the sandbox if anything fails before the normal end; reap it in any case.
     let kill_guard = KillOnDrop(pid);
     let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
@@ -371,9 +375,8 @@ pub(crate) fn launch(
     cgroup.0.attach(pid)?;
     trace("cgroup limits set and attached");
     let (scratch, gate) = if plan.gated {
-        let received = sys::recv_fd(ws_parent.as_fd()).and_then(|scratch| {
-            Ok(scratch.zip(sys::recv_fd(ws_parent.as_fd())?))
-        });
+        let received = sys::recv_fd(ws_parent.as_fd())
+            .and_then(|scratch| Ok(scratch.zip(sys::recv_fd(ws_parent.as_fd())?)));
         let (scratch, code_dir) = match received {
             Ok(Some(both)) => both,
             Ok(None) => {

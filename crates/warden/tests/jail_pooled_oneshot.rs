@@ -76,9 +76,17 @@ fn observed(outcome: Result<ExecResult, BackendError>) -> String {
             r.exit_code,
             r.signal,
             r.reason,
-            if r.stdout_truncated { " (truncated)" } else { "" },
+            if r.stdout_truncated {
+                " (truncated)"
+            } else {
+                ""
+            },
             r.stdout,
-            if r.stderr_truncated { " (truncated)" } else { "" },
+            if r.stderr_truncated {
+                " (truncated)"
+            } else {
+                ""
+            },
             r.stderr,
             r.artifacts
                 .iter()
@@ -108,12 +116,7 @@ print(sorted(k for k in globals()))"#,
         "",
         10,
     ),
-    (
-        "syntax error",
-        "print('a'\nx = (\n",
-        "",
-        10,
-    ),
+    ("syntax error", "print('a'\nx = (\n", "", 10),
     (
         "the stack as inspect sees it",
         "import inspect\nprint([(f.filename, f.lineno, f.function, f.code_context) for f in inspect.stack()])",
@@ -386,7 +389,10 @@ fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() 
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(!alive, "a held sandbox whose processes were killed still says alive");
+        assert!(
+            !alive,
+            "a held sandbox whose processes were killed still says alive"
+        );
         let r = held
             .run(plan("print(1)", "", Duration::from_secs(5)), None)
             .await;
@@ -410,7 +416,9 @@ fn pooled_helpers_of(parent: u32) -> Vec<u32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
             let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
             ppid == Some(me.as_str())
                 && env
@@ -487,5 +495,8 @@ fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(left.is_empty(), "held sandboxes outlived the daemon: {left:?}");
+    assert!(
+        left.is_empty(),
+        "held sandboxes outlived the daemon: {left:?}"
+    );
 }

@@ -361,12 +361,7 @@ fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() 
         for _ in 0..200 {
             left = pooled_helpers()
                 .into_iter()
-                .filter(|pid| {
-                    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-                        st.rsplit_once(')')
-                            .is_some_and(|(_, r)| r.trim_start().chars().next() != Some('Z'))
-                    })
-                })
+                .filter(|pid| running(*pid))
                 .count();
             if left == 0 {
                 break;
@@ -480,13 +475,7 @@ fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_
     // SAFETY: kill with the pid of our own child and a signal number.
     unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
     server.child.wait().unwrap();
-    // Gone, or a zombie not yet reaped by whoever it was reparented to.
-    let alive = |pid: &u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            stat.rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().chars().next() != Some('Z'))
-        })
-    };
+    let alive = |pid: &u32| running(*pid);
     let mut left = held.clone();
     for _ in 0..100 {
         left.retain(alive);
@@ -499,4 +488,12 @@ fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_
         left.is_empty(),
         "held sandboxes outlived the daemon: {left:?}"
     );
+}
+
+/// Whether `pid` runs: not gone, nor a zombie not yet reaped by whoever it was reparented to.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
 }

@@ -309,6 +309,14 @@ pub struct Profile {
     /// interpreter; at most 32. Needs a Python runtime and `network_enabled = false`, and a
     /// backend with contexts (the jail; on another the daemon disables the pool at start).
     pub pool_size: u32,
+    /// One-shot sandboxes of this profile kept ready by `warden serve` (`POST /v1/execute` and
+    /// the other one-shot routes), each with its interpreter started and waiting for its code:
+    /// a run then pays neither the sandbox's nor the interpreter's start-up. Every one-shot
+    /// still gets a fresh sandbox, used once and destroyed after, built as a cold one.
+    /// Default: 0 (none); at most 32. Needs a Python runtime under the run-time import guard
+    /// (`forbidden_imports` with `runtime_import_check`) and `network_enabled = false`; a
+    /// request whose run would be built differently (other limits, arguments) runs cold.
+    pub oneshot_pool_size: u32,
     /// Modules imported into a sandbox's default context when its interpreter starts (before
     /// the first cell, so a pooled sandbox has paid for them before the request arrives). They
     /// go into `sys.modules` only, not into the user's globals: a cell still writes
@@ -371,6 +379,7 @@ impl Default for Profile {
             egress: EgressPolicy::default(),
             container_runtime: None,
             pool_size: 0,
+            oneshot_pool_size: 0,
             preload_modules: Vec::new(),
             landlock: LandlockRequirement::Available,
             durable: None,
@@ -1229,6 +1238,24 @@ fn validate_pool(
         return Err((
             key("pool_size"),
             "pools are for offline profiles (a waiting networked sandbox would hold an address slot and a resolver): a pool needs network_enabled = false".into(),
+        ));
+    }
+    if p.oneshot_pool_size > MAX_POOL_SIZE {
+        return Err((
+            key("oneshot_pool_size"),
+            format!("must be at most {MAX_POOL_SIZE} (each pooled sandbox holds an interpreter)"),
+        ));
+    }
+    if p.oneshot_pool_size > 0 && !python {
+        return Err((
+            key("oneshot_pool_size"),
+            "a one-shot pool holds started Python interpreters: the profile's runtime.language must be python".into(),
+        ));
+    }
+    if p.oneshot_pool_size > 0 && p.network_enabled {
+        return Err((
+            key("oneshot_pool_size"),
+            "one-shot pools are for offline profiles (a waiting networked sandbox would hold an address slot and a resolver): it needs network_enabled = false".into(),
         ));
     }
     if !p.preload_modules.is_empty() && !python {

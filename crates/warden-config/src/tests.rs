@@ -92,6 +92,8 @@ fn builtin_defaults_are_the_source_documents_profiles() {
         ["numpy", "pandas", "matplotlib", "matplotlib.pyplot"]
     );
     assert_eq!((std.pool_size, std.preload_modules.len()), (0, 0));
+    // The default profile keeps two one-shot sandboxes held, their interpreters started.
+    assert_eq!((std.oneshot_pool_size, ds.oneshot_pool_size), (2, 0));
 }
 
 #[test]
@@ -99,6 +101,7 @@ fn a_profile_without_pool_keys_has_no_pool() {
     let s = Settings::from_toml("[sandbox.profiles.standard]\n", "t").unwrap();
     let p = s.profile("standard").unwrap();
     assert_eq!((p.pool_size, p.preload_modules.len()), (0, 0));
+    assert_eq!(p.oneshot_pool_size, 0);
 }
 
 #[test]
@@ -118,6 +121,18 @@ fn pool_keys_are_checked_and_named() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\npool_size = 1\nnetwork_enabled = true\n"),
         @"test.toml: sandbox.profiles.standard.pool_size: pools are for offline profiles (a waiting networked sandbox would hold an address slot and a resolver): a pool needs network_enabled = false"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\noneshot_pool_size = 33\n"),
+        @"test.toml: sandbox.profiles.standard.oneshot_pool_size: must be at most 32 (each pooled sandbox holds an interpreter)"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\noneshot_pool_size = 1\n[sandbox.profiles.standard.runtime]\nlanguage = \"bash\"\n"),
+        @"test.toml: sandbox.profiles.standard.oneshot_pool_size: a one-shot pool holds started Python interpreters: the profile's runtime.language must be python"
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\noneshot_pool_size = 1\nnetwork_enabled = true\n"),
+        @"test.toml: sandbox.profiles.standard.oneshot_pool_size: one-shot pools are for offline profiles (a waiting networked sandbox would hold an address slot and a resolver): it needs network_enabled = false"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\npreload_modules = [\"os; import socket\"]\nenabled_policies = []\n"),
@@ -150,7 +165,7 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime_import_check`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `on_idle`, `egress`, `container_runtime`, `pool_size`, `preload_modules`, `landlock`, `durable`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime_import_check`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `on_idle`, `egress`, `container_runtime`, `pool_size`, `oneshot_pool_size`, `preload_modules`, `landlock`, `durable`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),

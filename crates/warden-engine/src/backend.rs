@@ -341,6 +341,30 @@ pub const NO_EVICTION: &str = "this backend cannot evict a context";
 /// The refusal of a backend whose sandboxes cannot outlive the process.
 pub const NO_DURABLE: &str = "this backend cannot keep a sandbox across a restart of the daemon";
 
+/// A one-shot sandbox built ahead of its code ([`Backend::hold`]): a fresh sandbox whose
+/// interpreter has started and waits. It runs exactly one plan, then is gone; dropping it
+/// unused destroys it.
+#[async_trait::async_trait]
+pub trait HeldRun: Send + Sync + fmt::Debug {
+    /// Whether it still waits (its sandbox was not killed and did not fail meanwhile).
+    fn alive(&self) -> bool;
+
+    /// Whether `plan` can run in it: the plan it was held for but for the code, stdin and
+    /// timeout (the engine compares the rest), and within the backend's own bounds.
+    fn fits(&self, plan: &ExecPlan) -> bool;
+
+    /// Runs `plan` (one that [`HeldRun::fits`]) as [`Backend::exec`] would; its timeout counts
+    /// from the start of the program's own code.
+    async fn run(
+        self: Box<Self>,
+        plan: ExecPlan,
+        events: Option<EventSender>,
+    ) -> Result<ExecResult, BackendError>;
+}
+
+/// The refusal of a backend that cannot hold one-shot sandboxes.
+pub const NO_HELD_RUNS: &str = "this backend cannot start a one-shot sandbox ahead of its code";
+
 /// The refusal of a backend that cannot pause sandboxes.
 pub const NO_PAUSE: &str = "this backend cannot pause a sandbox";
 
@@ -394,6 +418,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
         plan: ExecPlan,
         events: Option<EventSender>,
     ) -> Result<ExecResult, BackendError>;
+
+    /// Builds the sandbox of a one-shot `plan` (its code, stdin and timeout aside) and starts
+    /// its interpreter, which waits for the code: by the same steps as [`Backend::exec`] of the
+    /// same plan, so that a program cannot tell the two apart. Returns once it waits. Default:
+    /// refused.
+    async fn hold(&self, plan: &ExecPlan) -> Result<Box<dyn HeldRun>, BackendError> {
+        let _ = plan;
+        Err(BackendError::Refused(NO_HELD_RUNS.into()))
+    }
 
     /// Creates a sandbox with a lifetime (see [`BackendSandbox`]).
     async fn create_sandbox(

@@ -40,11 +40,28 @@ use crate::BackendError;
 /// The guard's Python source, delivered as `sitecustomize.py` into [`ImportGuard::dir`].
 pub const SOURCE: &str = include_str!("import_guard/guard.py");
 
+/// The guard compiled by the interpreter found at build time (`build.rs`), as CPython caches
+/// it: the file name in `__pycache__` (with that interpreter's cache tag, e.g.
+/// `sitecustomize.cpython-311.pyc`) and an unchecked hash-based `.pyc` (used without reading
+/// the source; its magic number names the exact bytecode version). `None` when no Python was
+/// found at build time: the interpreter compiles the source at every start (≈ 3 ms).
+pub fn bytecode() -> Option<(&'static str, &'static [u8])> {
+    let file = include_str!(concat!(env!("OUT_DIR"), "/guard_pyc_name.txt")).trim();
+    let pyc: &'static [u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.pyc"));
+    (!file.is_empty() && !pyc.is_empty()).then_some((file, pyc))
+}
+
 /// The file name the guard has in its folder: CPython's `site` imports it at start-up.
 pub const FILE_NAME: &str = "sitecustomize.py";
 
 /// The descriptor on which the program's interpreter finds the report channel at start.
 pub const REPORT_FD: i32 = 3;
+
+/// Names the descriptor of a gated run's start pipe (a backend that starts the interpreter
+/// before its program's file exists, e.g. for a pool): the guard, as its last act, reads one
+/// byte from it and closes it, so the program's file is opened only after that. Removed from
+/// `os.environ` like the guard's other variables.
+pub const START_ENV: &str = "WARDEN_IMPORT_GUARD_START";
 
 /// The exit status of an interpreter the guard ended (the report, not this, is the signal).
 pub const REFUSED_EXIT: i32 = 121;
@@ -197,6 +214,44 @@ pub const NOT_INSTALLED: &str = "the interpreter ran without Warden's import gua
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bytecode_is_for_the_build_hosts_interpreter_and_used_without_the_source() {
+        // Built where python3 ran (as here, where the tests run); else there is none.
+        let Some((file, pyc)) = bytecode() else {
+            assert!(
+                std::process::Command::new("python3")
+                    .arg("-V")
+                    .output()
+                    .is_err()
+            );
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("warden-guard-pyc-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("__pycache__")).unwrap();
+        std::fs::write(dir.join("__pycache__").join(file), pyc).unwrap();
+        // A source that would fail: the interpreter must not read it.
+        std::fs::write(
+            dir.join(FILE_NAME),
+            "raise SystemExit('the source was compiled')\n",
+        )
+        .unwrap();
+        let check = "import importlib.util, sys, importlib.machinery as m\n\
+            spec = importlib.util.spec_from_file_location('sitecustomize', sys.argv[1])\n\
+            code = spec.loader.get_code('sitecustomize')\n\
+            print(code.co_filename == sys.argv[1], '_install' in code.co_names)";
+        let out = std::process::Command::new("python3")
+            .args(["-I", "-c", check])
+            .arg(dir.join(FILE_NAME))
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "True True\n",
+            "{out:?}"
+        );
+    }
 
     fn frame(json: &str) -> Vec<u8> {
         let mut out = (json.len() as u32).to_le_bytes().to_vec();

@@ -17,6 +17,7 @@ pub mod contexts;
 pub mod exec_env;
 pub mod import_guard;
 pub mod observe;
+pub mod oneshot_pool;
 pub mod pipeline;
 pub mod pool;
 pub mod sandboxes;
@@ -30,11 +31,12 @@ pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};
 pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
-    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_DURABLE, NO_EVICTION, NO_LIVE_STDIN, NO_PAUSE, SandboxSpec, StdinReceiver,
-    StdinWriter, Unsupported,
+    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, HeldRun,
+    NO_CONTEXTS, NO_DURABLE, NO_EVICTION, NO_HELD_RUNS, NO_LIVE_STDIN, NO_PAUSE, SandboxSpec,
+    StdinReceiver, StdinWriter, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE};
+pub use oneshot_pool::OneShotPoolStatus;
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, Restored, SandboxExec, SandboxInfo, Sandboxes};
 pub use snapshots::{MAX_FORKS, SnapshotInfo};
@@ -211,6 +213,8 @@ pub struct Engine {
     admission: Admission,
     observer: Option<Arc<dyn Observer>>,
     audit: Option<Arc<AuditLog>>,
+    /// Held one-shot sandboxes, per profile (see [`oneshot_pool`]); empty unless started.
+    oneshots: Arc<oneshot_pool::OneShotPools>,
 }
 
 impl Engine {
@@ -229,6 +233,7 @@ impl Engine {
             admission,
             observer: None,
             audit: None,
+            oneshots: Arc::default(),
         }
     }
 

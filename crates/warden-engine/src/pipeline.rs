@@ -355,9 +355,12 @@ impl Execution {
         trace.stage("run");
         let run_audit = RunAudit::begin(&engine, &audited, &profile, &language);
         let outcome = match target {
-            Target::OneShot { backend, plan } => {
-                backend.exec(*plan, events).await.map_err(EngineError::from)
-            }
+            Target::OneShot { backend, plan } => match engine.take_held(&plan) {
+                // A sandbox held for exactly this plan (see `oneshot_pool`): fresh, built by
+                // the same steps, its interpreter already started.
+                Some(held) => held.run(*plan, events).await.map_err(EngineError::from),
+                None => backend.exec(*plan, events).await.map_err(EngineError::from),
+            },
             Target::InSandbox {
                 sandboxes,
                 prepared,

@@ -106,14 +106,13 @@ pub(crate) struct Entry {
     created_ms: u64,
     created: Instant,
     pub(crate) handle: Arc<dyn BackendSandbox>,
-    /// Where the workspace is also seen (see [`SandboxSpec::home`]).
-    home: Option<String>,
     usage: Mutex<Usage>,
     pub(crate) contexts: crate::contexts::Contexts,
     /// Kept across restarts of the daemon (see the module docs).
     pub(crate) durable: bool,
     /// What the sandbox was built with, for its record.
     pub(crate) env: BTreeMap<String, String>,
+    /// Where the workspace is also seen (see [`SandboxSpec::home`]).
     pub(crate) home: Option<String>,
 }
 
@@ -618,7 +617,6 @@ impl Sandboxes {
             created_ms,
             created: now,
             handle,
-            home,
             usage: Mutex::new(Usage {
                 last_used: now,
                 last_used_ms: created_ms,

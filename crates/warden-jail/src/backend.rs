@@ -15,6 +15,7 @@
 use crate::cgroup::Hierarchy;
 use crate::client::{KillHelperOnDrop, blocking, converse, encode_plan, exec_helper};
 use crate::contain::landlock::{LandlockKernel, RealKernel};
+use crate::held::HeldJailRun;
 use crate::plan::{CODE_DIR, JailPlan, PlanInput};
 use crate::prestart::{HelperParts, Prestarted};
 use crate::sandbox::{JailSandbox, SandboxPart};
@@ -24,7 +25,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use warden_engine::{Backend, BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use warden_engine::{
+    Backend, BackendError, BackendSandbox, EventSender, ExecPlan, HeldRun, SandboxSpec,
+};
 use warden_types::ExecResult;
 use warden_types::landlock::LandlockRequirement;
 
@@ -251,6 +254,20 @@ impl Backend for JailBackend {
             None,
         )
         .await
+    }
+
+    /// The same plan as [`JailBackend::exec`]'s (its code aside), run by a helper in `pooled`
+    /// mode up to the interpreter's gate (see [`crate::gate`], [`crate::pooled`]).
+    async fn hold(&self, plan: &ExecPlan) -> Result<Box<dyn HeldRun>, BackendError> {
+        let mut jail_plan = self.plan(plan)?;
+        jail_plan.code = String::new();
+        jail_plan.stdin = Vec::new();
+        jail_plan.trace_timing = std::env::var_os("WARDEN_TRACE_TIMING").is_some();
+        jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
+        jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
+        let ready_within = plan.limits.timeout + Duration::from_secs(10);
+        let held = HeldJailRun::start(&self.settings.helper_exe, &jail_plan, ready_within).await?;
+        Ok(Box::new(held))
     }
 
     async fn create_sandbox(

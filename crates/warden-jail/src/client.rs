@@ -337,7 +337,7 @@ pub(crate) fn helper_error(body: &[u8]) -> BackendError {
 }
 
 /// Reads the helper's frames: output chunks become events, the final frame the result.
-async fn read_frames(
+pub(crate) async fn read_frames(
     mut stdout: impl tokio::io::AsyncRead + Unpin,
     events: Option<EventSender>,
 ) -> Result<ExecResult, BackendError> {

@@ -37,6 +37,9 @@ pub const SESSION_MODE: &str = "session";
 /// end, is relayed to the program's stdin as it arrives.
 pub const LIVE_MODE: &str = "live";
 
+/// The value of [`HELPER_ENV`] that starts a pooled one-shot (see [`crate::pooled`]).
+pub const POOLED_MODE: &str = "pooled";
+
 /// Runs the exec'd helper: the plan from stdin, frames to stdout; returns the exit status.
 pub fn main() -> i32 {
     // Inherited without close-on-exec on purpose; the sandboxed program must not get it.
@@ -74,6 +77,13 @@ pub fn main() -> i32 {
             None,
             Some(std::io::stdin().as_fd()),
         );
+    }
+    if std::env::var_os(HELPER_ENV).is_some_and(|v| v == POOLED_MODE) {
+        use std::os::fd::AsFd;
+        let Ok(input) = std::io::stdin().as_fd().try_clone_to_owned() else {
+            return 1;
+        };
+        return crate::pooled::serve(input, &mut out);
     }
     serve(&mut std::io::stdin().lock(), &mut out)
 }
@@ -206,7 +216,7 @@ fn serve_with(
     code
 }
 
-fn finish(
+pub(crate) fn finish(
     out: &mut impl Write,
     result: Result<(warden_types::ExecResult, supervisor::Teardown), HelperFailure>,
     caller: Option<OwnedFd>,
@@ -251,7 +261,7 @@ fn to_helper_error(e: &HelperFailure) -> HelperError {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum HelperFailure {
+pub(crate) enum HelperFailure {
     #[error("read plan: {0}")]
     ReadPlan(std::io::Error),
     #[error("no plan")]

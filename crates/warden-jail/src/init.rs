@@ -170,7 +170,7 @@ pub(crate) fn sandbox_init(
     plan_bell: OwnedFd,
     go: OwnedFd,
     workspace_socket: OwnedFd,
-    stdio: [OwnedFd; 4],
+    stdio: [OwnedFd; 5],
     status: OwnedFd,
 ) -> ! {
     let status_fd = status.as_raw_fd();
@@ -234,7 +234,7 @@ pub(crate) fn sandbox_init(
             crate::monotonic_ms()
         );
     }
-    let [stdin, stdout, stderr, reply] = &stdio;
+    let [stdin, stdout, stderr, reply, start] = &stdio;
     let spawn = ProgramSpawn {
         exec: &exec,
         stdio: [
@@ -246,6 +246,7 @@ pub(crate) fn sandbox_init(
             } else {
                 -1
             },
+            if plan.gated { start.as_raw_fd() } else { -1 },
         ],
         exec_errno: 0,
         chdir_failed: false,
@@ -346,8 +347,9 @@ fn forward_interrupts_to(child: libc::pid_t) {
 /// shares init's memory and may only make raw system calls.
 struct ProgramSpawn<'a> {
     exec: &'a Exec,
-    /// stdin, stdout, stderr and (a session's) reply pipe, or -1 for none.
-    stdio: [RawFd; 4],
+    /// stdin, stdout, stderr, (a session's) reply pipe and (a gated run's) start pipe, or -1
+    /// for none.
+    stdio: [RawFd; 5],
     /// Set by the child when its exec failed; read by init once the child has left.
     exec_errno: i32,
     /// Set by the child when the failure was entering the working directory.
@@ -362,14 +364,29 @@ extern "C" fn program_child(arg: *mut libc::c_void) -> libc::c_int {
     // suspended until this child execs or exits, so nothing else touches it meanwhile.
     let spawn = unsafe { &mut *arg.cast::<ProgramSpawn<'_>>() };
     let exec = spawn.exec;
-    let targets = [0, 1, 2, crate::layout::SESSION_REPLY_FD];
+    let targets = [
+        0,
+        1,
+        2,
+        crate::layout::SESSION_REPLY_FD,
+        crate::layout::START_FD,
+    ];
     // SAFETY: raw system calls on descriptors and on C strings prepared before the clone.
     unsafe {
         let mut ok = true;
         // The sources are all above 3 (the helper's 0-2 were open when the pipes were made,
-        // and an exec'd helper holds 3 for the workspace), so no dup2 clobbers a later source.
+        // and an exec'd helper holds 3 for the workspace), so no dup2 clobbers a later source;
+        // the start pipe's target comes last. A source already at its target only loses
+        // close-on-exec (dup2 onto itself would keep it).
         for (from, to) in spawn.stdio.into_iter().zip(targets) {
-            if from >= 0 && libc::dup2(from, to) < 0 {
+            let moved = if from == to {
+                libc::fcntl(from, libc::F_SETFD, 0)
+            } else if from >= 0 {
+                libc::dup2(from, to)
+            } else {
+                0
+            };
+            if moved < 0 {
                 ok = false;
                 break;
             }

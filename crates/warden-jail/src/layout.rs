@@ -19,3 +19,14 @@ pub const SESSION_REPLY_FD: i32 = 3;
 /// The folder of the import guard's `sitecustomize.py` in the sandbox's root (Python runs
 /// with `PYTHONPATH` naming it; the guard removes it from `sys.path` before user code).
 pub const IMPORT_GUARD_DIR: &str = "/warden/import-guard";
+
+/// The descriptor at which a gated run's interpreter finds its start pipe (see
+/// [`crate::gate`]): the import guard reads one byte from it, then closes it, before the
+/// program's file is opened. Not 4: the guard's own copy of the report descriptor takes the
+/// lowest free one, 4, as in a run without a gate.
+pub const START_FD: i32 = 5;
+
+/// The most code a gated run's root has room for: its root tmpfs has the same size whatever
+/// the code (a pooled sandbox's root is built before its code is known), and a plan with more
+/// code is not gated.
+pub const GATED_CODE_ROOM: usize = 1024 * 1024;

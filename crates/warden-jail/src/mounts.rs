@@ -153,8 +153,14 @@ pub fn build_root(
         sys.create_dir(dir, 0o755)
             .map_err(at("create folder", dir))?;
     }
-    // The root tmpfs holds only mount points, a few small files and the code.
-    let root_size = plan.code.len() as u64 + 1024 * 1024;
+    // The root tmpfs holds only mount points, a few small files and the code; a gated run's
+    // has the same size whatever its code (see `crate::gate`).
+    let code_room = if plan.gated {
+        crate::layout::GATED_CODE_ROOM.max(plan.code.len())
+    } else {
+        plan.code.len()
+    };
+    let root_size = code_room as u64 + 1024 * 1024;
     sys.mount(
         tmpfs,
         &root,
@@ -186,8 +192,11 @@ pub fn build_root(
     }
     let code = under(&root, &plan.code_path);
     dirs.parent_of(sys, &code)?;
-    sys.write_file(&code, plan.code.as_bytes(), 0o444)
-        .map_err(at("write code", &plan.code_path))?;
+    // A gated run's code is written by the supervisor (`crate::gate`), last, as here.
+    if !plan.gated {
+        sys.write_file(&code, plan.code.as_bytes(), 0o444)
+            .map_err(at("write code", &plan.code_path))?;
+    }
 
     for op in &plan.mounts {
         if let MountOp::BindReadOnly { source, dest } = op {
@@ -287,6 +296,16 @@ fn prepare(
             let path = under(root, dest);
             dirs.parent_of(sys, &path)?;
             sys.write_file(&path, contents.as_bytes(), *mode)
+                .map_err(at("write file", dest))
+        }
+        MountOp::BinaryFile {
+            dest,
+            contents,
+            mode,
+        } => {
+            let path = under(root, dest);
+            dirs.parent_of(sys, &path)?;
+            sys.write_file(&path, contents, *mode)
                 .map_err(at("write file", dest))
         }
         MountOp::ResolvConf { dest } => {
@@ -399,6 +418,7 @@ fn mount_on_top(
         | MountOp::Symlink { .. }
         | MountOp::Dir { .. }
         | MountOp::File { .. }
+        | MountOp::BinaryFile { .. }
         | MountOp::ResolvConf { .. } => Ok(()),
     }
 }
@@ -631,6 +651,43 @@ mod tests {
             sys.calls.last().unwrap(),
             "mkdir /st/scratch/work/output 755"
         );
+    }
+
+    #[test]
+    fn a_gated_root_leaves_the_code_to_the_supervisor_and_has_one_size_whatever_the_code() {
+        let guard = warden_engine::import_guard::ImportGuard {
+            allowed: vec!["json".into()],
+        };
+        let root_mounts = |code: &str| {
+            let mut plan = plan();
+            plan.code = code.into();
+            plan.add_import_guard(&guard, None);
+            assert!(plan.gated);
+            assert!(
+                plan.env
+                    .contains(&("WARDEN_IMPORT_GUARD_START".into(), "5".into()))
+            );
+            let mut sys = RecordingMountSys::default();
+            build_root(&mut sys, Path::new("/st"), &plan, None).unwrap();
+            assert!(
+                !sys.calls.iter().any(|c| c.contains("/code/main.py")),
+                "{:#?}",
+                sys.calls
+            );
+            sys.calls
+                .into_iter()
+                .find(|c| c.starts_with("mount tmpfs -> /st/root type=tmpfs"))
+                .unwrap()
+        };
+        // A pooled sandbox's root is built before its code is known.
+        assert_eq!(root_mounts(""), root_mounts("print(1)\n"));
+        // A context's driver, and a program larger than a gated root's room, are not gated.
+        let mut session = plan();
+        session.add_import_guard(&guard, Some("/code/warden_driver.py"));
+        let mut large = plan();
+        large.code = "#".repeat(crate::layout::GATED_CODE_ROOM + 1);
+        large.add_import_guard(&guard, None);
+        assert!(!session.gated && !large.gated);
     }
 
     #[test]

@@ -12,8 +12,8 @@ use std::path::{Component, Path, PathBuf};
 use warden_types::Limits;
 
 pub use crate::layout::{
-    CODE_DIR, IMPORT_GUARD_DIR, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK, SESSION_REPLY_FD,
-    WORKSPACE_DIR,
+    CODE_DIR, GATED_CODE_ROOM, IMPORT_GUARD_DIR, OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK,
+    SESSION_REPLY_FD, START_FD, WORKSPACE_DIR,
 };
 
 /// Host paths never mounted into a sandbox, whatever the settings say: checked-in data with a
@@ -68,6 +68,14 @@ pub enum MountOp {
     File {
         dest: PathBuf,
         contents: String,
+        mode: u32,
+    },
+    /// A small binary file written into the root before it becomes read-only (the import
+    /// guard's bytecode).
+    BinaryFile {
+        dest: PathBuf,
+        #[serde(with = "warden_types::bytes_b64")]
+        contents: Vec<u8>,
         mode: u32,
     },
     /// A fresh procfs for the sandbox's pid namespace.
@@ -165,6 +173,11 @@ pub struct JailPlan {
     /// judged when it ends (a session's travels with the driver's replies).
     #[serde(default)]
     pub import_report: bool,
+    /// A gated run (see [`crate::gate`]): init does not write the code; the supervisor writes
+    /// it through a copy of the root's code folder and then opens the start gate, at once (a
+    /// cold run) or when the code arrives (a pooled one).
+    #[serde(default)]
+    pub gated: bool,
 }
 
 impl JailPlan {
@@ -176,14 +189,34 @@ impl JailPlan {
         guard: &warden_engine::import_guard::ImportGuard,
         driver: Option<&str>,
     ) {
-        use warden_engine::import_guard::{FILE_NAME, SOURCE};
+        use warden_engine::import_guard::{FILE_NAME, SOURCE, bytecode};
         self.mounts.push(MountOp::File {
             dest: PathBuf::from(IMPORT_GUARD_DIR).join(FILE_NAME),
             contents: SOURCE.to_owned(),
             mode: 0o444,
         });
+        // Compiled for the interpreter this binary was built beside: an interpreter of
+        // another version does not look for it (another cache tag) or refuses it (another
+        // magic number), and compiles the source as without it.
+        if let Some((file, pyc)) = bytecode() {
+            self.mounts.push(MountOp::BinaryFile {
+                dest: PathBuf::from(IMPORT_GUARD_DIR)
+                    .join("__pycache__")
+                    .join(file),
+                contents: pyc.to_vec(),
+                mode: 0o444,
+            });
+        }
         self.env.extend(guard.env(IMPORT_GUARD_DIR, driver));
         self.import_report = true;
+        // A one-shot program (not a context's driver) waits at the gate, cold or pooled alike.
+        if driver.is_none() && !self.session && self.code.len() <= GATED_CODE_ROOM {
+            self.env.push((
+                warden_engine::import_guard::START_ENV.to_owned(),
+                START_FD.to_string(),
+            ));
+            self.gated = true;
+        }
     }
 }
 
@@ -507,6 +540,7 @@ impl JailPlan {
             network: input.network.map(|request| JailNetwork { request }),
             session: false,
             import_report: false,
+            gated: false,
         })
     }
 }

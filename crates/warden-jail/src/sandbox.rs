@@ -751,7 +751,7 @@ impl BackendSandbox for JailSandbox {
     /// writes) and the files API's writes held, its filesystem synced, then copied; a paused
     /// sandbox stays paused, another is thawed after the copy.
     async fn snapshot_to(&self, dir: &std::path::Path) -> Result<(), BackendError> {
-        let _turn = self.one_at_a_time.lock().await;
+        let _turn = self.turns.write().await;
         let workspace = self.workspace()?;
         let _no_writes = self.copying.write().await;
         let was_paused = self.paused.load(std::sync::atomic::Ordering::Acquire);

@@ -341,10 +341,17 @@ fn run<W: Write>(
         ws_parent,
         ctl_r,
         start,
-    } = supervisor::launch(started, plan, attachment, &mut || match network.as_mut() {
-        Some(n) => n.wait_firewall().map_err(crate::link::network_error),
-        None => Ok(()),
-    })?;
+        ..
+    } = supervisor::launch(
+        started,
+        plan,
+        attachment,
+        &mut || match network.as_mut() {
+            Some(n) => n.wait_firewall().map_err(crate::link::network_error),
+            None => Ok(()),
+        },
+        false,
+    )?;
     // Init hands the workspace over during its setup, or closes the socket by dying.
     let scratch = sys::recv_fd(ws_parent.as_fd()).ok().flatten();
     drop(ws_parent);

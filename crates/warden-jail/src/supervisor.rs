@@ -114,6 +114,8 @@ pub struct Started {
     ws_parent: OwnedFd,
     /// Read end of the reply pipe of a session's program (unused by one-shot runs).
     ctl_r: OwnedFd,
+    /// Write end of a gated program's start pipe (see [`crate::gate`]).
+    start_w: OwnedFd,
 }
 
 impl Started {
@@ -176,6 +178,7 @@ pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
     let (status_r, status_w) = sys::pipe().map_err(os("pipe"))?;
     let (ws_parent, ws_child) = sys::socketpair().map_err(os("socketpair"))?;
     let (ctl_r, ctl_w) = sys::pipe().map_err(os("pipe"))?;
+    let (start_r, start_w) = sys::pipe().map_err(os("pipe"))?;
 
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -198,13 +201,15 @@ pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
     let pid = unsafe { sys::clone_into_namespaces(sys::SANDBOX_NAMESPACES) };
     if matches!(pid, Ok(0)) {
         // Init keeps the owner's effective uid until its step "switch user" sets every id.
-        drop((out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r));
+        drop((
+            out_r, err_r, in_w, plan_w, go_w, status_r, ws_parent, ctl_r, start_w,
+        ));
         init::sandbox_init(
             plan_r,
             plan_bell,
             go_r,
             ws_child,
-            [in_r, out_w, err_w, ctl_w],
+            [in_r, out_w, err_w, ctl_w, start_r],
             status_w,
         );
     }
@@ -213,7 +218,9 @@ pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
     }
     let pid = pid.map_err(|e| JailError::Refused(format!("cannot create namespaces: {e}")))?
         as libc::pid_t;
-    drop((out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w));
+    drop((
+        out_w, err_w, in_r, plan_r, go_r, status_w, ws_child, ctl_w, start_r,
+    ));
     // Kill the sandbox if anything fails before the normal end; reap it in any case.
     let kill_guard = KillOnDrop(pid);
     let pidfd = sys::pidfd_open(pid).map_err(os("pidfd_open"))?;
@@ -234,6 +241,7 @@ pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
         status_r,
         ws_parent,
         ctl_r,
+        start_w,
     })
 }
 
@@ -250,8 +258,15 @@ pub(crate) struct Launched {
     pub status_r: OwnedFd,
     pub ws_parent: OwnedFd,
     pub ctl_r: OwnedFd,
-    /// When the go byte was sent.
+    /// When the go byte was sent (a held gated run: when its gate opened).
     pub start: Instant,
+    /// The workspace's descriptor, when already received (a gated run's comes before its
+    /// code folder); else it is read from `ws_parent` for the artifacts.
+    pub scratch: Option<OwnedFd>,
+    /// A gated run held at its gate ([`launch`] with `hold`): opened by the caller.
+    pub gate: Option<crate::gate::Gate>,
+    /// What was read of the report pipe before the run (a held run's first guard message).
+    pub report_prefix: Vec<u8>,
 }
 
 /// Maps the ids, sends init its plan, applies the cgroup limits, moves init into the cgroup
@@ -263,11 +278,16 @@ pub(crate) struct Launched {
 /// `before_go` is called once the sandbox is in its cgroup and just before its program may
 /// start (a networked sandbox waits for its firewall there); an error ends the sandbox before
 /// the program runs.
+///
+/// A gated plan (see [`crate::gate`]): init hands over the workspace and a writable copy of the
+/// code folder once it has built the root; the gate is then opened here, before the go byte
+/// (a cold run), or, with `hold`, left to the caller in [`Launched::gate`] (a pooled run).
 pub(crate) fn launch(
     started: Started,
     plan: &JailPlan,
     network: Option<&NetAttachment>,
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
+    hold: bool,
 ) -> Result<Launched, JailError> {
     let trace = |what: &str| {
         if plan.trace_timing {
@@ -293,6 +313,7 @@ pub(crate) fn launch(
         status_r,
         ws_parent,
         ctl_r,
+        start_w,
     } = started;
     map_ids(pid, plan, host_uid)?;
     trace("ids mapped");
@@ -353,6 +374,32 @@ pub(crate) fn launch(
     }
     cgroup.0.attach(pid)?;
     trace("cgroup limits set and attached");
+    let (scratch, gate) = if plan.gated {
+        let received = sys::recv_fd(ws_parent.as_fd())
+            .and_then(|scratch| Ok(scratch.zip(sys::recv_fd(ws_parent.as_fd())?)));
+        let (scratch, code_dir) = match received {
+            Ok(Some(both)) => both,
+            Ok(None) => {
+                let e = JailError::Setup {
+                    step: "hand over workspace".into(),
+                    message: "init ended before it handed over the code folder".into(),
+                };
+                return Err(self::init_gone(pid, status_r.as_fd(), plan, e));
+            }
+            Err(e) => return Err(os("receive the code folder")(e)),
+        };
+        let gate = crate::gate::Gate::new(code_dir, start_w, host_uid);
+        if hold {
+            (Some(scratch), Some(gate))
+        } else {
+            gate.open(&plan.code_path, &plan.code)?;
+            trace("code written, gate open");
+            (Some(scratch), None)
+        }
+    } else {
+        drop(start_w);
+        (None, None)
+    };
     before_go()?;
     // A failed write means init is gone; its status message says why.
     let _ = sys::write_all(go_w.as_fd(), b"g");
@@ -369,6 +416,9 @@ pub(crate) fn launch(
         ws_parent,
         ctl_r,
         start: Instant::now(),
+        scratch,
+        gate,
+        report_prefix: Vec::new(),
     })
 }
 
@@ -473,6 +523,20 @@ pub fn run_with(
     before_go: &mut dyn FnMut() -> Result<(), JailError>,
     live_stdin: Option<BorrowedFd<'_>>,
 ) -> Result<(ExecResult, Teardown), JailError> {
+    let launched = launch(started, plan, network, before_go, false)?;
+    finish_run(launched, plan, on_output, live_stdin)
+}
+
+/// The rest of a run once its program may start (a held gated run: once its gate is open):
+/// relays output and stdin, enforces the timeout (from [`Launched::start`]) and the output
+/// cap, and makes the result. `live_stdin`: where the program's stdin comes from while it
+/// runs, after the plan's (see [`crate::helper::LIVE_MODE`]).
+pub(crate) fn finish_run(
+    launched: Launched,
+    plan: &JailPlan,
+    on_output: &mut dyn FnMut(Stream, &[u8]),
+    live_stdin: Option<BorrowedFd<'_>>,
+) -> Result<(ExecResult, Teardown), JailError> {
     let trace = |what: &str| {
         if plan.trace_timing {
             eprintln!(
@@ -493,7 +557,17 @@ pub fn run_with(
         ws_parent,
         ctl_r,
         start,
-    } = launch(started, plan, network, before_go)?;
+        scratch,
+        gate,
+        report_prefix,
+    } = launched;
+    // A held gate that was never opened: the program must not run.
+    if gate.is_some() {
+        return Err(JailError::Os {
+            op: "run a held sandbox",
+            source: io::Error::other("its gate was not opened"),
+        });
+    }
     // A guarded run's report pipe (the program's descriptor 3), read once it has ended.
     let report_r = plan.import_report.then_some(ctl_r);
 
@@ -520,13 +594,19 @@ pub fn run_with(
     if let Some(report_r) = report_r {
         // Every process of the sandbox is dead (init reports the status after killing and
         // reaping the rest, or init was killed): what is in the pipe is all there will be.
-        let report = import_guard::parse_report(&read_available(report_r.as_fd()));
+        let mut raw = report_prefix;
+        raw.extend(read_available(report_r.as_fd()));
+        let report = import_guard::parse_report(&raw);
         import_guard::judge_reason(&report, &reason).map_err(|e| match e {
             BackendError::ImportRefused(refusal) => JailError::ImportRefused(refusal),
             other => JailError::Refused(other.to_string()),
         })?;
     }
-    let (artifacts, skipped_artifacts) = match sys::recv_fd(ws_parent.as_fd()) {
+    let scratch = match scratch {
+        Some(scratch) => Ok(Some(scratch)),
+        None => sys::recv_fd(ws_parent.as_fd()),
+    };
+    let (artifacts, skipped_artifacts) = match scratch {
         Ok(Some(scratch)) => artifacts::collect(
             scratch.as_fd(),
             &plan.limits,
@@ -567,7 +647,7 @@ pub fn run_with(
 }
 
 /// What a pipe holds now, at most the import guard's report size, without waiting.
-fn read_available(fd: BorrowedFd<'_>) -> Vec<u8> {
+pub(crate) fn read_available(fd: BorrowedFd<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     if sys::set_nonblocking(fd).is_err() {
         return out;

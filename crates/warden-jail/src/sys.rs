@@ -577,6 +577,45 @@ pub fn detached_fs(fstype: &str, options: &[(&str, String)]) -> io::Result<Owned
     Ok(unsafe { OwnedFd::from_raw_fd(mnt as RawFd) })
 }
 
+/// A detached, writable copy of the mount at `path` (its subtree from there): the root's code
+/// folder, handed to the supervisor before the root is made
+/// read-only (see [`crate::gate`]).
+pub fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    let path = cstring(path)?;
+    // SAFETY: a valid C string.
+    let clone = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    })?;
+    // SAFETY: open_tree returned a new descriptor that nobody else owns.
+    let clone = unsafe { OwnedFd::from_raw_fd(clone as RawFd) };
+    // The copy only: the original (the sandbox's root) stays read-only.
+    let attr = MountAttr {
+        attr_set: 0,
+        attr_clr: MOUNT_ATTR_RDONLY,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let empty = cstring("")?;
+    // SAFETY: a valid descriptor, C string and mount_attr of the size passed.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            clone.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(clone)
+}
+
 /// Mounts a copy of the mount behind `tree` (e.g. a [`detached_tmpfs`]) at `target`: the
 /// same filesystem, attached in the caller's mount namespace.
 pub fn attach_clone(tree: BorrowedFd<'_>, target: &Path) -> io::Result<()> {

@@ -5,7 +5,7 @@
 //! format of the CLI's `--json`, the REST API and the SDK, so renaming a field is a breaking
 //! change.
 
-mod bytes_b64;
+pub mod bytes_b64;
 pub mod egress;
 pub mod landlock;
 pub mod llm;

@@ -188,6 +188,9 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
                 Err(e) => eprintln!("warden: could not clean up the {backend} backend: {e}"),
             }
         }
+        // Held one-shot sandboxes for the profiles with a oneshot_pool_size, in the background.
+        engine.start_oneshot_pools();
+        let pooled_oneshots = engine.clone();
         let mut state = AppState::new(engine, limits);
         if let Some(store) = store {
             state = state.with_store(store);
@@ -228,6 +231,7 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         })
         .await?;
         reaper.abort();
+        pooled_oneshots.close_oneshot_pools().await;
         state.sandboxes().destroy_all().await;
         anyhow::Ok(0)
     })

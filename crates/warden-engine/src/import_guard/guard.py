@@ -32,7 +32,7 @@ user frame (the program's statement that led to the import), or 0.
 What the program observes is unchanged: ``sys.argv``, ``__file__``, ``__name__``, ``sys.path``
 (the guard's folder is removed), ``sys.modules`` (the guard leaves; Debian's own
 ``sitecustomize`` is imported in its place, as in a run without the guard), ``os.environ`` (the
-guard's variables and ``PYTHONPATH`` are removed), descriptors (3 is closed in a one-shot run),
+guard's variables and ``PYTHONPATH`` are removed), descriptors (3 is closed in a one-shot run; a gated run's start descriptor too),
 tracebacks (the checking ``__import__`` drops its own entry from any exception it passes on) and
 exit codes. Its functions carry the file name ``<warden importlib._bootstrap guard>``, which
 ``warnings`` skips like the import machinery.
@@ -52,6 +52,7 @@ def _install():
     environ = os.environ
     allowed = frozenset(n for n in environ.pop("WARDEN_IMPORT_ALLOW", "").split(",") if n)
     driver = environ.pop("WARDEN_IMPORT_GUARD_DRIVER", "")
+    start = environ.pop("WARDEN_IMPORT_GUARD_START", "")
     here = os.path.dirname(os.path.abspath(__file__))
     if environ.get("PYTHONPATH") == here:
         del environ["PYTHONPATH"]
@@ -346,7 +347,7 @@ def _install():
     # Last: the backend refuses a run without this message, so it must mean both are in place
     # (an exception before it leaves the run unguarded and, without the message, refused).
     send('{"type":"import_guard"}')
-    return here
+    return here, int(start) if start.isdigit() else -1
 
 
 def _leave(here):
@@ -361,7 +362,21 @@ def _leave(here):
         pass
 
 
-_leave(_install())
+def _wait_at_the_gate(start):
+    """A gated run (the backend writes the program's file after the interpreter started, e.g.
+    a pooled one-shot): waits for the one byte that says the file is in place, and closes the
+    descriptor, so the program sees what a run that was never held sees."""
+    if start < 0:
+        return
+    try:
+        os.read(start, 1)  # retried by the interpreter when a signal interrupts it (PEP 475)
+    finally:
+        os.close(start)
+
+
+_here, _start = _install()
+_leave(_here)
+_wait_at_the_gate(_start)
 # The functions above keep what they need in their closures (and their builtins); the module's
 # namespace, reachable as their __globals__, is left empty.
 globals().clear()

@@ -130,7 +130,16 @@ fn hand_over_workspace(ctx: &mut Ctx<'_>) -> Result<(), String> {
     let scratch = mounts::scratch_dir(Path::new(STAGING));
     let dir = std::fs::File::open(&scratch).map_err(os)?;
     let fd: OwnedFd = dir.into();
-    sys::send_fd(ctx_fd(&ctx.workspace_socket), ctx_fd(&fd)).map_err(os)
+    sys::send_fd(ctx_fd(&ctx.workspace_socket), ctx_fd(&fd)).map_err(os)?;
+    // A gated run: a writable copy of the root's code folder, through which the supervisor
+    // writes the code after the root is read-only (see `crate::gate`).
+    if ctx.plan.gated {
+        let code_dir = ctx.plan.code_path.parent().unwrap_or(Path::new("/"));
+        let code_dir = mounts::under(&mounts::root_dir(Path::new(STAGING)), code_dir);
+        let clone = sys::open_tree_clone(&code_dir).map_err(os)?;
+        sys::send_fd(ctx_fd(&ctx.workspace_socket), ctx_fd(&clone)).map_err(os)?;
+    }
+    Ok(())
 }
 
 fn pivot_root(_: &mut Ctx<'_>) -> Result<(), String> {

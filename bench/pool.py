@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Pooled one-shots against the process start of bare Python, side by side in one run (needs
+root and a release build).
+
+Two daemons from the same settings (the embedded profiles/settings.toml), one with the default
+profile's one-shot pool (`oneshot_pool_size = SIZE`) and one without (0: every one-shot cold),
+and the baseline: `/usr/bin/python3 -c 'print(1)'` as a whole process. For 1 client and for 8
+clients (threads, each with its own keep-alive connection), blocks of the three cases are
+interleaved in a shuffled order, block after block, so that drift in the machine's speed hits
+them alike. Each client pauses a think time between requests (random, 0.5x to 1.5x THINK_MS of
+its case's clients), during which the pool refills: the refill (building and starting the next
+sandbox), and the teardown of the used one, happen there, outside the request's latency but on
+the same two cores while other clients' requests run. The baseline's clients pause alike.
+
+usage: pool.py WARDEN [--rounds N] [--size SIZE] [--think-ms-1 MS] [--think-ms-8 MS]
+"""
+import argparse, concurrent.futures, http.client, json, os, random, shutil, statistics
+import subprocess, sys, tempfile, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def start_daemon(warden, settings):
+    srv = subprocess.Popen([warden, "--config", settings, "serve", "--listen", "127.0.0.1:0",
+                            "--max-concurrent", "16", "--max-queued", "64"],
+                           stderr=subprocess.PIPE, text=True)
+    line = ""
+    while "listening on http://" not in line:
+        line = srv.stderr.readline()
+        if not line:
+            sys.exit("warden serve did not start")
+    # Keep reading its log so that it never blocks on a full pipe.
+    threading.Thread(target=lambda: [print("  daemon:", l.rstrip(), file=sys.stderr)
+                                     for l in srv.stderr if "warden:" in l and "listening" not in l],
+                     daemon=True).start()
+    host, port = line.strip().rsplit("http://", 1)[1].split(":")
+    return srv, (host, int(port))
+
+
+def one_shot(addr):
+    """A client of one daemon: POST /v1/execute of print(1) on a keep-alive connection."""
+    conn = http.client.HTTPConnection(*addr)
+    body = json.dumps({"code": "print(1)"})
+
+    def call():
+        conn.request("POST", "/v1/execute", body, {"content-type": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+        if r.status != 200:
+            sys.exit(f"POST /v1/execute: {r.status} {data[:200]!r}")
+        out = json.loads(data)
+        assert out["stdout"] == "1\n", out
+    return call
+
+
+def bare():
+    subprocess.run(["/usr/bin/python3", "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True)
+
+
+def block(make_call, clients, per_client, think_ms):
+    """`clients` threads each make `per_client` timed calls with a think time between them."""
+    def client(_):
+        call = make_call()
+        times = []
+        for _ in range(per_client):
+            time.sleep(random.uniform(0.5, 1.5) * think_ms / 1000)
+            t = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - t) * 1000)
+        return times
+    with concurrent.futures.ThreadPoolExecutor(clients) as ex:
+        return [t for ts in ex.map(client, range(clients)) for t in ts]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("warden")
+    ap.add_argument("--rounds", type=int, default=30, help="blocks per case and client count")
+    ap.add_argument("--size", type=int, default=8, help="the pooled daemon's oneshot_pool_size")
+    ap.add_argument("--think-ms-1", type=float, default=60)
+    ap.add_argument("--think-ms-8", type=float, default=250)
+    a = ap.parse_args()
+    work = tempfile.mkdtemp()
+    base = open(os.path.join(HERE, "..", "profiles", "settings.toml")).read()
+    assert "oneshot_pool_size = 2 " in base
+    settings = {}
+    for name, size in (("pooled", a.size), ("cold", 0)):
+        settings[name] = os.path.join(work, f"{name}.toml")
+        open(settings[name], "w").write(
+            base.replace("oneshot_pool_size = 2 ", f"oneshot_pool_size = {size} "))
+    daemons = {}
+    try:
+        for name in ("pooled", "cold"):
+            daemons[name] = start_daemon(a.warden, settings[name])
+        time.sleep(3)  # the pool fills
+        cases = {
+            "pooled one-shot (HTTP)": lambda: one_shot(daemons["pooled"][1]),
+            "cold one-shot (HTTP)": lambda: one_shot(daemons["cold"][1]),
+            "bare python3 -c (process)": lambda: bare,
+        }
+        print(f"{os.cpu_count()} cores, {os.uname().release}, pool size {a.size}, "
+              f"{a.rounds} interleaved blocks per case, {time.strftime('%F', time.gmtime())}\n")
+        results = {}
+        for clients, per_client, think in ((1, 10, a.think_ms_1), (8, 4, a.think_ms_8)):
+            for make in cases.values():  # warm-up
+                block(make, clients, 2, think)
+            samples = {k: [] for k in cases}
+            for _ in range(a.rounds):
+                order = list(cases.items())
+                random.shuffle(order)
+                for name, make in order:
+                    samples[name] += block(make, clients, per_client, think)
+            results[clients] = samples
+            print(f"### {clients} client{'s' if clients > 1 else ''} (think time "
+                  f"{think:.0f} ms ± 50 %), {len(samples[next(iter(samples))])} requests per case\n")
+            print("| case | p50 ms | p90 ms | p99 ms | max ms | mean ms |")
+            print("|---|---|---|---|---|---|")
+            for name, xs in samples.items():
+                print(f"| {name} | {pct(xs, 50):.2f} | {pct(xs, 90):.2f} | {pct(xs, 99):.2f} "
+                      f"| {max(xs):.2f} | {statistics.mean(xs):.2f} |")
+            b = pct(samples["bare python3 -c (process)"], 50)
+            p = samples["pooled one-shot (HTTP)"]
+            print(f"\npooled p50 / bare p50 = {pct(p, 50) / b:.2f} (target <= 0.25); "
+                  f"pooled p99 / bare p50 = {pct(p, 99) / b:.2f} (target <= 1.0)\n")
+        for name in daemons:
+            print(f"left under the {name} daemon after the run: "
+                  f"{len(descendants(daemons[name][0].pid))} processes (its held sandboxes)")
+    finally:
+        for srv, _ in daemons.values():
+            srv.terminate()
+            srv.wait()
+        shutil.rmtree(work)
+
+
+def descendants(root):
+    children = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(pid))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+if __name__ == "__main__":
+    main()

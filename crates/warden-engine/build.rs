@@ -1,0 +1,46 @@
+//! Compiles the import guard (`src/import_guard/guard.py`) to CPython bytecode with the
+//! `python3` on the build host's PATH, so that a sandbox's interpreter of the same version loads
+//! it without compiling its source at every start (see `import_guard::bytecode`): an unchecked
+//! hash-based `.pyc` and its file name in `__pycache__` (the interpreter's cache tag). Without a
+//! usable `python3` both outputs are empty and the guard is delivered as source only.
+
+use std::path::Path;
+use std::process::Command;
+
+const COMPILE: &str = r#"
+import importlib.util, marshal, sys
+source = open(sys.argv[1], "rb").read()
+code = compile(source, "sitecustomize.py", "exec", dont_inherit=True, optimize=0)
+# Flags 1: hash-based, source not checked (PEP 552).
+pyc = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
+open(sys.argv[2], "wb").write(pyc)
+print("sitecustomize." + sys.implementation.cache_tag + ".pyc")
+"#;
+
+fn main() {
+    let guard = "src/import_guard/guard.py";
+    println!("cargo:rerun-if-changed={guard}");
+    println!("cargo:rerun-if-env-changed=PATH");
+    let out = std::env::var("OUT_DIR").expect("OUT_DIR");
+    let pyc = Path::new(&out).join("guard.pyc");
+    let name = Path::new(&out).join("guard_pyc_name.txt");
+    let compiled = Command::new("python3")
+        .args(["-I", "-c", COMPILE, guard])
+        .arg(&pyc)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|n| n.trim().to_owned())
+        .filter(|n| n.starts_with("sitecustomize.") && n.ends_with(".pyc") && !n.contains('/'));
+    match compiled {
+        Some(file) => std::fs::write(&name, file).expect("write the bytecode's name"),
+        None => {
+            println!(
+                "cargo:warning=no python3 to compile the import guard: it is delivered as source only"
+            );
+            std::fs::write(&pyc, b"").expect("write an empty bytecode");
+            std::fs::write(&name, "").expect("write an empty name");
+        }
+    }
+}

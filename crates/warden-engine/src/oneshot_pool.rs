@@ -1,0 +1,521 @@
+//! Pooled one-shots: per profile (`oneshot_pool_size`), one-shot sandboxes built ahead of
+//! their code with their interpreter started and waiting ([`Backend::hold`]), so that a
+//! one-shot pays neither the sandbox's nor the interpreter's start-up. Started by
+//! `warden serve` ([`Engine::start_oneshot_pools`]); the CLI never pools.
+//!
+//! Invariants:
+//! - A held sandbox is built from the profile's defaults by the same resolution as a request
+//!   ([`Engine::prepare`]) and by the backend's same steps as a cold run; a request gets one
+//!   only when its plan equals the held one's but for the code, stdin and timeout
+//!   ([`RunKey`]) and the backend says it fits; else the request runs cold, as without a
+//!   pool.
+//! - Every one-shot still gets a fresh sandbox: a held one leaves the pool (under its lock)
+//!   before it is checked or run, runs one program and is destroyed; one that is not alive
+//!   when taken is dropped (destroyed), and the refill replaces dead ones while they wait.
+//! - Held sandboxes run nothing of anyone's and count against no limit; the refill builds
+//!   up to [`PARALLEL_BUILDS`] at a time per profile, woken by a take, and backs off after a failed build; a
+//!   profile its backend refuses to hold (e.g. not under the import guard) gets no pool, said
+//!   once in a log line.
+//! - After [`Engine::close_oneshot_pools`] nothing is added and every held sandbox is
+//!   dropped.
+
+use crate::backend::{BackendError, ExecPlan, HeldRun};
+use crate::{Engine, EngineError, ExecRequest};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How often a refill task looks at its pool when nothing wakes it.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How long a refill waits after a take before it builds: the taken sandbox's run (a few
+/// milliseconds) goes first.
+const REFILL_AFTER_TAKE: Duration = Duration::from_millis(10);
+
+/// Sandboxes a refill builds at once: a burst of takes is made good in parallel, within what
+/// a small host's cores can start without slowing the runs they serve.
+const PARALLEL_BUILDS: usize = 2;
+
+/// What a one-shot's sandbox is built from: its plan without the code, stdin and timeout.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunKey(ExecPlan);
+
+impl RunKey {
+    pub(crate) fn of(plan: &ExecPlan) -> RunKey {
+        let mut key = plan.clone();
+        key.code = String::new();
+        key.stdin = Vec::new();
+        key.limits.timeout = Duration::ZERO;
+        RunKey(key)
+    }
+}
+
+#[derive(Debug)]
+struct Held {
+    key: RunKey,
+    run: Box<dyn HeldRun>,
+}
+
+/// A profile's one-shot pool as `/metrics` could show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OneShotPoolStatus {
+    pub size: u32,
+    pub ready: usize,
+    /// Runs that got a held sandbox.
+    pub taken: u64,
+    /// Held sandboxes found dead and dropped.
+    pub discarded: u64,
+    pub failed: u64,
+}
+
+/// The one-shot pools of one engine (shared by its clones).
+#[derive(Debug)]
+pub(crate) struct OneShotPools {
+    ready: Mutex<BTreeMap<String, VecDeque<Held>>>,
+    status: Mutex<BTreeMap<String, OneShotPoolStatus>>,
+    wake: tokio::sync::Notify,
+    closed: tokio::sync::watch::Sender<bool>,
+    fillers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Default for OneShotPools {
+    fn default() -> Self {
+        OneShotPools {
+            ready: Mutex::default(),
+            status: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            closed: tokio::sync::watch::Sender::new(false),
+            fillers: Mutex::default(),
+        }
+    }
+}
+
+impl OneShotPools {
+    fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    fn count(&self, profile: &str, f: impl FnOnce(&mut OneShotPoolStatus)) {
+        f(self
+            .status
+            .lock()
+            .expect("not poisoned")
+            .entry(profile.to_owned())
+            .or_default());
+    }
+
+    fn ready_count(&self, profile: &str) -> usize {
+        self.ready
+            .lock()
+            .expect("not poisoned")
+            .get(profile)
+            .map_or(0, VecDeque::len)
+    }
+
+    /// Takes the oldest live held sandbox that `plan` fits, dropping dead ones on the way.
+    pub(crate) fn take(&self, plan: &ExecPlan) -> Option<Box<dyn HeldRun>> {
+        let key = RunKey::of(plan);
+        let mut dead = Vec::new();
+        let found = {
+            let mut ready = self.ready.lock().expect("not poisoned");
+            let queue = ready.get_mut(&plan.profile)?;
+            loop {
+                let Some(at) = queue.iter().position(|h| h.key == key && h.run.fits(plan)) else {
+                    break None;
+                };
+                let held = queue.remove(at)?;
+                if held.run.alive() {
+                    break Some(held.run);
+                }
+                dead.push(held);
+            }
+        };
+        if found.is_some() || !dead.is_empty() {
+            self.wake.notify_waiters();
+        }
+        let discarded = dead.len() as u64;
+        let taken = u64::from(found.is_some());
+        if discarded + taken > 0 {
+            self.count(&plan.profile, |c| {
+                c.discarded += discarded;
+                c.taken += taken;
+            });
+        }
+        drop(dead);
+        found
+    }
+
+    fn discard_dead(&self, profile: &str) {
+        let dead: VecDeque<Held> = {
+            let mut ready = self.ready.lock().expect("not poisoned");
+            let Some(queue) = ready.get_mut(profile) else {
+                return;
+            };
+            let (live, dead) = std::mem::take(queue)
+                .into_iter()
+                .partition(|h| h.run.alive());
+            *queue = live;
+            dead
+        };
+        if !dead.is_empty() {
+            self.count(profile, |c| c.discarded += dead.len() as u64);
+        }
+    }
+}
+
+impl Engine {
+    /// Starts a refill task for each profile with a `oneshot_pool_size` (needs a tokio
+    /// runtime); until they have filled, one-shots run cold.
+    pub fn start_oneshot_pools(&self) {
+        let pools = &self.oneshots;
+        if pools.is_closed() {
+            return;
+        }
+        let sized: Vec<(String, u32)> = self
+            .settings()
+            .sandbox
+            .profiles
+            .iter()
+            .filter(|(_, p)| p.oneshot_pool_size > 0)
+            .map(|(name, p)| (name.clone(), p.oneshot_pool_size))
+            .collect();
+        let mut fillers = pools.fillers.lock().expect("not poisoned");
+        for (profile, size) in sized {
+            pools.count(&profile, |c| c.size = size);
+            let engine = self.clone();
+            fillers.push(tokio::spawn(async move {
+                engine.refill_oneshots(profile, size as usize).await;
+            }));
+        }
+    }
+
+    /// The one-shot pools' sizes and counters, by profile.
+    pub fn oneshot_pool_status(&self) -> BTreeMap<String, OneShotPoolStatus> {
+        let mut status = self.oneshots.status.lock().expect("not poisoned").clone();
+        for (profile, s) in status.iter_mut() {
+            s.ready = self.oneshots.ready_count(profile);
+        }
+        status
+    }
+
+    /// Stops the refills and drops (destroys) every held sandbox. Idempotent.
+    pub async fn close_oneshot_pools(&self) {
+        let pools = &self.oneshots;
+        pools.closed.send_replace(true);
+        pools.wake.notify_waiters();
+        let fillers = std::mem::take(&mut *pools.fillers.lock().expect("not poisoned"));
+        for filler in fillers {
+            let _ = filler.await;
+        }
+        drop(std::mem::take(
+            &mut *pools.ready.lock().expect("not poisoned"),
+        ));
+    }
+
+    /// A held sandbox for a one-shot `plan`, if its profile's pool has one that fits.
+    pub(crate) fn take_held(&self, plan: &ExecPlan) -> Option<Box<dyn HeldRun>> {
+        self.oneshots.take(plan)
+    }
+
+    async fn refill_oneshots(&self, profile: String, size: usize) {
+        let pools = &self.oneshots;
+        let mut closed = pools.closed.subscribe();
+        let mut backoff = FIRST_BACKOFF;
+        let mut after_take = false;
+        loop {
+            let woken = pools.wake.notified();
+            if pools.is_closed() {
+                return;
+            }
+            pools.discard_dead(&profile);
+            let mut pause = CHECK_EVERY;
+            let missing = size.saturating_sub(pools.ready_count(&profile));
+            if missing > 0 && std::mem::take(&mut after_take) {
+                // Woken by a take: let its run have the CPUs first (a refill's sandbox and
+                // interpreter start take a core for tens of milliseconds on a small host).
+                tokio::time::sleep(REFILL_AFTER_TAKE).await;
+            }
+            if missing > 0 {
+                let mut builds = tokio::task::JoinSet::new();
+                for _ in 0..missing.min(PARALLEL_BUILDS) {
+                    let engine = self.clone();
+                    let profile = profile.clone();
+                    builds.spawn(async move { engine.build_held(&profile).await });
+                }
+                let mut failure = None;
+                while let Some(joined) = builds.join_next().await {
+                    let built = joined.unwrap_or_else(|e| {
+                        Err(EngineError::Internal(format!("one-shot pool build: {e}")))
+                    });
+                    match built {
+                        // Dropped (destroyed) if the pools closed meanwhile.
+                        Ok(held) if !pools.is_closed() => pools
+                            .ready
+                            .lock()
+                            .expect("not poisoned")
+                            .entry(profile.clone())
+                            .or_default()
+                            .push_back(held),
+                        Ok(_) => {}
+                        Err(e) => failure = Some(e),
+                    }
+                }
+                match failure {
+                    None => {
+                        backoff = FIRST_BACKOFF;
+                        continue;
+                    }
+                    Some(
+                        e @ (EngineError::BackendUnavailable { .. }
+                        | EngineError::Backend(BackendError::Refused(_))),
+                    ) => {
+                        // Never going to work here (no such backend, or it cannot hold this
+                        // profile's runs): said once, not retried.
+                        pools.count(&profile, |c| c.failed += 1);
+                        eprintln!("warden: one-shot pool of profile {profile:?} disabled: {e}");
+                        return;
+                    }
+                    Some(e) => {
+                        pools.count(&profile, |c| c.failed += 1);
+                        eprintln!(
+                            "warden: one-shot pool of profile {profile:?}: holding a sandbox failed (next try in {}s): {e}",
+                            backoff.as_secs()
+                        );
+                        pause = backoff;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+            }
+            tokio::select! {
+                () = woken => after_take = true,
+                _ = closed.wait_for(|c| *c) => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Holds one sandbox of `profile`'s defaults: the plan of a request that names only the
+    /// profile, checked by its backend as a request's is.
+    async fn build_held(&self, profile: &str) -> Result<Held, EngineError> {
+        let request = ExecRequest {
+            profile: Some(profile.to_owned()),
+            ..ExecRequest::default()
+        };
+        let (profile, plan) = self.prepare(&request)?;
+        let backend = self.backend_for(&profile)?.clone();
+        backend.check(&plan)?;
+        let run = backend.hold(&plan).await?;
+        Ok(Held {
+            key: RunKey::of(&plan),
+            run,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, EventSender};
+    use crate::{Caller, SandboxSpec};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use warden_config::{BackendKind, Settings};
+    use warden_types::{ExecResult, Reason};
+
+    fn result(stdout: &str) -> ExecResult {
+        ExecResult {
+            stdout: stdout.into(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            reason: Reason::Exited,
+            duration_ms: 1,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            artifacts: vec![],
+            skipped_artifacts: vec![],
+            cell: Default::default(),
+        }
+    }
+
+    /// Holds sandboxes that remember the plan they were held for and whether they are alive.
+    #[derive(Debug, Default)]
+    struct HoldingBackend {
+        held: AtomicUsize,
+        cold: Mutex<Vec<ExecPlan>>,
+        alive: Mutex<Vec<Arc<AtomicBool>>>,
+        refuse_holds: bool,
+    }
+
+    #[derive(Debug)]
+    struct FakeHeld {
+        held_for: ExecPlan,
+        alive: Arc<AtomicBool>,
+    }
+
+    #[async_trait::async_trait]
+    impl HeldRun for FakeHeld {
+        fn alive(&self) -> bool {
+            self.alive.load(Ordering::SeqCst)
+        }
+        fn fits(&self, plan: &ExecPlan) -> bool {
+            plan.code.len() <= 100
+        }
+        async fn run(
+            self: Box<Self>,
+            plan: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            assert_eq!(RunKey::of(&plan), RunKey::of(&self.held_for));
+            Ok(result(&format!("held {:?}\n", plan.limits.timeout)))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for HoldingBackend {
+        fn name(&self) -> &'static str {
+            "holding"
+        }
+        fn check(&self, _: &ExecPlan) -> Result<(), BackendError> {
+            Ok(())
+        }
+        async fn exec(
+            &self,
+            plan: ExecPlan,
+            _: Option<EventSender>,
+        ) -> Result<ExecResult, BackendError> {
+            self.cold.lock().unwrap().push(plan);
+            Ok(result("cold\n"))
+        }
+        async fn hold(&self, plan: &ExecPlan) -> Result<Box<dyn HeldRun>, BackendError> {
+            if self.refuse_holds {
+                return Err(BackendError::Refused("cannot hold".into()));
+            }
+            assert!(plan.code.is_empty() && plan.stdin.is_empty());
+            self.held.fetch_add(1, Ordering::SeqCst);
+            let alive = Arc::new(AtomicBool::new(true));
+            self.alive.lock().unwrap().push(alive.clone());
+            Ok(Box::new(FakeHeld {
+                held_for: plan.clone(),
+                alive,
+            }))
+        }
+        async fn create_sandbox(
+            &self,
+            _: SandboxSpec,
+        ) -> Result<Arc<dyn crate::BackendSandbox>, BackendError> {
+            Err(BackendError::Refused("not in this fake".into()))
+        }
+        async fn remove_orphans(&self, _: &[String]) -> Result<usize, BackendError> {
+            Ok(0)
+        }
+    }
+
+    fn engine(backend: Arc<HoldingBackend>) -> Engine {
+        Engine::new(Arc::new(Settings::builtin())).with_backend(BackendKind::Jail, backend)
+    }
+
+    async fn ready(engine: &Engine, profile: &str, n: usize) {
+        for _ in 0..1000 {
+            if engine
+                .oneshot_pool_status()
+                .get(profile)
+                .is_some_and(|s| s.ready == n)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the pool of {profile} never had {n} ready");
+    }
+
+    async fn run(engine: &Engine, req: ExecRequest) -> String {
+        engine.execute(req, None).await.unwrap().stdout
+    }
+
+    fn print1() -> ExecRequest {
+        ExecRequest {
+            code: "print(1)".into(),
+            ..ExecRequest::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_one_shot_takes_a_held_sandbox_of_its_plan_once_and_the_pool_refills() {
+        let b = Arc::new(HoldingBackend::default());
+        let engine = engine(b.clone());
+        // Without the pools started (the CLI), every one-shot is cold.
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        engine.start_oneshot_pools();
+        // The built-in default profile keeps two.
+        ready(&engine, "standard", 2).await;
+        assert_eq!(run(&engine, print1()).await, "held 30s\n");
+        // A request's own (lower) timeout comes with its code.
+        let short = ExecRequest {
+            timeout: Some(Duration::from_secs(5)),
+            ..print1()
+        };
+        assert_eq!(run(&engine, short).await, "held 5s\n");
+        // Refilled: each held sandbox served one run only.
+        ready(&engine, "standard", 2).await;
+        assert_eq!(b.held.load(Ordering::SeqCst), 4);
+        // A run built otherwise (arguments, other limits, another language) runs cold.
+        for other in [
+            ExecRequest {
+                args: vec!["x".into()],
+                ..print1()
+            },
+            ExecRequest {
+                memory_mb: Some(64),
+                ..print1()
+            },
+            ExecRequest {
+                language: Some("bash".into()),
+                code: "echo 1".into(),
+                ..ExecRequest::default()
+            },
+            ExecRequest {
+                code: format!("print({})", "1".repeat(200)),
+                ..ExecRequest::default()
+            },
+        ] {
+            assert_eq!(run(&engine, other).await, "cold\n");
+        }
+        assert_eq!(b.cold.lock().unwrap().len(), 5);
+        // One that died while it waited is never used, and is replaced.
+        for alive in b.alive.lock().unwrap().iter() {
+            alive.store(false, Ordering::SeqCst);
+        }
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        ready(&engine, "standard", 2).await;
+        let status = &engine.oneshot_pool_status()["standard"];
+        assert_eq!((status.size, status.taken, status.discarded), (2, 2, 2));
+        assert_eq!(run(&engine, print1()).await, "held 30s\n");
+        engine.close_oneshot_pools().await;
+        assert_eq!(engine.oneshot_pool_status()["standard"].ready, 0);
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        let caller = Caller::default();
+        assert!(engine.start(&caller, print1()).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_cannot_hold_disables_the_pool_and_runs_stay_cold() {
+        let b = Arc::new(HoldingBackend {
+            refuse_holds: true,
+            ..HoldingBackend::default()
+        });
+        let engine = engine(b.clone());
+        engine.start_oneshot_pools();
+        for _ in 0..1000 {
+            if engine.oneshot_pool_status()["standard"].failed > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(engine.oneshot_pool_status()["standard"].failed, 1);
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        engine.close_oneshot_pools().await;
+    }
+}

@@ -1,0 +1,127 @@
+//! The start gate of a gated run (`JailPlan::gated`: a one-shot Python program under the
+//! import guard): its interpreter starts before its program's file exists, and waits at the
+//! end of its start-up (the guard's last act, see `warden_engine::import_guard::START_ENV`)
+//! until the supervisor has written the file and opened the gate. A cold run opens it at
+//! once, before the interpreter even starts; a pooled one ([`crate::pooled`]) when its code
+//! arrives. Both are built and run by the same code; only the moment differs.
+//!
+//! Invariants: the program's file is written exactly as init writes a non-gated run's (the
+//! root's code folder, the sandbox user's file, mode 0444, the last inode the root gets),
+//! through a writable copy of the code folder's mount that init handed over before the root
+//! became read-only; that copy and the gate's write end are closed once the gate is open, so
+//! nothing of the sandbox stays writable from outside; the gate is opened at most once.
+
+use crate::supervisor::JailError;
+use crate::sys;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+/// A gated run's gate, held by its supervisor until the code is there.
+#[derive(Debug)]
+pub struct Gate {
+    /// A writable copy of the root's code folder (a detached mount).
+    code_dir: OwnedFd,
+    /// The write end of the program's start pipe.
+    start_w: OwnedFd,
+    /// The host uid (and gid) the sandbox user maps to; `None`: this process's own ids.
+    owner: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("write the code into the sandbox ({step}): {source}")]
+    WriteCode {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("a gated plan's code file has no name: {0:?}")]
+    NoFileName(std::path::PathBuf),
+}
+
+impl From<GateError> for JailError {
+    fn from(e: GateError) -> Self {
+        JailError::Setup {
+            step: "write code".into(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl Gate {
+    pub(crate) fn new(code_dir: OwnedFd, start_w: OwnedFd, owner: Option<u32>) -> Gate {
+        Gate {
+            code_dir,
+            start_w,
+            owner,
+        }
+    }
+
+    /// Writes `code` as the program's file (`code_path`'s name in the code folder) and opens
+    /// the gate: the interpreter goes on and runs it.
+    pub fn open(self, code_path: &Path, code: &str) -> Result<(), GateError> {
+        let name = code_path
+            .file_name()
+            .ok_or_else(|| GateError::NoFileName(code_path.to_owned()))?;
+        let file = create_in(self.code_dir.as_fd(), name, self.owner)?;
+        sys::write_all(file.as_fd(), code.as_bytes()).map_err(|source| GateError::WriteCode {
+            step: "write",
+            source,
+        })?;
+        drop(file);
+        drop(self.code_dir);
+        // A program that ended before its gate opened (killed while it waited) leaves no
+        // reader: its end is reported by init, not here.
+        let _ = sys::write_all(self.start_w.as_fd(), b"s");
+        Ok(())
+    }
+}
+
+/// Creates the file `name` in `dir`, the sandbox user's (mode 0444), open for writing. As
+/// `owner` (when given): the root tmpfs belongs to the sandbox's user namespace, where only
+/// that uid is mapped (the kernel refuses to create a file for an unmapped one).
+fn create_in(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    owner: Option<u32>,
+) -> Result<std::fs::File, GateError> {
+    let err = |step| move |source| GateError::WriteCode { step, source };
+    let c_name = sys::cstring(name).map_err(err("name"))?;
+    let as_owner = match owner {
+        Some(uid) => {
+            Some(sys::EffectiveIds::become_ids(uid, uid).map_err(err("become the owner"))?)
+        }
+        None => None,
+    };
+    let created = open_new(dir, &c_name);
+    if let Some(ids) = as_owner {
+        ids.restore().map_err(err("restore the effective uid"))?;
+    }
+    created.map_err(err("create"))
+}
+
+fn open_new(
+    dir: std::os::fd::BorrowedFd<'_>,
+    c_name: &std::ffi::CStr,
+) -> io::Result<std::fs::File> {
+    // SAFETY: a valid directory descriptor and C string.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c_name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o444 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat returned a new descriptor that nobody else owns.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    // Whatever this process's umask took away. SAFETY: fchmod on the descriptor just opened.
+    if unsafe { libc::fchmod(fd, 0o444) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
+}

@@ -1,0 +1,501 @@
+//! Pooled one-shots are indistinguishable from cold ones: a corpus of programs, each run cold
+//! (`Backend::exec`) and in a held sandbox (`Backend::hold`, then `HeldRun::run`) of the same
+//! plan, must give equal results — every observable the programs print (argv, `__file__`,
+//! `__name__`, tracebacks, stdin, atexit, signals, threads, buffering, environment, working
+//! directory, resource limits, `sys.modules`, descriptors, the program's file, the mounts,
+//! the isolation probe), their exit codes, signals, reasons and artifacts.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+use warden_engine::import_guard::ImportGuard;
+use warden_engine::{Backend, BackendError, ExecPlan};
+use warden_jail::JailBackend;
+use warden_types::{ExecResult, Language, Limits, Reason};
+
+/// The tests that hold sandboxes in this process take turns: one kills the held sandboxes of
+/// this process's helpers, which must not be the other's.
+static IN_THIS_PROCESS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn backend() -> Arc<JailBackend> {
+    Arc::new(JailBackend::new(common::jail_settings()))
+}
+
+/// A one-shot of the default profile's kind: Python under the run-time import guard.
+fn plan(code: &str, stdin: &str, timeout: Duration) -> ExecPlan {
+    ExecPlan {
+        import_guard: Some(ImportGuard {
+            allowed: [
+                "atexit",
+                "inspect",
+                "json",
+                "os",
+                "resource",
+                "signal",
+                "socket",
+                "subprocess",
+                "sys",
+                "threading",
+                "time",
+                "traceback",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }),
+        profile: "standard".into(),
+        language: Language::new("python").unwrap(),
+        command: vec!["python3".into()],
+        file_name: "main.py".into(),
+        code: code.into(),
+        args: vec![],
+        stdin: stdin.as_bytes().to_vec(),
+        env: Default::default(),
+        cwd: None,
+        limits: Limits {
+            timeout,
+            memory_mb: 128,
+            max_pids: 32,
+            cpus: 1.0,
+            max_output_bytes: 1 << 20,
+            max_file_size_bytes: 1 << 20,
+            workspace_mb: 16,
+            max_artifacts: 4,
+            max_artifact_bytes: 1 << 20,
+        },
+        network_enabled: false,
+        egress: Default::default(),
+        image: None,
+        container_runtime: None,
+    }
+}
+
+/// What a run shows, without what differs between any two runs (its duration).
+fn observed(outcome: Result<ExecResult, BackendError>) -> String {
+    match outcome {
+        Ok(r) => format!(
+            "exit {:?} signal {:?} reason {:?}\n--- stdout{}\n{}\n--- stderr{}\n{}\n--- artifacts {:?} skipped {:?}",
+            r.exit_code,
+            r.signal,
+            r.reason,
+            if r.stdout_truncated {
+                " (truncated)"
+            } else {
+                ""
+            },
+            r.stdout,
+            if r.stderr_truncated {
+                " (truncated)"
+            } else {
+                ""
+            },
+            r.stderr,
+            r.artifacts
+                .iter()
+                .map(|a| (a.name.clone(), a.size))
+                .collect::<Vec<_>>(),
+            r.skipped_artifacts,
+        ),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The corpus: (name, code, stdin, timeout in seconds).
+const CORPUS: &[(&str, &str, &str, u64)] = &[
+    (
+        "argv, file, name, path, flags",
+        r#"import sys
+print(sys.argv, __file__, __name__, sys.path, sys.orig_argv)
+print(sys.flags, sys.warnoptions, sys._xoptions, sys.executable, sys.prefix)
+print(__spec__, __loader__.__class__.__name__, __package__, __builtins__.__name__)
+print(sorted(k for k in globals()))"#,
+        "",
+        10,
+    ),
+    (
+        "traceback with the line's text",
+        "def f():\n    return 1 / 0\n\nf()\n",
+        "",
+        10,
+    ),
+    ("syntax error", "print('a'\nx = (\n", "", 10),
+    (
+        "the stack as inspect sees it",
+        "import inspect\nprint([(f.filename, f.lineno, f.function, f.code_context) for f in inspect.stack()])",
+        "",
+        10,
+    ),
+    (
+        "stdin",
+        "import sys\nprint(repr(sys.stdin.read()))\nprint(sys.stdin.isatty(), sys.stdin.encoding)",
+        "hello\nworld\n\u{e9}",
+        10,
+    ),
+    (
+        "no stdin",
+        "import sys\nprint(repr(sys.stdin.read()))",
+        "",
+        10,
+    ),
+    (
+        "atexit and exit code",
+        "import atexit, sys\natexit.register(print, 'bye')\nprint('hi')\nsys.exit(3)",
+        "",
+        10,
+    ),
+    (
+        "signals: dispositions, mask, a signal's death",
+        r#"import signal, os
+print([str(signal.getsignal(s)) for s in range(1, signal.NSIG) if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)])
+print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+status = dict(l.split(':\t', 1) for l in open('/proc/self/status').read().splitlines() if ':\t' in l)
+print({k: status[k].strip() for k in ('SigQ', 'SigPnd', 'ShdPnd', 'SigBlk', 'SigIgn', 'SigCgt')})
+os.kill(os.getpid(), signal.SIGTERM)"#,
+        "",
+        10,
+    ),
+    (
+        "threads",
+        r#"import threading
+print(threading.active_count(), [t.name for t in threading.enumerate()])
+t = threading.Thread(target=print, args=('from a thread',))
+t.start(); t.join()"#,
+        "",
+        10,
+    ),
+    (
+        "buffering and interleaving",
+        r#"import sys, os
+print(sys.stdout.line_buffering, sys.stdout.write_through, sys.stdout.encoding, sys.stdout.errors)
+print(sys.stderr.line_buffering, sys.stderr.encoding, sys.stderr.errors, type(sys.stdout.buffer).__name__)
+print(os.isatty(1), os.get_blocking(0), os.get_blocking(1))
+for i in range(3):
+    print('out', i)
+    print('err', i, file=sys.stderr)
+sys.stdout.write('no newline')"#,
+        "",
+        10,
+    ),
+    (
+        "environment",
+        r#"import os
+print(sorted(os.environ.items()))
+print(sorted(open('/proc/self/environ', 'rb').read().split(b'\0')))"#,
+        "",
+        10,
+    ),
+    (
+        "working directory, umask, ids, limits",
+        r#"import os, resource
+print(os.getcwd(), oct(os.umask(0o22)), os.getuid(), os.geteuid(), os.getgid(), os.getgroups())
+print(os.getpid(), os.getppid(), os.getpgrp(), os.getsid(0), os.uname().nodename)
+print([(r, resource.getrlimit(getattr(resource, r))) for r in sorted(dir(resource)) if r.startswith('RLIMIT_')])
+print(os.sched_getaffinity(0) == os.sched_getaffinity(1), os.nice(0))"#,
+        "",
+        10,
+    ),
+    (
+        "sys.modules",
+        "import sys\nprint(sorted(sys.modules))\nprint(sorted(sys.builtin_module_names) == sorted(sys.builtin_module_names))\nprint(sys.path_importer_cache.keys())",
+        "",
+        10,
+    ),
+    (
+        "descriptors, of the program and of a child",
+        r#"import os, subprocess
+def kinds(pid):
+    d = f'/proc/{pid}/fd'
+    seen = []
+    for n in os.listdir(d):
+        try:
+            seen.append((int(n), os.readlink(f'{d}/{n}').split(':')[0]))
+        except FileNotFoundError:
+            pass  # the listing's own
+    return sorted(seen)
+print(kinds(os.getpid()))
+print(subprocess.run(['/bin/sh', '-c', 'ls /proc/self/fd'], capture_output=True, text=True).stdout.split())"#,
+        "",
+        10,
+    ),
+    (
+        "the program's file and the root",
+        r#"import os
+st = os.stat(__file__)
+print(oct(st.st_mode), st.st_uid, st.st_gid, st.st_size, st.st_nlink, st.st_ino)
+print(open(__file__).read() == __loader__.get_source('__main__'))
+print(sorted(os.listdir('/code')), sorted(os.listdir('/')), os.stat('/code').st_ino)
+v = os.statvfs('/')
+print(v.f_bsize, v.f_blocks, v.f_bfree, v.f_files, v.f_ffree, v.f_flag)
+w = os.statvfs('/workspace')
+print(w.f_blocks, w.f_bfree, w.f_files, w.f_ffree, sorted(os.listdir('/workspace')), sorted(os.listdir('/tmp')))"#,
+        "",
+        10,
+    ),
+    (
+        "the mounts",
+        r#"for line in open('/proc/self/mountinfo'):
+    fields = line.split()
+    cut = fields.index('-')
+    # The sandbox's host uid, in the options, differs between any two sandboxes.
+    options = [o for o in fields[cut + 3].split(',') if not o.startswith(('uid=', 'gid='))]
+    print(fields[3:6], fields[cut + 1:cut + 3], options)"#,
+        "",
+        10,
+    ),
+    (
+        "the isolation probe",
+        r#"import os, socket
+status = open('/proc/self/status').read()
+fields = dict(l.split(':\t', 1) for l in status.splitlines() if ':\t' in l)
+def reach(host, port):
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        return 'connected'
+    except OSError as e:
+        return type(e).__name__
+    finally:
+        s.close()
+print(os.getuid(), {k: fields[k].strip() for k in ('Seccomp', 'Seccomp_filters', 'NoNewPrivs', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')},
+      [n for _, n in socket.if_nameindex()], reach('127.0.0.1', 22), reach('1.1.1.1', 53),
+      os.path.exists('/root'), os.path.exists('/home'), os.access('/usr', os.W_OK))"#,
+        "",
+        10,
+    ),
+    (
+        "an artifact",
+        "import os\nos.makedirs('/workspace/output', exist_ok=True)\nopen('/workspace/output/a.txt', 'w').write('x' * 10)\nprint(os.listdir('/workspace/output'))",
+        "",
+        10,
+    ),
+    (
+        "a refused import (the import guard)",
+        "print('before')\nimport ctypes\nprint('after')",
+        "",
+        10,
+    ),
+    (
+        "a refused import built at run time",
+        "m = 'c' + 'types'\n__import__(m)",
+        "",
+        10,
+    ),
+    ("the time limit", "while True:\n    pass", "", 1),
+    (
+        "output from a double-forked child after the program",
+        "import os\nif os.fork() == 0:\n    if os.fork() == 0:\n        import time; time.sleep(0.3); print('late')\n    os._exit(0)\nprint('main')",
+        "",
+        10,
+    ),
+];
+
+#[test]
+fn a_pooled_one_shot_and_a_cold_one_are_indistinguishable() {
+    require_root!();
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = backend();
+        b.check(&plan("", "", Duration::from_secs(10))).unwrap();
+        let mut differ = Vec::new();
+        for (name, code, stdin, timeout) in CORPUS {
+            let full = plan(code, stdin, Duration::from_secs(*timeout));
+            let cold = observed(b.exec(full.clone()).await);
+            // Only the guard's refusals end without a result.
+            assert_eq!(
+                cold.starts_with("error:"),
+                name.contains("refused import"),
+                "{name}: {cold}"
+            );
+            // Held with the profile's default timeout: a request's own comes with its code.
+            let held = b
+                .hold(&plan("", "", Duration::from_secs(10)))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: not held: {e}"));
+            assert!(held.alive() && held.fits(&full), "{name}");
+            let pooled = observed(held.run(full, None).await);
+            if cold != pooled {
+                differ.push(format!(
+                    "=== {name}\n--- cold:\n{cold}\n--- pooled:\n{pooled}"
+                ));
+            } else {
+                eprintln!("=== {name}: equal\n{cold}");
+            }
+        }
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
+    });
+}
+
+trait Exec {
+    async fn exec(&self, plan: ExecPlan) -> Result<ExecResult, BackendError>;
+}
+
+impl Exec for Arc<JailBackend> {
+    async fn exec(&self, plan: ExecPlan) -> Result<ExecResult, BackendError> {
+        Backend::exec(self.as_ref(), plan, None).await
+    }
+}
+
+#[test]
+fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() {
+    require_root!();
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = backend();
+        let template = plan("", "", Duration::from_secs(10));
+        let held = b.hold(&template).await.unwrap();
+        assert!(held.alive());
+        assert_eq!(pooled_helpers().len(), 1);
+        drop(held);
+        // Its helper sees the end of its input, tears the sandbox down and exits (reaped in
+        // the background); the next helper is another process.
+        let mut left = 1;
+        for _ in 0..200 {
+            left = pooled_helpers()
+                .into_iter()
+                .filter(|pid| running(*pid))
+                .count();
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(left, 0, "a dropped held sandbox's helper still runs");
+        // Its interpreter waits as the sandbox user's program in the sandbox's cgroup: kill
+        // every such run, as an operator (or the OOM killer) might; the held run notices.
+        let held = b.hold(&template).await.unwrap();
+        let cgroups = warden_jail::cgroup::Hierarchy::detect().unwrap();
+        let mut alive = true;
+        for _ in 0..100 {
+            for helper in pooled_helpers() {
+                cgroups.kill_runs_of(helper);
+            }
+            alive = held.alive();
+            if !alive {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            !alive,
+            "a held sandbox whose processes were killed still says alive"
+        );
+        let r = held
+            .run(plan("print(1)", "", Duration::from_secs(5)), None)
+            .await;
+        assert!(
+            !matches!(&r, Ok(r) if r.reason == Reason::Exited && r.stdout == "1\n"),
+            "{r:?}"
+        );
+    });
+}
+
+/// This process's children that are helpers in pooled mode.
+fn pooled_helpers() -> Vec<u32> {
+    pooled_helpers_of(std::process::id())
+}
+
+/// `parent`'s children that are helpers in pooled mode.
+fn pooled_helpers_of(parent: u32) -> Vec<u32> {
+    let me = parent.to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            ppid == Some(me.as_str())
+                && env
+                    .split(|b| *b == 0)
+                    .any(|v| v == b"WARDEN_JAIL_HELPER=pooled")
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_none_behind() {
+    require_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(
+        &settings,
+        "[sandbox]\ndefault_profile = \"pooled\"\n[sandbox.profiles.pooled]\noneshot_pool_size = 2\nenabled_policies = [\"forbidden_imports\"]\n[sandbox.profiles.pooled.policies.forbidden_imports]\nallowed_modules = [\"os\"]\n",
+    )
+    .unwrap();
+    let server = common::serve_with(&settings);
+    let daemon = server.child.id();
+    let mut held = vec![];
+    for _ in 0..200 {
+        held = pooled_helpers_of(daemon);
+        if held.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(held.len() >= 2, "the pool did not fill: {held:?} held");
+    // Each run finds a sandbox nobody used: what the last one left in /tmp is not there.
+    let code = "import os\nprint(os.path.exists('/tmp/mark'), os.listdir('/workspace'))\nopen('/tmp/mark', 'w').close()";
+    for _ in 0..6 {
+        let (status, body) = common::http_request(
+            &server.addr,
+            "POST",
+            "/v1/execute",
+            "",
+            &serde_json::json!({ "code": code }).to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let out: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(out["stdout"], "False ['output']\n", "{out}");
+    }
+    // The import guard holds in a held sandbox as in a cold one.
+    let (status, body) = common::http_request(
+        &server.addr,
+        "POST",
+        "/v1/execute",
+        "",
+        r#"{"code": "m = 'sock' + 'et'\n__import__(m)"}"#,
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("forbidden_import"), "{body}");
+    // A clean stop destroys the held sandboxes.
+    let held = pooled_helpers_of(daemon);
+    assert!(!held.is_empty());
+    let mut server = server;
+    // SAFETY: kill with the pid of our own child and a signal number.
+    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    server.child.wait().unwrap();
+    let alive = |pid: &u32| running(*pid);
+    let mut left = held.clone();
+    for _ in 0..100 {
+        left.retain(alive);
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        left.is_empty(),
+        "held sandboxes outlived the daemon: {left:?}"
+    );
+}
+
+/// Whether `pid` runs: not gone, nor a zombie not yet reaped by whoever it was reparented to.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}

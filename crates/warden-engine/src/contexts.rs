@@ -434,6 +434,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell,
+            egress: Default::default(),
         }
     }
 

@@ -41,6 +41,7 @@ impl Backend for RecordingBackend {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         })
     }
 

@@ -554,6 +554,7 @@ pub fn run_with(
         artifacts,
         skipped_artifacts,
         cell: Default::default(),
+        egress: Default::default(),
     };
     Ok((
         result,

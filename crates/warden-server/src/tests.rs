@@ -56,6 +56,7 @@ impl Backend for EchoBackend {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         })
     }
 

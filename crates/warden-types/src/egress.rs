@@ -331,6 +331,9 @@ pub struct EgressPolicy {
     pub allow_domains: Vec<DomainPattern>,
     /// Cap on each direction of the sandbox's traffic.
     pub max_bandwidth: Option<Bandwidth>,
+    /// The egress gateway: when set, every outbound TCP connection goes through Warden's
+    /// gateway, which allows it by the name it is for (TLS SNI or HTTP Host), not by address.
+    pub gateway: Option<GatewayRules>,
 }
 
 impl EgressPolicy {
@@ -345,9 +348,154 @@ impl EgressPolicy {
     }
 }
 
+/// A host rule of the gateway: a domain pattern and, optionally, one port —
+/// `api.example.com:443`, `*.pythonhosted.org` (any port).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostRule {
+    pub domain: DomainPattern,
+    pub port: Option<u16>,
+}
+
+impl HostRule {
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        self.port.is_none_or(|p| p == port) && self.domain.matches(host)
+    }
+}
+
+impl FromStr for HostRule {
+    type Err = EgressParseError;
+    fn from_str(s: &str) -> Result<HostRule, EgressParseError> {
+        let (name, port) = match s.rsplit_once(':') {
+            Some((name, port)) => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| EgressParseError::BadDomain {
+                        input: s.into(),
+                        why: "the port after ':' must be a number from 1 to 65535",
+                    })?;
+                (name, Some(port))
+            }
+            None => (s, None),
+        };
+        let domain = name.parse().map_err(|e| match e {
+            EgressParseError::BadDomain { why, .. } => EgressParseError::BadDomain {
+                input: s.into(),
+                why,
+            },
+            other => other,
+        })?;
+        Ok(HostRule { domain, port })
+    }
+}
+
+impl fmt::Display for HostRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            Some(p) => write!(f, "{}:{p}", self.domain),
+            None => write!(f, "{}", self.domain),
+        }
+    }
+}
+
+impl Serialize for HostRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<HostRule, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The gateway's rules, by name and port. Precedence: a `deny` match refuses; then, when
+/// `allow` is not empty, only a match there passes (default deny); with `allow` empty every
+/// other name passes. Whatever the rules say, the gateway dials only public addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayRules {
+    pub allow: Vec<HostRule>,
+    pub deny: Vec<HostRule>,
+}
+
+impl GatewayRules {
+    /// Whether a connection to `host` (a name, lowercase) on `port` may go out; `Err` says why not.
+    pub fn decide(&self, host: &str, port: u16) -> Result<(), String> {
+        if let Some(rule) = self.deny.iter().find(|r| r.matches(host, port)) {
+            return Err(format!("denied by the rule {rule}"));
+        }
+        if !self.allow.is_empty() && !self.allow.iter().any(|r| r.matches(host, port)) {
+            return Err("not in the allow-list".into());
+        }
+        Ok(())
+    }
+}
+
+/// A connection the gateway refused, as the execution's result reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressDenied {
+    /// The name the program asked for (TLS SNI or HTTP Host), or the address when it gave none.
+    pub host: String,
+    pub port: u16,
+    /// Why, in words: a rule, the allow-list, a non-public address, no name.
+    pub why: String,
+}
+
+/// A connection the gateway let through, with what it carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressAllowed {
+    pub host: String,
+    pub port: u16,
+    /// Bytes from the sandbox to the host.
+    pub bytes_sent: u64,
+    /// Bytes from the host to the sandbox.
+    pub bytes_received: u64,
+}
+
+/// What the egress gateway saw during one execution (empty without a gateway).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressReport {
+    /// Connections refused, with why (the program saw an HTTP 403 or a TLS alert).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_denied: Vec<EgressDenied>,
+    /// Connections let through, with their byte counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_allowed: Vec<EgressAllowed>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gateway_rules_deny_first_then_allow_list() {
+        let rules = GatewayRules {
+            allow: vec!["api.test:443".parse().unwrap(), "*.cdn.test".parse().unwrap()],
+            deny: vec!["bad.cdn.test".parse().unwrap()],
+        };
+        assert_eq!(rules.decide("api.test", 443), Ok(()));
+        assert!(rules.decide("api.test", 80).is_err());
+        assert_eq!(rules.decide("a.cdn.test", 8080), Ok(()));
+        assert!(rules.decide("bad.cdn.test", 443).unwrap_err().contains("bad.cdn.test"));
+        assert!(rules.decide("other.test", 443).is_err());
+        let open = GatewayRules {
+            allow: vec![],
+            deny: vec!["evil.test".parse().unwrap()],
+        };
+        assert_eq!(open.decide("anything.test", 1), Ok(()));
+        assert!(open.decide("evil.test", 1).is_err());
+        for bad in ["a.test:0", "a.test:x", "a.test:70000", ":443", "*:443"] {
+            assert!(bad.parse::<HostRule>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "*.Cdn.test:443".parse::<HostRule>().unwrap().to_string(),
+            "*.cdn.test:443"
+        );
+    }
 
     #[test]
     fn cidrs_parse_and_refuse_host_bits() {

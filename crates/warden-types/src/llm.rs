@@ -353,6 +353,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         }
     }
 

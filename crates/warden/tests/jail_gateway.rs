@@ -1,0 +1,336 @@
+//! The egress gateway of networked jail sandboxes (`egress.gateway`), end to end through the
+//! real binary and real clients (curl, Python's urllib and requests), against a small
+//! "internet" this test builds from network namespaces (nothing leaves the machine):
+//!
+//! - `wg-inet`: 203.0.113.40 (`api.test`, the allowed "public API") and 203.0.113.41
+//!   (`other.test`, a domain the rules do not allow), each with HTTP (80) and HTTPS (443,
+//!   a certificate from the test's own CA), and the upstream DNS server, whose table also
+//!   sends `private.test` to a private address and `rebind.test` to loopback, metadata and
+//!   private addresses;
+//! - `wg-lan`: 10.251.0.10, a private host with the same servers.
+//!
+//! Every server logs what reaches it, so a refused connection is shown not to have arrived.
+//! Its names and addresses differ from `jail_network`'s world, so both can run at once.
+
+mod common;
+
+use common::{stdout_of, warden_cmd};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static WORLD: Mutex<()> = Mutex::new(());
+
+fn sh(cmd: &str) {
+    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn sh_quiet(cmd: &str) {
+    let _ = Command::new("sh")
+        .args(["-c", cmd])
+        .stderr(Stdio::null())
+        .status();
+}
+
+const HOSTS: &[(&str, &str, &[&str])] = &[
+    (
+        "inet",
+        "203.0.113.33/28",
+        &["203.0.113.40/28", "203.0.113.41/28"],
+    ),
+    ("lan", "10.251.0.1/24", &["10.251.0.10/24"]),
+];
+
+const DNS: &[&str] = &[
+    "api.test=203.0.113.40",
+    "other.test=203.0.113.41",
+    "private.test=10.251.0.10",
+    "rebind.test=127.0.0.1,169.254.169.254,10.251.0.10",
+];
+
+struct World {
+    dir: tempfile::TempDir,
+    servers: Vec<Child>,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl World {
+    fn new() -> World {
+        let lock = WORLD.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let mut world = World {
+            dir,
+            servers: vec![],
+            _lock: lock,
+        };
+        world.remove();
+        world.make_certificates();
+        let fixture =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/world_server.py");
+        let tls = format!(
+            "{},{}",
+            world.path("server.pem").display(),
+            world.path("server.key").display()
+        );
+        for (name, host_addr, addrs) in HOSTS {
+            let ns = format!("wg-{name}");
+            let host_if = format!("wg-{name}-h");
+            sh(&format!(
+                "ip netns add {ns} && ip link add {host_if} type veth peer name eth0 netns {ns} && \
+                 ip addr add {host_addr} dev {host_if} && ip link set {host_if} up && \
+                 ip -n {ns} link set lo up && ip -n {ns} link set eth0 up"
+            ));
+            for a in *addrs {
+                sh(&format!("ip -n {ns} addr add {a} dev eth0"));
+            }
+            let gw = host_addr.split('/').next().unwrap();
+            sh(&format!("ip -n {ns} route add default via {gw}"));
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &ns, "/usr/bin/python3"])
+                .arg(&fixture)
+                .arg("--log")
+                .arg(world.log_path(name))
+                .args(["--tls", &tls]);
+            for a in *addrs {
+                cmd.args(["--addr", a.split('/').next().unwrap()]);
+            }
+            if *name == "inet" {
+                for entry in DNS {
+                    cmd.args(["--dns", entry]);
+                }
+            }
+            let err = std::fs::File::create(world.path(&format!("{name}.err"))).unwrap();
+            world
+                .servers
+                .push(cmd.stdout(Stdio::null()).stderr(err).spawn().unwrap());
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for (name, _, _) in HOSTS {
+            while !world.log(name).contains("ready") {
+                assert!(
+                    Instant::now() < deadline,
+                    "world server {name} did not start: {}",
+                    std::fs::read_to_string(world.path(&format!("{name}.err")))
+                        .unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        world.write_settings();
+        world
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The "public" CA and one server certificate for every name of the world.
+    fn make_certificates(&self) {
+        let d = self.dir.path().display();
+        sh(&format!(
+            "cd {d} && \
+             openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+               -keyout ca.key -out ca.pem -days 2 -subj '/CN=Warden test public CA' 2>/dev/null && \
+             openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+               -keyout server.key -out server.csr -subj '/CN=api.test' 2>/dev/null && \
+             printf 'subjectAltName=DNS:api.test,DNS:other.test,DNS:private.test,DNS:rebind.test\\n' > san.ext && \
+             openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+               -out server.pem -days 2 -extfile san.ext 2>/dev/null && \
+             chmod 644 server.key"
+        ));
+    }
+
+    fn log_path(&self, host: &str) -> PathBuf {
+        self.path(&format!("{host}.log"))
+    }
+
+    fn log(&self, host: &str) -> String {
+        std::fs::read_to_string(self.log_path(host)).unwrap_or_default()
+    }
+
+    fn settings(&self) -> PathBuf {
+        self.path("settings.toml")
+    }
+
+    fn write_settings(&self) {
+        let net = "network_enabled = true\nenabled_policies = []\ntimeout_seconds = 60\n";
+        std::fs::write(
+            self.settings(),
+            format!(
+                "[sandbox]\ndefault_profile = \"gw\"\n\
+                 [sandbox.jail.network]\nupstream_dns = \"203.0.113.40:53\"\n\
+                 [sandbox.profiles.gw]\n{net}\
+                 [sandbox.profiles.gw.egress.gateway]\n\
+                 allow = [\"api.test\", \"private.test\", \"rebind.test\", \"*.cdn.test:443\"]\n\
+                 deny = [\"bad.cdn.test\"]\n\
+                 [sandbox.profiles.open]\n{net}\
+                 [sandbox.profiles.open.egress.gateway]\ndeny = [\"other.test:443\"]\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    /// Runs Python in a profile; returns the result JSON (which must not be an error).
+    fn py(&self, profile: &str, code: &str) -> serde_json::Value {
+        let settings = self.settings();
+        let args = [
+            "--config",
+            settings.to_str().unwrap(),
+            "run",
+            "--json",
+            "--profile",
+            profile,
+            "-l",
+            "python",
+            "-",
+        ];
+        let ca = std::fs::read_to_string(self.path("ca.pem")).unwrap();
+        let code = format!("{}\n{code}", prelude(&ca));
+        let out = warden_cmd(&args, &code);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert!(v.get("error").is_none(), "{v}");
+        assert_eq!(v["exit_code"], 0, "{v}");
+        v
+    }
+
+    fn remove(&mut self) {
+        for (name, _, _) in HOSTS {
+            sh_quiet(&format!("ip netns del wg-{name}"));
+            sh_quiet(&format!("ip link del wg-{name}-h"));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for s in &mut self.servers {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        self.remove();
+    }
+}
+
+/// What every program starts with: the test CA in `ca.pem`, a `curl` helper and a report.
+fn prelude(ca: &str) -> String {
+    format!(
+        r#"
+import json, subprocess, socket, urllib.request
+open("ca.pem", "w").write("""{ca}""")
+def curl(*a):
+    p = subprocess.run(["curl", "-sS", "--max-time", "15", "--cacert", "ca.pem", *a], capture_output=True, text=True)
+    return {{"code": p.returncode, "out": p.stdout[:300], "err": p.stderr[:300]}}
+def urllib_get(url):
+    import ssl
+    try:
+        ctx = ssl.create_default_context(cafile="ca.pem")
+        return "ok:" + urllib.request.urlopen(url, timeout=15, context=ctx).read().decode()[:200]
+    except Exception as e:
+        return "err:" + type(e).__name__ + ":" + str(e)[:200]
+R = {{}}
+"#
+    )
+}
+
+fn report(v: &serde_json::Value) -> serde_json::Value {
+    let out = stdout_of(v);
+    let line = out
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {out}\n{v}"))
+}
+
+/// The refusal of `host:port` in the result; its `why`.
+fn denied(v: &serde_json::Value, host: &str, port: u16) -> String {
+    v["egress_denied"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["host"] == host && d["port"] == port)
+        .unwrap_or_else(|| panic!("no refusal of {host}:{port} in {}", v["egress_denied"]))["why"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn allowed_bytes(v: &serde_json::Value, host: &str, port: u16) -> u64 {
+    v["egress_allowed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["host"] == host && d["port"] == port)
+        .map(|d| d["bytes_received"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn the_allowed_host_works_and_the_others_are_refused_with_the_reason() {
+    require_root!();
+    let world = World::new();
+    let v = world.py(
+        "gw",
+        r#"
+R["https_allowed"] = curl("https://api.test/hello")
+R["http_allowed"] = urllib_get("http://api.test/plain")
+R["https_urllib"] = urllib_get("https://api.test/urllib")
+try:
+    import requests
+    R["requests"] = requests.get("https://api.test/requests", verify="ca.pem", timeout=15).text
+except ImportError:
+    R["requests"] = "missing"
+R["https_other"] = curl("https://other.test/x")
+R["http_other"] = curl("http://other.test/x")
+R["private"] = curl("https://private.test/x")
+R["rebind"] = curl("https://rebind.test/x")
+R["ip_http"] = curl("http://203.0.113.40/x")
+R["ip_https"] = curl("-k", "https://203.0.113.40/x")
+R["lookup"] = socket.gethostbyname("never-asked-upstream.test")
+print(json.dumps(R))
+"#,
+    );
+    let r = report(&v);
+    assert_eq!(r["https_allowed"]["code"], 0, "{r}");
+    assert_eq!(r["https_allowed"]["out"], "hello from 203.0.113.40\n", "{r}");
+    assert_eq!(r["http_allowed"], "ok:hello from 203.0.113.40\n", "{r}");
+    assert_eq!(r["https_urllib"], "ok:hello from 203.0.113.40\n", "{r}");
+    if r["requests"] != "missing" {
+        assert_eq!(r["requests"], "hello from 203.0.113.40\n", "{r}");
+    }
+    // Refused: TLS with an alert curl reports, plain HTTP with a 403 that says why.
+    assert_ne!(r["https_other"]["code"], 0, "{r}");
+    assert!(
+        r["http_other"]["out"]
+            .as_str()
+            .unwrap()
+            .contains("not in the allow-list"),
+        "{r}"
+    );
+    assert_eq!(denied(&v, "other.test", 443), "not in the allow-list");
+    assert_eq!(denied(&v, "other.test", 80), "not in the allow-list");
+    assert!(denied(&v, "private.test", 443).contains("not public"), "{v}");
+    assert!(denied(&v, "rebind.test", 443).contains("not public"), "{v}");
+    assert!(denied(&v, "203.0.113.40", 80).contains("by name only"), "{v}");
+    assert!(denied(&v, "203.0.113.40", 443).contains("SNI"), "{v}");
+    assert!(allowed_bytes(&v, "api.test", 443) > 0, "{v}");
+    assert!(allowed_bytes(&v, "api.test", 80) > 0, "{v}");
+    // What arrived: the allowed requests only; nothing at the private host; the sandbox's own
+    // lookups never left the host.
+    let inet = world.log("inet");
+    assert!(inet.contains("http 203.0.113.40 /hello"), "{inet}");
+    assert!(!inet.contains(" /x "), "{inet}");
+    assert!(!inet.contains("never-asked-upstream"), "{inet}");
+    assert!(!world.log("lan").contains("http "), "{}", world.log("lan"));
+}

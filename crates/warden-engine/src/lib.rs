@@ -28,7 +28,7 @@ pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
     Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
-    NO_CONTEXTS, NO_PAUSE, SandboxSpec, Unsupported,
+    NO_CONTEXTS, NO_GATEWAY, NO_PAUSE, SandboxSpec, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT};
 pub use pool::PoolStatus;

@@ -127,6 +127,28 @@ impl<'a> RunAudit<'a> {
 
     fn record(&mut self, outcome: Result<&ExecResult, &str>) {
         self.ended = true;
+        if let Ok(result) = outcome {
+            let owner = self.audited.owner.as_deref();
+            for d in &result.egress.egress_denied {
+                self.engine.record(owner, || Decision::EgressDenied {
+                    execution: self.execution.clone(),
+                    sandbox: self.audited.sandbox.clone(),
+                    host: d.host.clone(),
+                    port: d.port,
+                    why: d.why.clone(),
+                });
+            }
+            for a in &result.egress.egress_allowed {
+                self.engine.record(owner, || Decision::EgressAllowed {
+                    execution: self.execution.clone(),
+                    sandbox: self.audited.sandbox.clone(),
+                    host: a.host.clone(),
+                    port: a.port,
+                    bytes_sent: a.bytes_sent,
+                    bytes_received: a.bytes_received,
+                });
+            }
+        }
         self.engine.record(self.audited.owner.as_deref(), || {
             audit::ended(
                 std::mem::take(&mut self.execution),

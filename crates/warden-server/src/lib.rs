@@ -36,7 +36,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -175,6 +175,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sandboxes/{id}/exec", post(sandboxes::exec))
         .route("/v1/sandboxes/{id}/pause", post(sandboxes::pause))
         .route("/v1/sandboxes/{id}/resume", post(sandboxes::resume))
+        .route("/v1/sandboxes/{id}/egress", patch(sandboxes::set_egress))
         .route(
             "/v1/sandboxes/{id}/contexts",
             post(sandboxes::create_context).get(sandboxes::list_contexts),

@@ -415,10 +415,14 @@ impl<'de> Deserialize<'de> for HostRule {
 /// The gateway's rules, by name and port. Precedence: a `deny` match refuses; then, when
 /// `allow` is not empty, only a match there passes (default deny); with `allow` empty every
 /// other name passes. Whatever the rules say, the gateway dials only public addresses.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GatewayRules {
+    /// Host rules (`name`, `*.name`, either with `:port`) a connection must match, when any.
+    #[schemars(with = "Vec<String>")]
     pub allow: Vec<HostRule>,
+    /// Host rules that refuse a connection, whatever `allow` says.
+    #[schemars(with = "Vec<String>")]
     pub deny: Vec<HostRule>,
 }
 

@@ -334,3 +334,79 @@ print(json.dumps(R))
     assert!(!inet.contains("never-asked-upstream"), "{inet}");
     assert!(!world.log("lan").contains("http "), "{}", world.log("lan"));
 }
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[test]
+fn rules_change_on_a_live_sandbox_and_decisions_are_audited() {
+    require_root!();
+    let world = World::new();
+    let server = common::serve_with(&world.settings());
+    let a = &server.addr;
+    let (status, body) = common::http_request(
+        a,
+        "POST",
+        "/v1/sandboxes",
+        "",
+        r#"{"profile": "gw", "name": "patched"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let ca = std::fs::read_to_string(world.path("ca.pem")).unwrap();
+    let code = serde_json::json!({
+        "code": format!("{}\nR['other'] = curl('https://other.test/patched')\nprint(json.dumps(R))", prelude(&ca))
+    })
+    .to_string();
+    let exec = || {
+        let (status, body) =
+            common::http_request(a, "POST", "/v1/sandboxes/patched/exec", "", &code);
+        assert_eq!(status, 200, "{body}");
+        json(&body)
+    };
+    let before = exec();
+    assert_eq!(denied(&before, "other.test", 443), "not in the allow-list");
+    assert_ne!(report(&before)["other"]["code"], 0, "{before}");
+    // Bad rules are refused with the field and why.
+    let (status, body) = common::http_request(
+        a,
+        "PATCH",
+        "/v1/sandboxes/patched/egress",
+        "",
+        r#"{"allow": ["other.test:99999"]}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = common::http_request(
+        a,
+        "PATCH",
+        "/v1/sandboxes/patched/egress",
+        "",
+        r#"{"allow": ["api.test", "other.test:443"], "deny": []}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json(&body)["allow"][1], "other.test:443");
+    let after = exec();
+    assert_eq!(
+        report(&after)["other"]["out"],
+        "hello from 203.0.113.41\n",
+        "{after}"
+    );
+    assert!(after.get("egress_denied").is_none(), "{after}");
+    assert!(allowed_bytes(&after, "other.test", 443) > 0, "{after}");
+    assert!(world.log("inet").contains("http 203.0.113.41 /patched"));
+    // The audit log has the refusal, the change and the connection, in that order.
+    let (status, body) = common::http_request(a, "GET", "/v1/audit", "", "");
+    assert_eq!(status, 200, "{body}");
+    let events: Vec<String> = json(&body)["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_owned())
+        .filter(|e| e.starts_with("egress"))
+        .collect();
+    assert_eq!(
+        events,
+        ["egress_denied", "egress_rules_changed", "egress_allowed"],
+        "{body}"
+    );
+}

@@ -102,6 +102,8 @@ pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetReque
         pool: settings.pool,
         pool6: settings.pool6,
         upstream_dns,
+        secrets: Vec::new(),
+        upstream_ca_pem: None,
     })
 }
 

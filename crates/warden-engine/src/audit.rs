@@ -142,6 +142,15 @@ pub enum Decision {
         bytes_sent: u64,
         bytes_received: u64,
     },
+    /// The egress gateway put a brokered secret into a request of the execution (the
+    /// secret's name and the host; never its value).
+    SecretUsed {
+        execution: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
+        name: String,
+        host: String,
+    },
     /// The egress gateway refused a connection of the execution, with why.
     EgressDenied {
         execution: String,

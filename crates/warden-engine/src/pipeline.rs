@@ -138,6 +138,14 @@ impl<'a> RunAudit<'a> {
                     why: d.why.clone(),
                 });
             }
+            for u in &result.egress.secrets_used {
+                self.engine.record(owner, || Decision::SecretUsed {
+                    execution: self.execution.clone(),
+                    sandbox: self.audited.sandbox.clone(),
+                    name: u.name.clone(),
+                    host: u.host.clone(),
+                });
+            }
             for a in &result.egress.egress_allowed {
                 self.engine.record(owner, || Decision::EgressAllowed {
                     execution: self.execution.clone(),

@@ -302,6 +302,17 @@ fn prepare(
             sys.write_file(&path, network.resolv_conf.as_bytes(), 0o644)
                 .map_err(at("write file", dest))
         }
+        MountOp::GatewayCa { dest } => {
+            let bundle = network.and_then(|n| n.ca_bundle.as_ref()).ok_or_else(|| MountError {
+                step: "write the CA bundle",
+                path: dest.clone(),
+                source: io::Error::other("the sandbox's egress gateway has no CA"),
+            })?;
+            let path = under(root, dest);
+            dirs.parent_of(sys, &path)?;
+            sys.write_file(&path, bundle.as_bytes(), 0o644)
+                .map_err(at("write file", dest))
+        }
         MountOp::Proc { dest } | MountOp::Tmpfs { dest, .. } => {
             dirs.dir(sys, &under(root, dest), 0o755)
         }
@@ -399,7 +410,8 @@ fn mount_on_top(
         | MountOp::Symlink { .. }
         | MountOp::Dir { .. }
         | MountOp::File { .. }
-        | MountOp::ResolvConf { .. } => Ok(()),
+        | MountOp::ResolvConf { .. }
+        | MountOp::GatewayCa { .. } => Ok(()),
     }
 }
 

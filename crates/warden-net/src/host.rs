@@ -164,6 +164,8 @@ pub struct Attached {
 /// The sandbox's egress gateway process and the pipes to it.
 #[derive(Debug)]
 struct GatewayChild {
+    /// The sandbox's CA certificate (PEM), when it has brokered secrets.
+    ca_pem: Option<String>,
     pid: libc::pid_t,
     /// Closing it tells the gateway to report what is still open and exit.
     stop: Option<std::os::fd::OwnedFd>,
@@ -195,6 +197,7 @@ impl GatewayChild {
             match event {
                 crate::gateway::Event::Denied(d) => into.egress_denied.push(d),
                 crate::gateway::Event::Allowed(a) => into.egress_allowed.push(a),
+                crate::gateway::Event::SecretUsed(s) => into.secrets_used.push(s),
             }
         }
     }
@@ -238,7 +241,23 @@ impl Drop for GatewayChild {
     }
 }
 
+/// The host's CA bundle (Debian's path): what the sandbox's bundle starts from, and what the
+/// gateway trusts towards the hosts of brokered secrets.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
 impl Attached {
+    /// The CA bundle a sandbox with brokered secrets trusts: the host's CAs and its own
+    /// gateway's CA (`None` without brokered secrets).
+    pub fn ca_bundle(&self) -> Option<String> {
+        let ca = self.gateway.as_ref()?.ca_pem.as_ref()?;
+        let mut bundle = std::fs::read_to_string(SYSTEM_CA_BUNDLE).unwrap_or_default();
+        if !bundle.is_empty() && !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(ca);
+        Some(bundle)
+    }
+
     /// What the egress gateway reported since the last call (nothing without a gateway).
     pub fn egress_report(&mut self) -> EgressReport {
         let mut r = EgressReport::default();
@@ -420,7 +439,15 @@ pub fn attach(
         })?;
     attached.resolver = Some(start_resolver(&attached.plan).map_err(HostError::Resolver)?);
     if let Some(rules) = attached.plan.egress.gateway.clone() {
-        attached.gateway = Some(start_gateway(&attached.plan, rules).map_err(HostError::Gateway)?);
+        attached.gateway = Some(
+            start_gateway(
+                &attached.plan,
+                rules,
+                &req.secrets,
+                req.upstream_ca_pem.as_deref(),
+            )
+            .map_err(HostError::Gateway)?,
+        );
     }
     Ok(attached)
 }
@@ -545,6 +572,8 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
 fn start_gateway(
     plan: &NetPlan,
     rules: warden_types::egress::GatewayRules,
+    secrets: &[crate::plan::BrokeredSecret],
+    upstream_ca_pem: Option<&str>,
 ) -> std::io::Result<GatewayChild> {
     use std::os::fd::{FromRawFd, OwnedFd};
     let port = crate::gateway::GATEWAY_PORT;
@@ -570,9 +599,24 @@ fn start_gateway(
             libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
         }
     }
+    let (authority, upstream_tls) = if secrets.is_empty() {
+        (None, None)
+    } else {
+        let authority = crate::gateway::broker::Authority::new().map_err(std::io::Error::other)?;
+        let tls = crate::gateway::broker::upstream_config(
+            Path::new(SYSTEM_CA_BUNDLE),
+            upstream_ca_pem,
+        )
+        .map_err(std::io::Error::other)?;
+        (Some(std::sync::Arc::new(authority)), Some(tls))
+    };
+    let ca_pem = authority.as_ref().map(|a| a.certificate_pem());
     let config = crate::gateway::Config {
         rules,
         upstream_dns: plan.upstream_dns,
+        secrets: secrets.to_vec(),
+        authority,
+        upstream_tls,
     };
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the caller (the jail's helper, docker's keeper) is single-threaded; the child
@@ -583,6 +627,7 @@ fn start_gateway(
     }
     if pid > 0 {
         return Ok(GatewayChild {
+            ca_pem,
             pid,
             stop: Some(stop_w),
             report: std::fs::File::from(report_r),
@@ -855,6 +900,8 @@ mod tests {
             pool: pool.parse().unwrap(),
             pool6: crate::pool::DEFAULT_POOL6.parse().unwrap(),
             upstream_dns: "192.0.2.1:53".parse().unwrap(),
+            secrets: Vec::new(),
+            upstream_ca_pem: None,
         };
         assert_eq!(overlapping_route(routes, &req("10.213.0.0/16")), None);
         assert_eq!(
@@ -876,6 +923,8 @@ mod tests {
             pool: "10.213.0.0/16".parse().unwrap(),
             pool6: crate::pool::DEFAULT_POOL6.parse().unwrap(),
             upstream_dns: "192.0.2.1:53".parse().unwrap(),
+            secrets: Vec::new(),
+            upstream_ca_pem: None,
         };
         assert_eq!(
             overlapping_route6(routes, &req),

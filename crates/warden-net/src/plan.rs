@@ -48,6 +48,40 @@ pub struct NetRequest {
     pub pool6: Cidr,
     /// The resolver Warden's DNS server asks.
     pub upstream_dns: SocketAddr,
+    /// Secrets the egress gateway puts into requests to their hosts (`egress.secrets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<BrokeredSecret>,
+    /// CA certificates (PEM) the gateway trusts, besides the host's, when it re-encrypts a
+    /// request to a secret's host (`[sandbox.jail.network].upstream_ca_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_ca_pem: Option<String>,
+}
+
+/// A secret the gateway brokers: the sandbox sees `placeholder` (in its variable `env`);
+/// in a request to one of `hosts` over TLS, the gateway replaces the placeholder in the
+/// header `header` with `value`. Its `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokeredSecret {
+    pub name: String,
+    pub env: String,
+    pub placeholder: String,
+    pub value: String,
+    pub hosts: Vec<warden_types::egress::DomainPattern>,
+    /// The header's name, lowercase.
+    pub header: String,
+}
+
+impl std::fmt::Debug for BrokeredSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokeredSecret")
+            .field("name", &self.name)
+            .field("env", &self.env)
+            .field("placeholder", &self.placeholder)
+            .field("value", &"<redacted>")
+            .field("hosts", &self.hosts)
+            .field("header", &self.header)
+            .finish()
+    }
 }
 
 fn default_pool6() -> Cidr {
@@ -62,6 +96,8 @@ pub enum PlanError {
         "egress.gateway decides by name, so it cannot be combined with egress.{key}: put the names in egress.gateway.allow and .deny"
     )]
     GatewayWith { key: &'static str },
+    #[error("egress.secrets needs egress.gateway: only the gateway can put a secret into a request")]
+    SecretsWithoutGateway,
 }
 
 /// The sandbox side of the link, as its init configures it.
@@ -414,6 +450,9 @@ impl NetPlan {
 
 fn check_request(req: &NetRequest) -> Result<(), PlanError> {
     let e = &req.egress;
+    if e.gateway.is_none() && (!req.secrets.is_empty() || !e.secrets.is_empty()) {
+        return Err(PlanError::SecretsWithoutGateway);
+    }
     if e.gateway.is_some() {
         for (key, set) in [
             ("allow_domains", !e.allow_domains.is_empty()),
@@ -554,6 +593,8 @@ mod tests {
             pool: "10.213.0.0/16".parse().unwrap(),
             pool6: default_pool6(),
             upstream_dns: "192.0.2.53:53".parse().unwrap(),
+            secrets: Vec::new(),
+            upstream_ca_pem: None,
         }
     }
 
@@ -596,6 +637,7 @@ mod tests {
             allow_domains: vec!["pypi.org".parse().unwrap()],
             max_bandwidth: Some("8mbit".parse().unwrap()),
             gateway: None,
+            secrets: vec![],
         });
         let setup = p.nft_setup();
         let own = setup.strip_prefix(&super::base_ruleset()).unwrap();

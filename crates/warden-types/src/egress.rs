@@ -331,6 +331,9 @@ pub struct EgressPolicy {
     pub allow_domains: Vec<DomainPattern>,
     /// Cap on each direction of the sandbox's traffic.
     pub max_bandwidth: Option<Bandwidth>,
+    /// Brokered secrets (names of `[sandbox.secrets]`) the gateway puts into requests to
+    /// their hosts; the sandbox sees only placeholders. Needs `gateway`.
+    pub secrets: Vec<String>,
     /// The egress gateway: when set, every outbound TCP connection goes through Warden's
     /// gateway, which allows it by the name it is for (TLS SNI or HTTP Host), not by address.
     pub gateway: Option<GatewayRules>,
@@ -460,6 +463,86 @@ pub struct EgressAllowed {
     pub bytes_received: u64,
 }
 
+/// A secret the egress gateway brokers (`[sandbox.secrets.NAME]`): where the daemon reads its
+/// value (never the settings file), which hosts get it and in which header. A sandbox whose
+/// profile lists it (`egress.secrets`) sees only a placeholder, in its variable `env`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSetting {
+    /// The daemon's environment variable that holds the value.
+    #[serde(default)]
+    pub from_env: Option<String>,
+    /// A file that holds the value (one trailing newline is dropped).
+    #[serde(default)]
+    pub from_file: Option<std::path::PathBuf>,
+    /// The hosts the value is sent to (`name` or `*.name`), over TLS only.
+    pub hosts: Vec<DomainPattern>,
+    /// The request header whose placeholder is replaced, e.g. `Authorization`, `x-api-key`.
+    pub header: String,
+    /// The sandbox's environment variable that holds the placeholder. Default: the secret's
+    /// name in capitals.
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+impl SecretSetting {
+    /// Checks the setting (not the value); `Err` says which field and why.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.from_env, &self.from_file) {
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => return Err("set exactly one of from_env and from_file".into()),
+        }
+        if self.hosts.is_empty() {
+            return Err("hosts: name at least one host".into());
+        }
+        if self.header.is_empty()
+            || !self
+                .header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!("header: {:?} is not a header name", self.header));
+        }
+        if let Some(env) = &self.env
+            && (env.is_empty()
+                || env.contains('=')
+                || !env.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        {
+            return Err(format!("env: {env:?} is not a variable name"));
+        }
+        Ok(())
+    }
+
+    /// The value, read now from the daemon's environment or the file.
+    pub fn read_value(&self) -> Result<String, String> {
+        let value = match (&self.from_env, &self.from_file) {
+            (Some(var), _) => std::env::var(var)
+                .map_err(|_| format!("the environment variable {var} is not set"))?,
+            (_, Some(path)) => {
+                let mut v = std::fs::read_to_string(path)
+                    .map_err(|e| format!("read {}: {e}", path.display()))?;
+                if v.ends_with('\n') {
+                    v.pop();
+                }
+                v
+            }
+            (None, None) => return Err("no source".into()),
+        };
+        if value.is_empty() || value.contains(['\r', '\n']) {
+            return Err("the value is empty or has a line break".into());
+        }
+        Ok(value)
+    }
+}
+
+/// A brokered secret the gateway put into a request (never its value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SecretUse {
+    /// The secret's name in the settings.
+    pub name: String,
+    pub host: String,
+}
+
 /// What the egress gateway saw during one execution (empty without a gateway).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressReport {
@@ -469,6 +552,9 @@ pub struct EgressReport {
     /// Connections let through, with their byte counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_allowed: Vec<EgressAllowed>,
+    /// Brokered secrets put into requests, by name and host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets_used: Vec<SecretUse>,
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@
 //!   program saw;
 //! - the bytes the program sent before the decision are relayed unchanged and first.
 
+pub mod broker;
 pub mod peek;
 pub mod resolve;
 
@@ -51,6 +52,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum Event {
     Denied(EgressDenied),
     Allowed(EgressAllowed),
+    SecretUsed(warden_types::egress::SecretUse),
 }
 
 /// What the gateway needs to decide.
@@ -59,6 +61,11 @@ pub struct Config {
     pub rules: GatewayRules,
     /// The resolver it asks for the names' addresses.
     pub upstream_dns: SocketAddr,
+    /// Brokered secrets ([`broker`]), with the sandbox's CA and the verifying client side
+    /// towards their hosts (both present when `secrets` is not empty).
+    pub secrets: Vec<crate::plan::BrokeredSecret>,
+    pub authority: Option<Arc<broker::Authority>>,
+    pub upstream_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A connection let through and still open: its counts so far.
@@ -322,6 +329,25 @@ async fn handle(mut conn: TcpStream, shared: Arc<Shared>) {
         return refuse(conn, &shared, host, port, failure, speaks).await;
     };
     let _ = upstream.set_nodelay(true);
+    let bound: Vec<crate::plan::BrokeredSecret> = shared
+        .config
+        .secrets
+        .iter()
+        .filter(|s| s.hosts.iter().any(|h| h.matches(&host)))
+        .cloned()
+        .collect();
+    if speaks == Speaks::Tls && !bound.is_empty() {
+        let shared2 = shared.clone();
+        let (h, p) = (host.clone(), port);
+        if let Err(why) = broker::broker(conn, buf, host, port, upstream, shared, bound).await {
+            shared2.report(&Event::Denied(EgressDenied {
+                host: h,
+                port: p,
+                why,
+            }));
+        }
+        return;
+    }
     let id = shared.next.fetch_add(1, Ordering::Relaxed);
     let live = Arc::new(Live {
         host,

@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 static WORLD: Mutex<()> = Mutex::new(());
 
+/// The brokered secret's real value: in a file only the daemon reads.
+const SECRET: &str = "sk-test-REALVALUE9f8e7d6c5b4a3";
+
+
 fn sh(cmd: &str) {
     let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
     assert!(
@@ -160,11 +164,19 @@ impl World {
 
     fn write_settings(&self) {
         let net = "network_enabled = true\nenabled_policies = []\ntimeout_seconds = 60\n";
+        std::fs::write(self.path("api-key"), format!("{SECRET}\n")).unwrap();
+        let d = self.dir.path().display();
         std::fs::write(
             self.settings(),
             format!(
                 "[sandbox]\ndefault_profile = \"gw\"\n\
                  [sandbox.jail.network]\nupstream_dns = \"203.0.113.40:53\"\n\
+                 upstream_ca_file = \"{d}/ca.pem\"\n\
+                 [sandbox.secrets.api_key]\nfrom_file = \"{d}/api-key\"\nhosts = [\"api.test\"]\n\
+                 header = \"Authorization\"\nenv = \"API_KEY\"\n\
+                 [sandbox.profiles.sec]\n{net}\
+                 [sandbox.profiles.sec.egress]\nsecrets = [\"api_key\"]\n\
+                 [sandbox.profiles.sec.egress.gateway]\nallow = [\"api.test\", \"other.test\"]\n\
                  [sandbox.profiles.gw]\n{net}\
                  [sandbox.profiles.gw.egress.gateway]\n\
                  allow = [\"api.test\", \"private.test\", \"rebind.test\", \"*.cdn.test:443\"]\n\
@@ -408,5 +420,104 @@ fn rules_change_on_a_live_sandbox_and_decisions_are_audited() {
         events,
         ["egress_denied", "egress_rules_changed", "egress_allowed"],
         "{body}"
+    );
+}
+
+#[test]
+fn a_brokered_secret_reaches_its_host_only_and_the_sandbox_never_sees_it() {
+    require_root!();
+    let world = World::new();
+    let v = world.py(
+        "sec",
+        r#"
+import os, re, ssl
+ph = os.environ["API_KEY"]
+R["placeholder"] = ph
+def curl_trusting_env(*a):
+    p = subprocess.run(["curl", "-sS", "--max-time", "15", *a], capture_output=True, text=True)
+    return {"code": p.returncode, "out": p.stdout[:300], "err": p.stderr[:300]}
+auth = "Authorization: Bearer " + ph
+R["curl"] = curl_trusting_env("-H", auth, "https://api.test/curl")
+import requests
+R["requests"] = requests.get("https://api.test/requests", headers={"Authorization": "Bearer " + ph}, timeout=15).text
+req = urllib.request.Request("https://api.test/urllib", headers={"Authorization": "Bearer " + ph})
+R["urllib"] = urllib.request.urlopen(req, timeout=15, context=ssl.create_default_context()).read().decode()
+# The placeholder elsewhere: another header to the bound host, the bound header to another host.
+R["other_header"] = curl_trusting_env("-H", "X-Api-Key: " + ph, "https://api.test/other-header")
+R["other_host"] = curl("-H", auth, "https://other.test/other-host")
+# Everything the program can read that could hold the value.
+seen = {}
+for k, val in os.environ.items():
+    seen["env:" + k] = val
+for path in ["/proc/self/environ", "/proc/self/cmdline", "/proc/1/environ", "/proc/1/cmdline"]:
+    try:
+        seen[path] = open(path, "rb").read().decode(errors="replace")
+    except Exception as e:
+        seen[path] = "unreadable:" + type(e).__name__
+found = set()
+for root in ["/etc", "/tmp", "/workspace", "/run", "/proc/self", "/proc/1"]:
+    for d, dirs, files in os.walk(root):
+        if d.startswith("/proc/") and d.count("/") > 3:
+            dirs[:] = []
+        for f in files:
+            try:
+                data = open(os.path.join(d, f), "rb").read(4 << 20)
+            except Exception:
+                continue
+            found.update(m.decode() for m in re.findall(rb"sk-test-[A-Za-z0-9]+", data))
+R["found"] = sorted(found)
+bundle = open("/etc/warden/ca-bundle.pem").read()
+R["bundle_has_key"] = "PRIVATE KEY" in bundle
+R["bundle_certs"] = bundle.count("BEGIN CERTIFICATE")
+try:
+    open("/etc/warden/ca-bundle.pem", "a").write("x")
+    R["bundle_writable"] = True
+except OSError:
+    R["bundle_writable"] = False
+print(json.dumps(seen))
+print(json.dumps(R))
+"#,
+    );
+    let r = report(&v);
+    let placeholder = r["placeholder"].as_str().unwrap().to_owned();
+    assert!(placeholder.starts_with("WARDEN_SECRET_API_KEY_"), "{r}");
+    for client in ["curl", "requests", "urllib"] {
+        let got = match &r[client] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other["out"].as_str().unwrap_or_default().to_owned(),
+        };
+        assert_eq!(got, "hello from 203.0.113.40\n", "{client}: {r}");
+    }
+    assert_eq!(r["other_header"]["out"], "hello from 203.0.113.40\n", "{r}");
+    assert_eq!(r["other_host"]["out"], "hello from 203.0.113.41\n", "{r}");
+    // The API got the value, three times, in the bound header only; the placeholder went
+    // unchanged to another host and in another header.
+    let inet = world.log("inet");
+    let bearer = format!("header 203.0.113.40 authorization Bearer {SECRET}");
+    assert_eq!(inet.matches(&bearer).count(), 3, "{inet}");
+    assert!(
+        inet.contains(&format!("header 203.0.113.40 x-api-key {placeholder}")),
+        "{inet}"
+    );
+    assert!(
+        inet.contains(&format!("header 203.0.113.41 authorization Bearer {placeholder}")),
+        "{inet}"
+    );
+    assert!(!inet.contains(&format!("203.0.113.41 authorization Bearer {SECRET}")));
+    // The sandbox: never the value, nowhere it looked; its bundle holds certificates only
+    // and cannot be changed.
+    assert!(!v.to_string().contains(SECRET), "the value reached the sandbox: {v}");
+    assert_eq!(r["found"], serde_json::json!([]), "{r}");
+    assert_eq!(r["bundle_has_key"], false);
+    assert_eq!(r["bundle_writable"], false);
+    assert!(r["bundle_certs"].as_u64().unwrap() >= 1, "{r}");
+    assert_eq!(
+        v["secrets_used"],
+        serde_json::json!([
+            {"name": "api_key", "host": "api.test"},
+            {"name": "api_key", "host": "api.test"},
+            {"name": "api_key", "host": "api.test"}
+        ]),
+        "{v}"
     );
 }

@@ -521,3 +521,84 @@ print(json.dumps(R))
         "{v}"
     );
 }
+
+/// Attacks on the gateway itself: a name and an address that disagree, IP literals (IPv4 and
+/// IPv6), the gateway's own port, UDP around it (DNS straight to a server), another protocol.
+#[test]
+fn attacks_on_the_gateway_are_refused() {
+    require_root!();
+    let world = World::new();
+    let v = world.py(
+        "gw",
+        r#"
+def raw(host, port, data, family=socket.AF_INET, t=10):
+    try:
+        s = socket.socket(family, socket.SOCK_STREAM); s.settimeout(t)
+        s.connect((host, port)); s.sendall(data)
+        out = b""
+        while True:
+            c = s.recv(65536)
+            if not c: break
+            out += c
+        return "ok:" + out.decode(errors="replace")[:300]
+    except Exception as e:
+        return "err:" + type(e).__name__
+def udp(host, port, data, t=2):
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(t)
+        s.sendto(data, (host, port)); return "ok:" + repr(s.recv(512))
+    except Exception as e:
+        return "err:" + type(e).__name__
+gw = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+# The address of the allowed name, the Host of another: the Host decides, and it is refused.
+R["host_other"] = raw("203.0.113.40", 80, b"GET /a1 HTTP/1.1\r\nHost: other.test\r\n\r\n")
+# A request line naming another host than its Host.
+R["absolute"] = raw("203.0.113.40", 80, b"GET http://other.test/a2 HTTP/1.1\r\nHost: api.test\r\n\r\n")
+# Two Host headers.
+R["two_hosts"] = raw("203.0.113.40", 80, b"GET /a3 HTTP/1.1\r\nHost: api.test\r\nHost: other.test\r\n\r\n")
+# SNI of the allowed name, Host of another inside TLS: it can only reach the allowed name.
+R["sni_allowed_host_other"] = curl("--resolve", "api.test:443:203.0.113.41", "-H", "Host: other.test", "https://api.test/a4")
+# SNI of a refused name sent to the allowed name's address.
+R["sni_other"] = curl("--resolve", "other.test:443:203.0.113.40", "https://other.test/a5")
+# IPv6 literal (no route needed: every TCP connection goes to the gateway).
+R["ipv6_literal"] = raw("2001:db8:ffff::1", 80, b"GET /a6 HTTP/1.1\r\nHost: [2001:db8:ffff::1]\r\n\r\n", socket.AF_INET6)
+# The gateway's own port, on its own address, asking for a refused name.
+R["gateway_port"] = raw(gw, 15001, b"GET /a7 HTTP/1.1\r\nHost: other.test\r\n\r\n")
+# Not HTTP, not TLS.
+R["ssh"] = raw("203.0.113.40", 22, b"SSH-2.0-OpenSSH_9.0\r\n")
+# Around the gateway: UDP to the world's echo and its DNS server.
+R["udp_echo"] = udp("203.0.113.40", 7, b"ping")
+q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x04test\x00\x00\x01\x00\x01"
+R["dns_direct"] = udp("203.0.113.40", 53, q)
+# No other process of the host is visible (the gateway and its keys among them).
+R["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())[:5]
+print(json.dumps(R))
+"#
+        .replace("os.listdir", "__import__('os').listdir")
+        .as_str(),
+    );
+    let r = report(&v);
+    let text = |k: &str| r[k].as_str().unwrap().to_owned();
+    assert!(text("host_other").contains("403 Forbidden"), "{r}");
+    assert_eq!(denied(&v, "other.test", 80), "not in the allow-list");
+    assert!(text("absolute").contains("another host"), "{r}");
+    assert!(text("two_hosts").contains("403"), "{r}");
+    assert_eq!(r["sni_allowed_host_other"]["out"], "hello from 203.0.113.40\n", "{r}");
+    assert_ne!(r["sni_other"]["code"], 0, "{r}");
+    assert_eq!(denied(&v, "other.test", 443), "not in the allow-list");
+    assert!(text("ipv6_literal").contains("by name only"), "{r}");
+    assert!(denied(&v, "2001:db8:ffff::1", 80).contains("by name only"), "{v}");
+    assert!(text("gateway_port").contains("403"), "{r}");
+    assert!(denied(&v, "other.test", 15001).contains("allow-list"), "{v}");
+    assert!(!text("ssh").contains("SSH"), "{r}");
+    assert!(text("udp_echo").starts_with("err:"), "{r}");
+    assert!(text("dns_direct").starts_with("err:"), "{r}");
+    assert_eq!(r["pids"][0], 1, "{r}");
+    // Nothing of it reached another host than the allowed one: the refused name's server saw
+    // no request at all, and the Host inside TLS went to the allowed name's server.
+    let inet = world.log("inet");
+    assert!(!inet.contains("203.0.113.41"), "{inet}");
+    assert!(!inet.contains("udp "), "{inet}");
+    assert!(!inet.contains("/a1") && !inet.contains("/a2") && !inet.contains("/a3"), "{inet}");
+    assert!(inet.contains("http 203.0.113.40 /a4"), "{inet}");
+}

@@ -291,10 +291,10 @@ async fn handle(mut conn: TcpStream, shared: Arc<Shared>) {
         Err(_) | Ok(None) => return,
         Ok(Some(Peek::NeedMore)) => return,
         Ok(Some(Peek::Refuse(why))) => {
-            let speaks = if buf.first() == Some(&0x16) {
-                Speaks::Tls
-            } else {
-                Speaks::Other
+            let speaks = match buf.first() {
+                Some(0x16) => Speaks::Tls,
+                Some(b) if b.is_ascii_uppercase() => Speaks::Http,
+                _ => Speaks::Other,
             };
             return refuse(conn, &shared, literal, port, why.into(), speaks).await;
         }

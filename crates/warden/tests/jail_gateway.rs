@@ -602,3 +602,20 @@ print(json.dumps(R))
     assert!(!inet.contains("/a1") && !inet.contains("/a2") && !inet.contains("/a3"), "{inet}");
     assert!(inet.contains("http 203.0.113.40 /a4"), "{inet}");
 }
+
+/// The documented limit of brokered secrets: a bound host that echoes the request's headers
+/// hands the value back to the program. Bind a secret only to hosts that never echo it.
+#[test]
+fn a_bound_host_that_echoes_headers_shows_the_value_the_documented_limit() {
+    require_root!();
+    let world = World::new();
+    let v = world.py(
+        "sec",
+        r#"
+import os
+p = subprocess.run(["curl", "-sS", "--max-time", "15", "-H", "Authorization: Bearer " + os.environ["API_KEY"], "https://api.test/echo"], capture_output=True, text=True)
+print(p.stdout)
+"#,
+    );
+    assert!(stdout_of(&v).contains(SECRET), "{v}");
+}

@@ -181,6 +181,8 @@ impl World {
                  [sandbox.profiles.gw.egress.gateway]\n\
                  allow = [\"api.test\", \"private.test\", \"rebind.test\", \"*.cdn.test:443\"]\n\
                  deny = [\"bad.cdn.test\"]\n\
+                 [sandbox.profiles.d_gw]\n{net}backend = \"docker\"\nruntime = {{ image = \"warden-python:3.11\" }}\n\
+                 [sandbox.profiles.d_gw.egress.gateway]\nallow = [\"api.test\"]\n\
                  [sandbox.profiles.open]\n{net}\
                  [sandbox.profiles.open.egress.gateway]\ndeny = [\"other.test:443\"]\n"
             ),
@@ -618,4 +620,47 @@ print(p.stdout)
 "#,
     );
     assert!(stdout_of(&v).contains(SECRET), "{v}");
+}
+
+/// The docker backend: the same redirect and gateway, held by the container's network keeper
+/// (what the program sees; a container's result does not carry the gateway's report yet).
+#[test]
+fn docker_a_container_goes_through_the_same_gateway() {
+    require_docker!();
+    let world = World::new();
+    let settings = world.settings();
+    let code = r#"
+import json, urllib.request, urllib.error
+R = {}
+R["allowed"] = urllib.request.urlopen("http://api.test/docker", timeout=15).read().decode()
+try:
+    urllib.request.urlopen("http://other.test/docker", timeout=15)
+    R["other"] = "reached"
+except urllib.error.HTTPError as e:
+    R["other"] = str(e.code) + " " + e.read().decode()
+print(json.dumps(R))
+"#;
+    let mut child = Command::new(common::warden())
+        .args(["--config", settings.to_str().unwrap(), "run", "--json", "--profile", "d_gw", "-l", "python", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(code.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let r = report(&v);
+    assert_eq!(r["allowed"], "hello from 203.0.113.40\n", "{r}");
+    assert_eq!(
+        r["other"],
+        "403 warden egress gateway: other.test:80 refused: not in the allow-list\n",
+        "{r}"
+    );
+    assert!(world.log("inet").contains("http 203.0.113.40 /docker"));
+    assert!(!world.log("inet").contains("203.0.113.41"));
 }

@@ -1114,8 +1114,7 @@ impl Settings {
             if !p.egress.secrets.is_empty() && p.egress.gateway.is_none() {
                 return Err((
                     key("egress.secrets"),
-                    "needs egress.gateway: only the gateway can put a secret into a request"
-                        .into(),
+                    "needs egress.gateway: only the gateway can put a secret into a request".into(),
                 ));
             }
             if let Some(cmd) = &p.runtime.command

@@ -303,11 +303,13 @@ fn prepare(
                 .map_err(at("write file", dest))
         }
         MountOp::GatewayCa { dest } => {
-            let bundle = network.and_then(|n| n.ca_bundle.as_ref()).ok_or_else(|| MountError {
-                step: "write the CA bundle",
-                path: dest.clone(),
-                source: io::Error::other("the sandbox's egress gateway has no CA"),
-            })?;
+            let bundle = network
+                .and_then(|n| n.ca_bundle.as_ref())
+                .ok_or_else(|| MountError {
+                    step: "write the CA bundle",
+                    path: dest.clone(),
+                    source: io::Error::other("the sandbox's egress gateway has no CA"),
+                })?;
             let path = under(root, dest);
             dirs.parent_of(sys, &path)?;
             sys.write_file(&path, bundle.as_bytes(), 0o644)

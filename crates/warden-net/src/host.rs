@@ -603,11 +603,9 @@ fn start_gateway(
         (None, None)
     } else {
         let authority = crate::gateway::broker::Authority::new().map_err(std::io::Error::other)?;
-        let tls = crate::gateway::broker::upstream_config(
-            Path::new(SYSTEM_CA_BUNDLE),
-            upstream_ca_pem,
-        )
-        .map_err(std::io::Error::other)?;
+        let tls =
+            crate::gateway::broker::upstream_config(Path::new(SYSTEM_CA_BUNDLE), upstream_ca_pem)
+                .map_err(std::io::Error::other)?;
         (Some(std::sync::Arc::new(authority)), Some(tls))
     };
     let ca_pem = authority.as_ref().map(|a| a.certificate_pem());

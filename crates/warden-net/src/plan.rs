@@ -96,7 +96,9 @@ pub enum PlanError {
         "egress.gateway decides by name, so it cannot be combined with egress.{key}: put the names in egress.gateway.allow and .deny"
     )]
     GatewayWith { key: &'static str },
-    #[error("egress.secrets needs egress.gateway: only the gateway can put a secret into a request")]
+    #[error(
+        "egress.secrets needs egress.gateway: only the gateway can put a secret into a request"
+    )]
     SecretsWithoutGateway,
 }
 

@@ -564,13 +564,21 @@ mod tests {
     #[test]
     fn gateway_rules_deny_first_then_allow_list() {
         let rules = GatewayRules {
-            allow: vec!["api.test:443".parse().unwrap(), "*.cdn.test".parse().unwrap()],
+            allow: vec![
+                "api.test:443".parse().unwrap(),
+                "*.cdn.test".parse().unwrap(),
+            ],
             deny: vec!["bad.cdn.test".parse().unwrap()],
         };
         assert_eq!(rules.decide("api.test", 443), Ok(()));
         assert!(rules.decide("api.test", 80).is_err());
         assert_eq!(rules.decide("a.cdn.test", 8080), Ok(()));
-        assert!(rules.decide("bad.cdn.test", 443).unwrap_err().contains("bad.cdn.test"));
+        assert!(
+            rules
+                .decide("bad.cdn.test", 443)
+                .unwrap_err()
+                .contains("bad.cdn.test")
+        );
         assert!(rules.decide("other.test", 443).is_err());
         let open = GatewayRules {
             allow: vec![],

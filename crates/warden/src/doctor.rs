@@ -213,7 +213,12 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                             pool6: settings.sandbox.jail.network.pool6,
                             upstream_dns: settings.sandbox.jail.network.upstream_dns,
                             secrets: settings.sandbox.secrets.clone(),
-                            upstream_ca_file: settings.sandbox.jail.network.upstream_ca_file.clone(),
+                            upstream_ca_file: settings
+                                .sandbox
+                                .jail
+                                .network
+                                .upstream_ca_file
+                                .clone(),
                         },
                     })
                     .with_landlock(crate::run::landlock_requirements(&settings));

@@ -25,7 +25,6 @@ static WORLD: Mutex<()> = Mutex::new(());
 /// The brokered secret's real value: in a file only the daemon reads.
 const SECRET: &str = "sk-test-REALVALUE9f8e7d6c5b4a3";
 
-
 fn sh(cmd: &str) {
     let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
     assert!(
@@ -120,8 +119,7 @@ impl World {
                 assert!(
                     Instant::now() < deadline,
                     "world server {name} did not start: {}",
-                    std::fs::read_to_string(world.path(&format!("{name}.err")))
-                        .unwrap_or_default()
+                    std::fs::read_to_string(world.path(&format!("{name}.err"))).unwrap_or_default()
                 );
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -317,7 +315,10 @@ print(json.dumps(R))
     );
     let r = report(&v);
     assert_eq!(r["https_allowed"]["code"], 0, "{r}");
-    assert_eq!(r["https_allowed"]["out"], "hello from 203.0.113.40\n", "{r}");
+    assert_eq!(
+        r["https_allowed"]["out"], "hello from 203.0.113.40\n",
+        "{r}"
+    );
     assert_eq!(r["http_allowed"], "ok:hello from 203.0.113.40\n", "{r}");
     assert_eq!(r["https_urllib"], "ok:hello from 203.0.113.40\n", "{r}");
     if r["requests"] != "missing" {
@@ -334,9 +335,15 @@ print(json.dumps(R))
     );
     assert_eq!(denied(&v, "other.test", 443), "not in the allow-list");
     assert_eq!(denied(&v, "other.test", 80), "not in the allow-list");
-    assert!(denied(&v, "private.test", 443).contains("not public"), "{v}");
+    assert!(
+        denied(&v, "private.test", 443).contains("not public"),
+        "{v}"
+    );
     assert!(denied(&v, "rebind.test", 443).contains("not public"), "{v}");
-    assert!(denied(&v, "203.0.113.40", 80).contains("by name only"), "{v}");
+    assert!(
+        denied(&v, "203.0.113.40", 80).contains("by name only"),
+        "{v}"
+    );
     assert!(denied(&v, "203.0.113.40", 443).contains("SNI"), "{v}");
     assert!(allowed_bytes(&v, "api.test", 443) > 0, "{v}");
     assert!(allowed_bytes(&v, "api.test", 80) > 0, "{v}");
@@ -502,13 +509,18 @@ print(json.dumps(R))
         "{inet}"
     );
     assert!(
-        inet.contains(&format!("header 203.0.113.41 authorization Bearer {placeholder}")),
+        inet.contains(&format!(
+            "header 203.0.113.41 authorization Bearer {placeholder}"
+        )),
         "{inet}"
     );
     assert!(!inet.contains(&format!("203.0.113.41 authorization Bearer {SECRET}")));
     // The sandbox: never the value, nowhere it looked; its bundle holds certificates only
     // and cannot be changed.
-    assert!(!v.to_string().contains(SECRET), "the value reached the sandbox: {v}");
+    assert!(
+        !v.to_string().contains(SECRET),
+        "the value reached the sandbox: {v}"
+    );
     assert_eq!(r["found"], serde_json::json!([]), "{r}");
     assert_eq!(r["bundle_has_key"], false);
     assert_eq!(r["bundle_writable"], false);
@@ -585,13 +597,22 @@ print(json.dumps(R))
     assert_eq!(denied(&v, "other.test", 80), "not in the allow-list");
     assert!(text("absolute").contains("another host"), "{r}");
     assert!(text("two_hosts").contains("403"), "{r}");
-    assert_eq!(r["sni_allowed_host_other"]["out"], "hello from 203.0.113.40\n", "{r}");
+    assert_eq!(
+        r["sni_allowed_host_other"]["out"], "hello from 203.0.113.40\n",
+        "{r}"
+    );
     assert_ne!(r["sni_other"]["code"], 0, "{r}");
     assert_eq!(denied(&v, "other.test", 443), "not in the allow-list");
     assert!(text("ipv6_literal").contains("by name only"), "{r}");
-    assert!(denied(&v, "2001:db8:ffff::1", 80).contains("by name only"), "{v}");
+    assert!(
+        denied(&v, "2001:db8:ffff::1", 80).contains("by name only"),
+        "{v}"
+    );
     assert!(text("gateway_port").contains("403"), "{r}");
-    assert!(denied(&v, "other.test", 15001).contains("allow-list"), "{v}");
+    assert!(
+        denied(&v, "other.test", 15001).contains("allow-list"),
+        "{v}"
+    );
     assert!(!text("ssh").contains("SSH"), "{r}");
     assert!(text("udp_echo").starts_with("err:"), "{r}");
     assert!(text("dns_direct").starts_with("err:"), "{r}");
@@ -601,7 +622,10 @@ print(json.dumps(R))
     let inet = world.log("inet");
     assert!(!inet.contains("203.0.113.41"), "{inet}");
     assert!(!inet.contains("udp "), "{inet}");
-    assert!(!inet.contains("/a1") && !inet.contains("/a2") && !inet.contains("/a3"), "{inet}");
+    assert!(
+        !inet.contains("/a1") && !inet.contains("/a2") && !inet.contains("/a3"),
+        "{inet}"
+    );
     assert!(inet.contains("http 203.0.113.40 /a4"), "{inet}");
 }
 
@@ -641,24 +665,42 @@ except urllib.error.HTTPError as e:
 print(json.dumps(R))
 "#;
     let mut child = Command::new(common::warden())
-        .args(["--config", settings.to_str().unwrap(), "run", "--json", "--profile", "d_gw", "-l", "python", "-"])
+        .args([
+            "--config",
+            settings.to_str().unwrap(),
+            "run",
+            "--json",
+            "--profile",
+            "d_gw",
+            "-l",
+            "python",
+            "-",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(code.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(code.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
     assert_eq!(v["exit_code"], 0, "{v}");
     let r = report(&v);
     assert_eq!(r["allowed"], "hello from 203.0.113.40\n", "{r}");
     assert_eq!(
-        r["other"],
-        "403 warden egress gateway: other.test:80 refused: not in the allow-list\n",
+        r["other"], "403 warden egress gateway: other.test:80 refused: not in the allow-list\n",
         "{r}"
     );
     assert!(world.log("inet").contains("http 203.0.113.40 /docker"));

@@ -18,8 +18,8 @@
 
 use super::{Event, Live, Shared, pump};
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, IsCa, KeyPair,
+    KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use std::collections::HashMap;
@@ -175,10 +175,7 @@ impl AsyncWrite for Prefixed {
 /// A request head with the secrets put in: the bound header's placeholders replaced by
 /// their values, `Connection: close` in place of any `Connection` header. Returns the new
 /// head and the names of the secrets used. `head` ends with its blank line.
-pub fn rewrite_head(
-    head: &str,
-    secrets: &[&crate::plan::BrokeredSecret],
-) -> (String, Vec<String>) {
+pub fn rewrite_head(head: &str, secrets: &[&crate::plan::BrokeredSecret]) -> (String, Vec<String>) {
     let mut used = Vec::new();
     let mut out = String::with_capacity(head.len() + 64);
     let mut lines = head.trim_end_matches("\r\n").split("\r\n");
@@ -330,7 +327,10 @@ mod tests {
         );
         assert_eq!(used, ["api"]);
         let (out, used) = rewrite_head("GET / HTTP/1.1\r\nHost: api.test\r\n\r\n", &[&s]);
-        assert_eq!(out, "GET / HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n");
+        assert_eq!(
+            out,
+            "GET / HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n"
+        );
         assert!(used.is_empty());
     }
 
@@ -342,7 +342,10 @@ mod tests {
     #[test]
     fn a_fresh_authority_signs_certificates_for_hosts() {
         let a = Authority::new().unwrap();
-        assert!(a.certificate_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(
+            a.certificate_pem()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
         let first = a.server_config("api.test").unwrap();
         assert!(Arc::ptr_eq(&first, &a.server_config("api.test").unwrap()));
     }

@@ -706,3 +706,36 @@ print(json.dumps(R))
     assert!(world.log("inet").contains("http 203.0.113.40 /docker"));
     assert!(!world.log("inet").contains("203.0.113.41"));
 }
+
+/// A context (a long-lived interpreter) of a sandbox with a gateway: each cell's result has
+/// the refusals its code met.
+#[test]
+fn a_context_cell_reports_its_refusals() {
+    require_root!();
+    let world = World::new();
+    let server = common::serve_with(&world.settings());
+    let a = &server.addr;
+    let (status, body) = common::http_request(
+        a,
+        "POST",
+        "/v1/sandboxes",
+        "",
+        r#"{"profile": "gw", "name": "ctx"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let cell = |code: &str| {
+        let body = serde_json::json!({"code": code, "context": "default"}).to_string();
+        let (status, body) = common::http_request(a, "POST", "/v1/sandboxes/ctx/exec", "", &body);
+        assert_eq!(status, 200, "{body}");
+        json(&body)
+    };
+    let first = cell(
+        "import urllib.request\ntry:\n    urllib.request.urlopen('http://other.test/ctx', timeout=15)\nexcept Exception as e:\n    print(type(e).__name__)",
+    );
+    assert_eq!(first["stdout"], "HTTPError\n", "{first}");
+    assert_eq!(denied(&first, "other.test", 80), "not in the allow-list");
+    let second =
+        cell("print(urllib.request.urlopen('http://api.test/ctx', timeout=15).read().decode())");
+    assert_eq!(second["stdout"], "hello from 203.0.113.40\n\n", "{second}");
+    assert!(second.get("egress_denied").is_none(), "{second}");
+}

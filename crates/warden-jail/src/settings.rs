@@ -68,10 +68,11 @@ fn placeholder_token() -> &'static str {
     })
 }
 
-/// The profile's brokered secrets, with their values read now.
+/// The profile's brokered secrets, with their values read now (`with_values`) or left empty.
 fn brokered(
     settings: &NetSettings,
     egress: &warden_types::egress::EgressPolicy,
+    with_values: bool,
 ) -> Result<Vec<warden_net::plan::BrokeredSecret>, BackendError> {
     let mut out = Vec::new();
     for name in &egress.secrets {
@@ -80,9 +81,12 @@ fn brokered(
                 "egress.secrets: no secret {name:?} in [sandbox.secrets]"
             ))
         })?;
-        let value = s
-            .read_value()
-            .map_err(|why| BackendError::Refused(format!("secret {name:?}: {why}")))?;
+        let value = if with_values {
+            s.read_value()
+                .map_err(|why| BackendError::Refused(format!("secret {name:?}: {why}")))?
+        } else {
+            String::new()
+        };
         out.push(warden_net::plan::BrokeredSecret {
             name: name.clone(),
             env: s.env.clone().unwrap_or_else(|| name.to_ascii_uppercase()),
@@ -105,6 +109,24 @@ pub(crate) fn net_request(
     network_enabled: bool,
     egress: &warden_types::egress::EgressPolicy,
 ) -> Result<Option<warden_net::NetRequest>, BackendError> {
+    request(settings, network_enabled, egress, true)
+}
+
+/// [`net_request`] without reading brokered secrets' values (for checks, which need none).
+pub(crate) fn net_request_without_values(
+    settings: &NetSettings,
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+) -> Result<Option<warden_net::NetRequest>, BackendError> {
+    request(settings, network_enabled, egress, false)
+}
+
+fn request(
+    settings: &NetSettings,
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+    with_values: bool,
+) -> Result<Option<warden_net::NetRequest>, BackendError> {
     if !network_enabled {
         return Ok(None);
     }
@@ -119,7 +141,7 @@ pub(crate) fn net_request(
                 )
             })?,
     };
-    let secrets = brokered(settings, egress)?;
+    let secrets = brokered(settings, egress, with_values)?;
     let upstream_ca_pem = match (&settings.upstream_ca_file, secrets.is_empty()) {
         (Some(path), false) => Some(std::fs::read_to_string(path).map_err(|e| {
             BackendError::Refused(format!(

@@ -475,6 +475,13 @@ for root in ["/etc", "/tmp", "/workspace", "/run", "/proc/self", "/proc/1"]:
                 continue
             found.update(m.decode() for m in re.findall(rb"sk-test-[A-Za-z0-9]+", data))
 R["found"] = sorted(found)
+# Init (cloned by the helper) is not dumpable: its memory cannot be read.
+try:
+    with open("/proc/1/mem", "rb") as f:
+        f.read(1)
+    R["init_mem"] = "readable"
+except OSError as e:
+    R["init_mem"] = type(e).__name__
 bundle = open("/etc/warden/ca-bundle.pem").read()
 R["bundle_has_key"] = "PRIVATE KEY" in bundle
 R["bundle_certs"] = bundle.count("BEGIN CERTIFICATE")
@@ -522,6 +529,7 @@ print(json.dumps(R))
         "the value reached the sandbox: {v}"
     );
     assert_eq!(r["found"], serde_json::json!([]), "{r}");
+    assert_ne!(r["init_mem"], "readable", "{r}");
     assert_eq!(r["bundle_has_key"], false);
     assert_eq!(r["bundle_writable"], false);
     assert!(r["bundle_certs"].as_u64().unwrap() >= 1, "{r}");

@@ -15,7 +15,10 @@ warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
 work="$(mktemp -d)"
 server=""
 cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
   ip netns del wb-inet 2>/dev/null || true
   ip link del wb-inet-h 2>/dev/null || true
   rm -rf "$work"

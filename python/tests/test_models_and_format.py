@@ -158,3 +158,22 @@ def test_escapes_and_controls_never_reach_the_model() -> None:
         "ERROR:\nthe program exited with code 1\n\n"
         "FILES:\n- out.csv (text/csv, 3 bytes)"
     )
+
+
+def test_egress_refusals_are_typed_and_reported_to_the_model() -> None:
+    result = SandboxResult.model_validate(
+        {
+            "stdout": "",
+            "stderr": "",
+            "exit_code": 0,
+            "signal": None,
+            "reason": "exited",
+            "duration_ms": 5,
+            "artifacts": [],
+            "egress_denied": [{"host": "evil.test", "port": 443, "why": "not in the allow-list"}],
+            "secrets_used": [{"name": "api", "host": "api.test"}],
+        }
+    )
+    assert result.egress_denied[0].why == "not in the allow-list"
+    assert result.secrets_used[0].host == "api.test"
+    assert format_result(result) == "EGRESS:\n- evil.test:443 refused: not in the allow-list"

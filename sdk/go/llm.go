@@ -234,6 +234,13 @@ func FormatForLLM(r *ExecResult, maxLen int) string {
 	if r.ContextRestarted != nil && *r.ContextRestarted {
 		sections = append(sections, "NOTE:\nthe interpreter was restarted: variables defined before this cell are gone")
 	}
+	var egress strings.Builder
+	for _, d := range r.EgressDenied {
+		fmt.Fprintf(&egress, "- %s:%d refused: %s\n", d.Host, d.Port, d.Why)
+	}
+	if egress.Len() > 0 {
+		sections = append(sections, "EGRESS:\n"+Truncate(trimEnd(Sanitize(egress.String())), maxLen))
+	}
 	var files strings.Builder
 	for _, a := range r.Artifacts {
 		fmt.Fprintf(&files, "- %s (%s, %d bytes)\n", a.Name, a.MimeType, a.Size)

@@ -63,6 +63,33 @@ type ExecResult struct {
 	Results []RichResult `json:"results,omitempty"`
 	// Error is, in a context, the exception the cell raised.
 	Error *CellError `json:"error,omitempty"`
+	// EgressDenied are, with an egress gateway, the connections it refused, with why.
+	EgressDenied []EgressDenied `json:"egress_denied,omitempty"`
+	// EgressAllowed are, with an egress gateway, the connections it let through.
+	EgressAllowed []EgressAllowed `json:"egress_allowed,omitempty"`
+	// SecretsUsed are, with brokered secrets, the requests a secret was put into.
+	SecretsUsed []SecretUse `json:"secrets_used,omitempty"`
+}
+
+// EgressDenied is a connection the egress gateway refused, and why.
+type EgressDenied struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	Why  string `json:"why"`
+}
+
+// EgressAllowed is a connection the egress gateway let through, with its byte counts.
+type EgressAllowed struct {
+	Host          string `json:"host"`
+	Port          int    `json:"port"`
+	BytesSent     int64  `json:"bytes_sent"`
+	BytesReceived int64  `json:"bytes_received"`
+}
+
+// SecretUse is a brokered secret the gateway put into a request (never its value).
+type SecretUse struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
 }
 
 // IsSuccess reports whether the program exited by itself with code 0.

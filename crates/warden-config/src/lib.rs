@@ -224,6 +224,10 @@ pub struct SandboxSettings {
     pub kubernetes: KubernetesOptions,
     /// Options of the docker backend.
     pub docker: DockerOptions,
+    /// `[sandbox.secrets.NAME]`: secrets the egress gateway brokers for profiles that list
+    /// them in `egress.secrets` (values from the daemon's environment or a file, never from
+    /// this file). Default: none.
+    pub secrets: BTreeMap<String, warden_types::egress::SecretSetting>,
 }
 
 impl Default for SandboxSettings {
@@ -238,6 +242,7 @@ impl Default for SandboxSettings {
             jail: JailOptions::default(),
             kubernetes: KubernetesOptions::default(),
             docker: DockerOptions::default(),
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -492,6 +497,9 @@ pub struct JailNetwork {
     /// The resolver Warden's per-sandbox DNS server asks. Default: the first `nameserver` of
     /// the host's /etc/resolv.conf.
     pub upstream_dns: Option<std::net::SocketAddr>,
+    /// CA certificates (PEM) the egress gateway trusts, besides the host's, when it sends a
+    /// brokered secret on to its host (a private API's CA). Default: none.
+    pub upstream_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for JailNetwork {
@@ -500,6 +508,7 @@ impl Default for JailNetwork {
             pool: "10.213.0.0/16".parse().expect("a valid CIDR"),
             pool6: "fd57:6172:6465:6e::/64".parse().expect("a valid CIDR"),
             upstream_dns: None,
+            upstream_ca_file: None,
         }
     }
 }
@@ -1042,6 +1051,13 @@ impl Settings {
         }
         validate_uid_range("sandbox.docker", d.uid_base, d.uid_count)?;
         validate_uid_range("sandbox.jail", s.jail.uid_base, s.jail.uid_count)?;
+        for (name, secret) in &s.secrets {
+            let key = format!("sandbox.secrets.{name}");
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err((key, "a secret's name is letters, digits and '_'".into()));
+            }
+            secret.check().map_err(|why| (key, why))?;
+        }
         for (lang, rt) in &s.runtimes {
             let key = format!("sandbox.runtimes.{lang}");
             Language::new(lang).map_err(|e| (key.clone(), e.to_string()))?;
@@ -1121,6 +1137,20 @@ impl Settings {
                     key("egress"),
                     "egress rules apply only to a networked profile: set network_enabled = true"
                         .into(),
+                ));
+            }
+            for name in &p.egress.secrets {
+                if !s.secrets.contains_key(name) {
+                    return Err((
+                        key("egress.secrets"),
+                        format!("no secret {name:?} in [sandbox.secrets]"),
+                    ));
+                }
+            }
+            if !p.egress.secrets.is_empty() && p.egress.gateway.is_none() {
+                return Err((
+                    key("egress.secrets"),
+                    "needs egress.gateway: only the gateway can put a secret into a request".into(),
                 ));
             }
             if let Some(cmd) = &p.runtime.command

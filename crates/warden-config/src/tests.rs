@@ -169,7 +169,7 @@ fn unknown_keys_name_their_full_path() {
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),
-        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`, `kubernetes`, `docker`"
+        @"test.toml: default.ai.sandbox.bogus: unknown field `bogus`, expected one of `enabled`, `default_profile`, `max_output_length`, `backend`, `profiles`, `runtimes`, `jail`, `kubernetes`, `docker`, `secrets`"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.p.policies.forbidden_imports]\nallowed = []\n[sandbox]\ndefault_profile='p'\n"),
@@ -372,7 +372,7 @@ fn bad_egress_rules_name_the_key() {
     );
     insta::assert_snapshot!(
         err(&format!("{net}allow = []\n")),
-        @"test.toml: sandbox.profiles.n.egress.allow: unknown field `allow`, expected one of `allow_cidrs`, `deny_cidrs`, `allow_domains`, `max_bandwidth`"
+        @"test.toml: sandbox.profiles.n.egress.allow: unknown field `allow`, expected one of `allow_cidrs`, `deny_cidrs`, `allow_domains`, `max_bandwidth`, `secrets`, `gateway`"
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard.egress]\nallow_domains = [\"pypi.org\"]\n"),
@@ -571,4 +571,35 @@ fn durable_is_on_where_it_can_be_and_refused_where_it_cannot() {
     }
     let e = err("[server]\ndata_dir = \"relative/dir\"\n");
     assert!(e.starts_with("test.toml: server.data_dir: "), "{e}");
+}
+
+#[test]
+fn gateway_rules_and_brokered_secrets_are_checked_and_named() {
+    let net = "[sandbox]\ndefault_profile = \"n\"\n[sandbox.profiles.n]\nnetwork_enabled = true\n";
+    let secret = "[sandbox.secrets.api]\nfrom_env = \"API_KEY\"\nhosts = [\"api.example.com\"]\nheader = \"Authorization\"\n";
+    insta::assert_snapshot!(
+        err(&format!("{net}[sandbox.profiles.n.egress.gateway]\nallow = [\"api.example.com:0\"]\n")),
+        @r#"test.toml: sandbox.profiles.n.egress.gateway.allow[0]: invalid domain "api.example.com:0": the port after ':' must be a number from 1 to 65535"#
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}[sandbox.profiles.n.egress]\nsecrets = [\"nope\"]\n[sandbox.profiles.n.egress.gateway]\n")),
+        @r#"test.toml: sandbox.profiles.n.egress.secrets: no secret "nope" in [sandbox.secrets]"#
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}[sandbox.profiles.n.egress]\nsecrets = [\"api\"]\n{secret}")),
+        @"test.toml: sandbox.profiles.n.egress.secrets: needs egress.gateway: only the gateway can put a secret into a request"
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}{secret}from_file = \"/run/k\"\n")),
+        @"test.toml: sandbox.secrets.api: set exactly one of from_env and from_file"
+    );
+    insta::assert_snapshot!(
+        err(&format!("{net}[sandbox.secrets.api]\nvalue = \"x\"\nhosts = []\nheader = \"a\"\n")),
+        @"test.toml: sandbox.secrets.api.value: unknown field `value`, expected one of `from_env`, `from_file`, `hosts`, `header`, `env`"
+    );
+    let ok = format!(
+        "{net}[sandbox.profiles.n.egress]\nsecrets = [\"api\"]\n[sandbox.profiles.n.egress.gateway]\nallow = [\"api.example.com:443\"]\n{secret}"
+    );
+    let s = Settings::from_toml(&ok, "test.toml").unwrap();
+    assert_eq!(s.sandbox.profiles["n"].egress.secrets, ["api"]);
 }

@@ -792,6 +792,7 @@ fn assemble(
         artifacts,
         skipped_artifacts: skipped,
         cell: Default::default(),
+        egress: Default::default(),
     }
 }
 

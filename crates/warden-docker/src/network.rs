@@ -86,6 +86,11 @@ impl From<NetError> for BackendError {
 
 /// What a networked sandbox asks of the host (the jail's rules: one [`NetRequest`]).
 pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetRequest, NetError> {
+    if !egress.secrets.is_empty() {
+        return Err(NetError::Refused(
+            "egress.secrets (brokered secrets) needs the jail backend: a container gets no CA bundle for its gateway yet".into(),
+        ));
+    }
     let upstream_dns = match settings.upstream_dns {
         Some(a) => a,
         None => std::fs::read_to_string("/etc/resolv.conf")
@@ -102,6 +107,8 @@ pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetReque
         pool: settings.pool,
         pool6: settings.pool6,
         upstream_dns,
+        secrets: Vec::new(),
+        upstream_ca_pem: None,
     })
 }
 

@@ -125,6 +125,41 @@ pub enum Decision {
         #[serde(skip_serializing_if = "Option::is_none")]
         line: Option<u32>,
     },
+    /// A sandbox's egress gateway rules were replaced (`PATCH /v1/sandboxes/{id}/egress`).
+    EgressRulesChanged {
+        sandbox: String,
+        allow: Vec<String>,
+        deny: Vec<String>,
+    },
+    /// The egress gateway let a connection of the execution through (recorded at the
+    /// execution's end, before its `execution_ended`).
+    EgressAllowed {
+        execution: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
+        host: String,
+        port: u16,
+        bytes_sent: u64,
+        bytes_received: u64,
+    },
+    /// The egress gateway put a brokered secret into a request of the execution (the
+    /// secret's name and the host; never its value).
+    SecretUsed {
+        execution: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
+        name: String,
+        host: String,
+    },
+    /// The egress gateway refused a connection of the execution, with why.
+    EgressDenied {
+        execution: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
+        host: String,
+        port: u16,
+        why: String,
+    },
     FileUploaded {
         sandbox: String,
         path: String,

@@ -326,6 +326,17 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_DURABLE.into()))
     }
 
+    /// Replaces the egress gateway's rules of a sandbox whose profile has a gateway; every
+    /// execution started afterwards (and every context started or restarted afterwards)
+    /// gets them.
+    async fn set_egress(
+        &self,
+        rules: warden_types::egress::GatewayRules,
+    ) -> Result<(), BackendError> {
+        let _ = rules;
+        Err(BackendError::Refused(NO_GATEWAY.into()))
+    }
+
     /// Whether the sandbox is usable and the context's interpreter is running now (it was
     /// not killed or exited since it started). The warm pool asks this before it hands a
     /// sandbox out. A backend without contexts has none alive.
@@ -364,6 +375,10 @@ pub trait HeldRun: Send + Sync + fmt::Debug {
 
 /// The refusal of a backend that cannot hold one-shot sandboxes.
 pub const NO_HELD_RUNS: &str = "this backend cannot start a one-shot sandbox ahead of its code";
+
+/// The refusal of a sandbox without an egress gateway to change.
+pub const NO_GATEWAY: &str =
+    "this sandbox has no egress gateway (its profile sets no egress.gateway)";
 
 /// The refusal of a backend that cannot pause sandboxes.
 pub const NO_PAUSE: &str = "this backend cannot pause a sandbox";

@@ -623,6 +623,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell,
+            egress: Default::default(),
         }
     }
 

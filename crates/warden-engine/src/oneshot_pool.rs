@@ -337,6 +337,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         }
     }
 

@@ -129,6 +129,36 @@ impl<'a> RunAudit<'a> {
 
     fn record(&mut self, outcome: Result<&ExecResult, &str>) {
         self.ended = true;
+        if let Ok(result) = outcome {
+            let owner = self.audited.owner.as_deref();
+            for d in &result.egress.egress_denied {
+                self.engine.record(owner, || Decision::EgressDenied {
+                    execution: self.execution.clone(),
+                    sandbox: self.audited.sandbox.clone(),
+                    host: d.host.clone(),
+                    port: d.port,
+                    why: d.why.clone(),
+                });
+            }
+            for u in &result.egress.secrets_used {
+                self.engine.record(owner, || Decision::SecretUsed {
+                    execution: self.execution.clone(),
+                    sandbox: self.audited.sandbox.clone(),
+                    name: u.name.clone(),
+                    host: u.host.clone(),
+                });
+            }
+            for a in &result.egress.egress_allowed {
+                self.engine.record(owner, || Decision::EgressAllowed {
+                    execution: self.execution.clone(),
+                    sandbox: self.audited.sandbox.clone(),
+                    host: a.host.clone(),
+                    port: a.port,
+                    bytes_sent: a.bytes_sent,
+                    bytes_received: a.bytes_received,
+                });
+            }
+        }
         self.engine.record(self.audited.owner.as_deref(), || {
             audit::ended(
                 std::mem::take(&mut self.execution),
@@ -160,7 +190,7 @@ enum Target {
         plan: Box<ExecPlan>,
     },
     InSandbox {
-        sandboxes: Sandboxes,
+        sandboxes: Box<Sandboxes>,
         prepared: Box<PreparedExec>,
     },
 }
@@ -304,7 +334,7 @@ impl Sandboxes {
                 trace,
                 profile,
                 target: Target::InSandbox {
-                    sandboxes: self.clone(),
+                    sandboxes: Box::new(self.clone()),
                     prepared: Box::new(prepared),
                 },
                 audited,

@@ -447,6 +447,7 @@ mod tests {
                 artifacts: vec![],
                 skipped_artifacts: vec![],
                 cell: CellOutput::default(),
+                egress: Default::default(),
             })
         }
         async fn context_alive(&self, id: &str) -> bool {

@@ -968,6 +968,26 @@ impl Sandboxes {
         })
     }
 
+    /// Replaces the egress gateway's rules of the caller's sandbox (refused for a sandbox
+    /// whose profile has no gateway); executions started afterwards get them.
+    pub async fn set_egress(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        rules: warden_types::egress::GatewayRules,
+    ) -> Result<warden_types::egress::GatewayRules, EngineError> {
+        let entry = self.find(owner, id)?;
+        entry.handle.set_egress(rules.clone()).await?;
+        entry.touch(Use::Files);
+        self.engine
+            .record(entry.owner.as_deref(), || Decision::EgressRulesChanged {
+                sandbox: entry.id.clone(),
+                allow: rules.allow.iter().map(|r| r.to_string()).collect(),
+                deny: rules.deny.iter().map(|r| r.to_string()).collect(),
+            });
+        Ok(rules)
+    }
+
     /// Lets a paused sandbox's processes run again (nothing to do for a running one), and
     /// loads the state of the contexts a pause evicted.
     pub async fn resume(&self, owner: Option<&str>, id: &str) -> Result<Resumed, EngineError> {

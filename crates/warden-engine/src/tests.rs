@@ -41,6 +41,7 @@ impl Backend for RecordingBackend {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         })
     }
 
@@ -445,6 +446,7 @@ fn ok_result(stdout: String) -> ExecResult {
         artifacts: vec![],
         skipped_artifacts: vec![],
         cell: Default::default(),
+        egress: Default::default(),
     }
 }
 

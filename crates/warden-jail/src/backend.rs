@@ -153,9 +153,13 @@ impl Backend for JailBackend {
     fn check(&self, plan: &ExecPlan) -> Result<(), BackendError> {
         // A networked sandbox runs only behind Warden's own link and firewall; a host that
         // cannot provide them refuses the profile rather than run it on the host's network.
-        if let Some(request) =
-            net_request(&self.settings.network, plan.network_enabled, &plan.egress)?
-        {
+        // Without the secrets' values: this process may fork a helper later, which would copy
+        // them (see `exec`).
+        if let Some(request) = crate::settings::net_request_without_values(
+            &self.settings.network,
+            plan.network_enabled,
+            &plan.egress,
+        )? {
             warden_net::check(&request)
                 .map_err(|e| BackendError::Refused(format!("network_enabled = true: {e}")))?;
         }
@@ -191,6 +195,16 @@ impl Backend for JailBackend {
         if trace {
             eprintln!("warden-trace: {:.3} backend exec", crate::monotonic_ms());
         }
+        // A helper forked from this process is forked before the plan is built: the plan
+        // holds brokered secrets' values, which the helper's copy of this process's memory
+        // (and the sandbox's init, cloned from it) must never hold.
+        let prestarted = self.prestarted.lock().expect("not poisoned").take();
+        let prestarted = prestarted.or_else(|| {
+            self.settings
+                .fork_when_single_threaded
+                .then(Prestarted::fork_if_single_threaded)
+                .flatten()
+        });
         let mut jail_plan = self.plan(&plan)?;
         jail_plan.trace_timing = trace;
         if trace {
@@ -203,13 +217,6 @@ impl Backend for JailBackend {
         jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
         self.reap_forked();
         let margin = timeout + Duration::from_secs(10);
-        let prestarted = self.prestarted.lock().expect("not poisoned").take();
-        let prestarted = prestarted.or_else(|| {
-            self.settings
-                .fork_when_single_threaded
-                .then(Prestarted::fork_if_single_threaded)
-                .flatten()
-        });
         if let Some(HelperParts {
             pid,
             plan_w,

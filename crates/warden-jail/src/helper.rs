@@ -207,6 +207,14 @@ fn serve_with(
         live_stdin,
     )
     .map_err(HelperFailure::Jail);
+    // The program has ended: the gateway's decisions join its result (the refusals it saw,
+    // the connections it made).
+    let result = result.map(|(mut r, teardown)| {
+        if let Some(n) = network.as_mut() {
+            r.egress = n.finish_egress();
+        }
+        (r, teardown)
+    });
     let code = finish(out, result, caller);
     drop(network);
     // The teardown (in `finish`) killed and reaped init, with every process of the sandbox.

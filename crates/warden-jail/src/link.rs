@@ -30,6 +30,7 @@ pub(crate) fn attach_network(
     let attachment = NetAttachment {
         interface: attached.interface(),
         resolv_conf: attached.plan().resolv_conf(),
+        ca_bundle: attached.ca_bundle(),
     };
     Ok(Some((attached, attachment)))
 }

@@ -321,6 +321,19 @@ fn prepare(
             sys.write_file(&path, network.resolv_conf.as_bytes(), 0o644)
                 .map_err(at("write file", dest))
         }
+        MountOp::GatewayCa { dest } => {
+            let bundle = network
+                .and_then(|n| n.ca_bundle.as_ref())
+                .ok_or_else(|| MountError {
+                    step: "write the CA bundle",
+                    path: dest.clone(),
+                    source: io::Error::other("the sandbox's egress gateway has no CA"),
+                })?;
+            let path = under(root, dest);
+            dirs.parent_of(sys, &path)?;
+            sys.write_file(&path, bundle.as_bytes(), 0o644)
+                .map_err(at("write file", dest))
+        }
         MountOp::Proc { dest } | MountOp::Tmpfs { dest, .. } => {
             dirs.dir(sys, &under(root, dest), 0o755)
         }
@@ -419,7 +432,8 @@ fn mount_on_top(
         | MountOp::Dir { .. }
         | MountOp::File { .. }
         | MountOp::BinaryFile { .. }
-        | MountOp::ResolvConf { .. } => Ok(()),
+        | MountOp::ResolvConf { .. }
+        | MountOp::GatewayCa { .. } => Ok(()),
     }
 }
 
@@ -550,6 +564,37 @@ mod tests {
     }
 
     #[test]
+    fn brokered_secrets_give_placeholders_a_ca_bundle_and_init_never_the_value() {
+        let request: warden_net::NetRequest = serde_json::from_value(serde_json::json!({
+            "egress": {"gateway": {"allow": ["api.test"]}, "secrets": ["api"]},
+            "pool": "10.213.0.0/16", "upstream_dns": "192.0.2.53:53",
+            "secrets": [{"name": "api", "env": "API_KEY", "placeholder": "WARDEN_SECRET_API_X",
+                         "value": "real", "hosts": ["api.test"], "header": "authorization"}],
+            "upstream_ca_pem": "-----BEGIN CERTIFICATE-----"
+        }))
+        .unwrap();
+        let p = plan_with(Some(request));
+        assert_eq!(
+            p.mounts.last(),
+            Some(&MountOp::GatewayCa {
+                dest: crate::plan::GATEWAY_CA_BUNDLE.into()
+            })
+        );
+        let env: std::collections::BTreeMap<_, _> = p.env.iter().cloned().collect();
+        assert_eq!(env["API_KEY"], "WARDEN_SECRET_API_X");
+        for var in crate::plan::CA_BUNDLE_VARIABLES {
+            assert_eq!(env[*var], crate::plan::GATEWAY_CA_BUNDLE);
+        }
+        assert!(!serde_json::to_string(&p.env).unwrap().contains("real"));
+        let for_init = serde_json::to_string(&*p.for_init()).unwrap();
+        assert!(!for_init.contains("\"real\""), "{for_init}");
+        assert!(!for_init.contains("BEGIN CERTIFICATE"), "{for_init}");
+        // Without the helper's bundle, the sandbox is not built.
+        let mut sys = RecordingMountSys::default();
+        assert!(build_root(&mut sys, Path::new("/st"), &p, None).is_err());
+    }
+
+    #[test]
     fn a_networked_sandbox_gets_the_resolv_conf_its_helper_attached() {
         let p = networked_plan();
         assert_eq!(
@@ -565,6 +610,7 @@ mod tests {
             }))
             .unwrap(),
             resolv_conf: "nameserver 10.213.0.1\n".into(),
+            ca_bundle: None,
         };
         let mut sys = RecordingMountSys::default();
         build_root(&mut sys, Path::new("/st"), &p, Some(&attachment)).unwrap();

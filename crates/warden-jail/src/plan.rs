@@ -111,6 +111,12 @@ pub enum MountOp {
     ResolvConf {
         dest: PathBuf,
     },
+    /// A sandbox with brokered secrets: the CA bundle it trusts (mode 0644, written into the
+    /// root like `File`): the host's CAs and its egress gateway's own CA, made by the helper
+    /// with the gateway, and come with the [`NetAttachment`].
+    GatewayCa {
+        dest: PathBuf,
+    },
 }
 
 pub use crate::cgroup::CgroupPlan;
@@ -236,6 +242,42 @@ pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 pub struct NetAttachment {
     pub interface: warden_net::Interface,
     pub resolv_conf: String,
+    /// The contents of the planned [`MountOp::GatewayCa`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+}
+
+/// Where a sandbox with brokered secrets finds its CA bundle (a [`MountOp::GatewayCa`]).
+pub const GATEWAY_CA_BUNDLE: &str = "/etc/warden/ca-bundle.pem";
+
+/// The variables that point the usual TLS clients at [`GATEWAY_CA_BUNDLE`]: OpenSSL (Python's
+/// ssl and urllib, curl's OpenSSL), curl, requests, Node, pip.
+pub const CA_BUNDLE_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT",
+];
+
+impl JailPlan {
+    /// The plan as the sandbox's init may see it: brokered secrets' values blanked (init is
+    /// the sandbox's first process; only the helper and the gateway hold the values).
+    pub fn for_init(&self) -> std::borrow::Cow<'_, JailPlan> {
+        match &self.network {
+            Some(n) if n.request.secrets.iter().any(|s| !s.value.is_empty()) => {
+                let mut plan = self.clone();
+                if let Some(n) = plan.network.as_mut() {
+                    for s in &mut n.request.secrets {
+                        s.value.clear();
+                    }
+                    n.request.upstream_ca_pem = None;
+                }
+                std::borrow::Cow::Owned(plan)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
 }
 
 /// What the supervisor sends init: the plan and, for a networked sandbox, its attachment.
@@ -487,6 +529,24 @@ impl JailPlan {
                 dest: RESOLV_CONF.into(),
             });
         }
+        // Brokered secrets: the sandbox trusts its gateway's CA and sees placeholders.
+        let secrets = input
+            .network
+            .as_ref()
+            .map(|n| n.secrets.as_slice())
+            .unwrap_or_default();
+        let mut secret_env = Vec::new();
+        if !secrets.is_empty() {
+            mounts.push(MountOp::GatewayCa {
+                dest: GATEWAY_CA_BUNDLE.into(),
+            });
+            for var in CA_BUNDLE_VARIABLES {
+                secret_env.push((var.to_string(), GATEWAY_CA_BUNDLE.to_owned()));
+            }
+            for s in secrets {
+                secret_env.push((s.env.clone(), s.placeholder.clone()));
+            }
+        }
         let mut env = vec![
             (
                 "PATH".to_owned(),
@@ -511,7 +571,7 @@ impl JailPlan {
                 format!("{WORKSPACE_DIR}/{OUTPUT_DIR_NAME}"),
             ),
         ];
-        for (key, value) in input.extra_env {
+        for (key, value) in input.extra_env.into_iter().chain(secret_env) {
             set_env(&mut env, key, value);
         }
         Ok(JailPlan {

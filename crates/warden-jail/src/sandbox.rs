@@ -52,8 +52,9 @@ pub const MAX_RUNS_AT_ONCE: usize = 8;
 pub struct JailSandbox {
     id: String,
     backend: SandboxPart,
-    /// A networked sandbox: each execution gets its own link and firewall with these rules.
-    network: Option<warden_net::NetRequest>,
+    /// A networked sandbox: each execution gets its own link and firewall with these rules
+    /// (the gateway's may be replaced: [`BackendSandbox::set_egress`]).
+    network: std::sync::Mutex<Option<warden_net::NetRequest>>,
     /// Every run's and context's own environment variables (`SandboxSpec::env`).
     env: Vec<(String, String)>,
     /// Where every run also sees the workspace, its HOME and working directory
@@ -144,7 +145,7 @@ impl JailSandbox {
         JailSandbox {
             id,
             backend,
-            network,
+            network: std::sync::Mutex::new(network),
             env: env.into_iter().collect(),
             home,
             workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
@@ -155,6 +156,11 @@ impl JailSandbox {
             paused: std::sync::atomic::AtomicBool::new(false),
             copying: tokio::sync::RwLock::new(()),
         }
+    }
+
+    /// The network request of the sandbox's next run, with its current rules.
+    fn network(&self) -> Option<warden_net::NetRequest> {
+        self.network.lock().expect("not poisoned").clone()
     }
 
     /// Takes a share of the sandbox's turns (an execution, a cell, a context change: they run
@@ -296,7 +302,7 @@ impl JailSandbox {
                 .collect(),
             shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
             // A networked sandbox's interpreter has the sandbox's egress, by the same rules.
-            network: self.network.clone(),
+            network: self.network(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         self.give_home(&mut plan)?;
@@ -374,7 +380,7 @@ impl JailSandbox {
             // The sandbox's variables, then this execution's own (checked by the engine).
             extra_env: self.env.iter().cloned().chain(plan.env.clone()).collect(),
             shared_workspace_fd: Some(crate::helper::INHERITED_WORKSPACE_FD),
-            network: self.network.clone(),
+            network: self.network(),
         })
         .map_err(|e| BackendError::Refused(e.to_string()))?;
         self.give_home(&mut jail_plan)?;
@@ -462,6 +468,20 @@ fn workspace_error(e: WorkspaceError) -> BackendError {
 
 #[async_trait::async_trait]
 impl BackendSandbox for JailSandbox {
+    async fn set_egress(
+        &self,
+        rules: warden_types::egress::GatewayRules,
+    ) -> Result<(), BackendError> {
+        let mut network = self.network.lock().expect("not poisoned");
+        match network.as_mut().and_then(|n| n.egress.gateway.as_mut()) {
+            Some(gateway) => {
+                *gateway = rules;
+                Ok(())
+            }
+            None => Err(BackendError::Refused(warden_engine::NO_GATEWAY.into())),
+        }
+    }
+
     async fn exec(
         &self,
         plan: ExecPlan,

@@ -297,6 +297,8 @@ impl Kept {
 struct Session<'a, W: Write> {
     plan: &'a JailPlan,
     out: &'a mut W,
+    /// The sandbox's network: its egress gateway's decisions go into each cell's result.
+    network: Option<&'a mut warden_net::Attached>,
     core: Core,
     scratch: Option<OwnedFd>,
     streams: [Option<OwnedFd>; 2],
@@ -365,6 +367,7 @@ fn run<W: Write>(
     let mut session = Session {
         plan,
         out,
+        network: network.as_mut(),
         core: Core {
             pid,
             cgroup,
@@ -821,7 +824,7 @@ impl<W: Write> Session<'_, W> {
         }
         output.context_restarted = Some(false);
         let exit_code = if output.error.is_some() { 1 } else { 0 };
-        let result = self.result(
+        let mut result = self.result(
             Some(exit_code),
             None,
             reason,
@@ -830,6 +833,11 @@ impl<W: Write> Session<'_, W> {
             skipped_artifacts,
             output,
         );
+        // A refusal is reported before the program hears of it, so the cell's are all here;
+        // a connection is reported when it closes (one still open, in a later cell).
+        if let Some(n) = self.network.as_mut() {
+            result.egress = n.egress_report();
+        }
         let payload = serde_json::to_vec(&result)
             .map_err(|e| SessionError::Protocol(format!("encode cell result: {e}")))?;
         self.send(Tag::Cell, &payload)
@@ -861,6 +869,7 @@ impl<W: Write> Session<'_, W> {
             artifacts,
             skipped_artifacts,
             cell,
+            egress: Default::default(),
         }
     }
 

@@ -38,6 +38,10 @@ pub struct NetSettings {
     pub pool6: warden_types::egress::Cidr,
     /// The resolver the per-sandbox DNS server asks; `None`: the host's /etc/resolv.conf.
     pub upstream_dns: Option<std::net::SocketAddr>,
+    /// The brokered secrets profiles may name (`[sandbox.secrets]`).
+    pub secrets: std::collections::BTreeMap<String, warden_types::egress::SecretSetting>,
+    /// CA certificates the gateway trusts, besides the host's, towards secrets' hosts.
+    pub upstream_ca_file: Option<PathBuf>,
 }
 
 impl Default for NetSettings {
@@ -46,8 +50,57 @@ impl Default for NetSettings {
             pool: warden_net::DEFAULT_POOL.parse().expect("a valid CIDR"),
             pool6: warden_net::DEFAULT_POOL6.parse().expect("a valid CIDR"),
             upstream_dns: None,
+            secrets: Default::default(),
+            upstream_ca_file: None,
         }
     }
+}
+
+/// A random token of this process, in every placeholder it hands out: a placeholder says
+/// nothing about its value, and differs between daemons.
+fn placeholder_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let mut b = [0u8; 12];
+        // SAFETY: getrandom fills the buffer it is given.
+        unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    })
+}
+
+/// The profile's brokered secrets, with their values read now (`with_values`) or left empty.
+fn brokered(
+    settings: &NetSettings,
+    egress: &warden_types::egress::EgressPolicy,
+    with_values: bool,
+) -> Result<Vec<warden_net::plan::BrokeredSecret>, BackendError> {
+    let mut out = Vec::new();
+    for name in &egress.secrets {
+        let s = settings.secrets.get(name).ok_or_else(|| {
+            BackendError::Refused(format!(
+                "egress.secrets: no secret {name:?} in [sandbox.secrets]"
+            ))
+        })?;
+        let value = if with_values {
+            s.read_value()
+                .map_err(|why| BackendError::Refused(format!("secret {name:?}: {why}")))?
+        } else {
+            String::new()
+        };
+        out.push(warden_net::plan::BrokeredSecret {
+            name: name.clone(),
+            env: s.env.clone().unwrap_or_else(|| name.to_ascii_uppercase()),
+            placeholder: format!(
+                "WARDEN_SECRET_{}_{}",
+                name.to_ascii_uppercase(),
+                placeholder_token()
+            ),
+            value,
+            hosts: s.hosts.clone(),
+            header: s.header.to_ascii_lowercase(),
+        });
+    }
+    Ok(out)
 }
 
 /// What a networked sandbox asks of the host; `None` for an offline one.
@@ -55,6 +108,24 @@ pub(crate) fn net_request(
     settings: &NetSettings,
     network_enabled: bool,
     egress: &warden_types::egress::EgressPolicy,
+) -> Result<Option<warden_net::NetRequest>, BackendError> {
+    request(settings, network_enabled, egress, true)
+}
+
+/// [`net_request`] without reading brokered secrets' values (for checks, which need none).
+pub(crate) fn net_request_without_values(
+    settings: &NetSettings,
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+) -> Result<Option<warden_net::NetRequest>, BackendError> {
+    request(settings, network_enabled, egress, false)
+}
+
+fn request(
+    settings: &NetSettings,
+    network_enabled: bool,
+    egress: &warden_types::egress::EgressPolicy,
+    with_values: bool,
 ) -> Result<Option<warden_net::NetRequest>, BackendError> {
     if !network_enabled {
         return Ok(None);
@@ -70,10 +141,22 @@ pub(crate) fn net_request(
                 )
             })?,
     };
+    let secrets = brokered(settings, egress, with_values)?;
+    let upstream_ca_pem = match (&settings.upstream_ca_file, secrets.is_empty()) {
+        (Some(path), false) => Some(std::fs::read_to_string(path).map_err(|e| {
+            BackendError::Refused(format!(
+                "[sandbox.jail.network].upstream_ca_file: read {}: {e}",
+                path.display()
+            ))
+        })?),
+        _ => None,
+    };
     Ok(Some(warden_net::NetRequest {
         egress: egress.clone(),
         pool: settings.pool,
         pool6: settings.pool6,
         upstream_dns,
+        secrets,
+        upstream_ca_pem,
     }))
 }

@@ -319,7 +319,12 @@ pub(crate) fn launch(
     trace("ids mapped");
     // Init builds its sandbox from the plan while the cgroup gets its limits and init is moved
     // into it; init starts the program only after the go byte, which follows both.
-    let encoded = serde_json::to_vec(&ToInit { plan, network }).map_err(|e| JailError::Os {
+    let for_init = plan.for_init();
+    let encoded = serde_json::to_vec(&ToInit {
+        plan: &for_init,
+        network,
+    })
+    .map_err(|e| JailError::Os {
         op: "encode plan",
         source: io::Error::other(e),
     })?;
@@ -636,6 +641,7 @@ pub(crate) fn finish_run(
         artifacts,
         skipped_artifacts,
         cell: Default::default(),
+        egress: Default::default(),
     };
     Ok((
         result,

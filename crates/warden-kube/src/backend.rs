@@ -42,6 +42,11 @@ fn refuse_egress_rules(
     network_enabled: bool,
     egress: &warden_types::egress::EgressPolicy,
 ) -> Result<(), BackendError> {
+    if network_enabled && (egress.gateway.is_some() || !egress.secrets.is_empty()) {
+        return Err(BackendError::Refused(
+            "the kubernetes backend has no egress gateway (egress.gateway, egress.secrets: the jail's and docker's); refused rather than run without it".into(),
+        ));
+    }
     if network_enabled
         && (egress.is_allow_list()
             || !egress.deny_cidrs.is_empty()

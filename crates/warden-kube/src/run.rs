@@ -226,6 +226,7 @@ pub async fn execute(
         artifacts,
         skipped_artifacts,
         cell: Default::default(),
+        egress: Default::default(),
     })
 }
 

@@ -147,6 +147,7 @@ mod tests {
             }],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         }
     }
 

@@ -72,6 +72,7 @@ fn interpret(code: &str, files: &Mutex<BTreeMap<String, Vec<u8>>>) -> ExecResult
         artifacts: vec![],
         skipped_artifacts: vec![],
         cell: Default::default(),
+        egress: Default::default(),
     }
 }
 

@@ -285,6 +285,33 @@ pub fn handle(
     Some(query.answer(rcode, &records))
 }
 
+/// The answer for a sandbox behind the egress gateway: every A question gets the gateway's
+/// own address (`gateway`, the host end of the link) and AAAA none, without asking upstream.
+/// Where a connection goes is decided by the gateway from the name the program sends (TLS
+/// SNI, HTTP Host), never by an address, so the sandbox needs no real one: a name the rules
+/// refuse still connects, and its refusal is reported with its reason, and no name the
+/// program looks up ever leaves the host.
+pub fn handle_gateway(raw: &[u8], gateway: Ipv4Addr) -> Option<Vec<u8>> {
+    let query = match Query::parse(raw) {
+        Ok(q) => q,
+        Err(WireError::Short | WireError::NotAQuery) if raw.len() >= 2 => {
+            let mut m = raw[..2].to_vec();
+            m.extend_from_slice(&[0x80, RCODE_FORMERR, 0, 0, 0, 0, 0, 0, 0, 0]);
+            return Some(m);
+        }
+        Err(_) => return None,
+    };
+    Some(match (query.qclass, query.qtype) {
+        (CLASS_IN, TYPE_A) => query.answer(0, &[(IpAddr::V4(gateway), GATEWAY_TTL)]),
+        (CLASS_IN, TYPE_AAAA) => query.answer(0, &[]),
+        (CLASS_IN, _) => query.answer(RCODE_NOTIMP, &[]),
+        _ => query.answer(RCODE_REFUSED, &[]),
+    })
+}
+
+/// TTL of the gateway's synthetic answers.
+const GATEWAY_TTL: u32 = 5;
+
 /// A UDP upstream with a timeout.
 #[derive(Debug)]
 pub struct UdpUpstream {
@@ -332,10 +359,12 @@ impl Upstream for UdpUpstream {
     }
 }
 
-/// Serves queries from `socket` forever (until killed), answering only `sandbox`.
+/// Serves queries from `socket` forever (until killed), answering only `sandbox`; with
+/// `gateway`, every name is answered with that address ([`handle_gateway`]).
 pub fn serve(
     socket: &UdpSocket,
     sandbox: Ipv4Addr,
+    gateway: Option<Ipv4Addr>,
     policy: &EgressPolicy,
     upstream: &mut dyn Upstream,
     pinner: &mut dyn Pinner,
@@ -354,7 +383,11 @@ pub fn serve(
             continue;
         }
         next_id = next_id.wrapping_add(0x9E37);
-        if let Some(reply) = handle(policy, &buf[..n], next_id, upstream, pinner) {
+        let reply = match gateway {
+            Some(address) => handle_gateway(&buf[..n], address),
+            None => handle(policy, &buf[..n], next_id, upstream, pinner),
+        };
+        if let Some(reply) = reply {
             let _ = socket.send_to(&reply, from);
         }
     }
@@ -616,5 +649,19 @@ mod tests {
         let reply = other.answer(0, &[("203.0.113.1".parse().unwrap(), 5)]);
         assert_eq!(parse_upstream(&reply, 7, &q), Err(WireError::Mismatch));
         assert_eq!(parse_upstream(&reply, 8, &other), Err(WireError::Mismatch));
+    }
+
+    #[test]
+    fn behind_the_gateway_every_name_is_the_gateway_and_nothing_goes_upstream() {
+        let gw: Ipv4Addr = "10.213.0.29".parse().unwrap();
+        let reply = handle_gateway(&query(9, "evil.test", TYPE_A), gw).unwrap();
+        let q = Query::parse(&query(9, "evil.test", TYPE_A)).unwrap();
+        let (rcode, records) = parse_upstream(&reply, 9, &q).unwrap();
+        assert_eq!((rcode, records), (0, vec![(IpAddr::V4(gw), GATEWAY_TTL)]));
+        let q6 = Query::parse(&query(10, "evil.test", TYPE_AAAA)).unwrap();
+        let reply = handle_gateway(&query(10, "evil.test", TYPE_AAAA), gw).unwrap();
+        assert_eq!(parse_upstream(&reply, 10, &q6).unwrap(), (0, vec![]));
+        let reply = handle_gateway(&query(11, "evil.test", 16), gw).unwrap();
+        assert_eq!(reply[3] & 0xF, RCODE_NOTIMP);
     }
 }

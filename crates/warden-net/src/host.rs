@@ -20,6 +20,7 @@ use std::io::{Read, Seek, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use warden_types::egress::EgressReport;
 
 /// Where slot locks live by default (a tmpfs: empty after a reboot, when nothing is left).
 pub const RUN_DIR: &str = "/run/warden/net";
@@ -41,6 +42,8 @@ pub enum HostError {
     },
     #[error("start the sandbox's resolver: {0}")]
     Resolver(std::io::Error),
+    #[error("start the sandbox's egress gateway: {0}")]
+    Gateway(std::io::Error),
 }
 
 /// Checks, before anything is started, that this host can give a sandbox a controlled
@@ -155,9 +158,125 @@ pub struct Attached {
     /// said, e.g. someone deleted the table).
     fallback: Option<String>,
     resolver: Option<libc::pid_t>,
+    gateway: Option<GatewayChild>,
 }
 
+/// The sandbox's egress gateway process and the pipes to it.
+#[derive(Debug)]
+struct GatewayChild {
+    /// The sandbox's CA certificate (PEM), when it has brokered secrets.
+    ca_pem: Option<String>,
+    pid: libc::pid_t,
+    /// Closing it tells the gateway to report what is still open and exit.
+    stop: Option<std::os::fd::OwnedFd>,
+    /// Its events (non-blocking).
+    report: std::fs::File,
+    /// The start of a line not yet whole.
+    partial: Vec<u8>,
+}
+
+impl GatewayChild {
+    /// The whole event lines available now.
+    fn drain(&mut self, into: &mut EgressReport) {
+        let mut buf = [0u8; 16 * 1024];
+        while let Ok(n) = self.report.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.partial.extend_from_slice(&buf[..n]);
+        }
+        self.take_lines(into);
+    }
+
+    fn take_lines(&mut self, into: &mut EgressReport) {
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
+            return;
+        };
+        let lines: Vec<u8> = self.partial.drain(..=end).collect();
+        for event in crate::gateway::parse_events(&String::from_utf8_lossy(&lines)) {
+            match event {
+                crate::gateway::Event::Denied(d) => into.egress_denied.push(d),
+                crate::gateway::Event::Allowed(a) => into.egress_allowed.push(a),
+                crate::gateway::Event::SecretUsed(s) => into.secrets_used.push(s),
+            }
+        }
+    }
+
+    /// Stops the gateway: every event it has, the open connections' last.
+    fn finish(mut self, into: &mut EgressReport) {
+        self.stop.take();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match self.report.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.partial.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() >= deadline {
+                        break;
+                    }
+                    let mut pfd = libc::pollfd {
+                        fd: self.report.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: poll on one valid pollfd.
+                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.take_lines(into);
+    }
+}
+
+impl Drop for GatewayChild {
+    fn drop(&mut self) {
+        // SAFETY: kill and waitpid on our own child.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// The host's CA bundle (Debian's path): what the sandbox's bundle starts from, and what the
+/// gateway trusts towards the hosts of brokered secrets.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
 impl Attached {
+    /// The CA bundle a sandbox with brokered secrets trusts: the host's CAs and its own
+    /// gateway's CA (`None` without brokered secrets).
+    pub fn ca_bundle(&self) -> Option<String> {
+        let ca = self.gateway.as_ref()?.ca_pem.as_ref()?;
+        let mut bundle = std::fs::read_to_string(SYSTEM_CA_BUNDLE).unwrap_or_default();
+        if !bundle.is_empty() && !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(ca);
+        Some(bundle)
+    }
+
+    /// What the egress gateway reported since the last call (nothing without a gateway).
+    pub fn egress_report(&mut self) -> EgressReport {
+        let mut r = EgressReport::default();
+        if let Some(g) = self.gateway.as_mut() {
+            g.drain(&mut r);
+        }
+        r
+    }
+
+    /// Stops the egress gateway (the sandbox has ended) and returns what it reported since
+    /// the last [`Attached::egress_report`], connections still open with their counts so far.
+    pub fn finish_egress(&mut self) -> EgressReport {
+        let mut r = EgressReport::default();
+        if let Some(g) = self.gateway.take() {
+            g.finish(&mut r);
+        }
+        r
+    }
+
     pub fn plan(&self) -> &NetPlan {
         &self.plan
     }
@@ -190,6 +309,7 @@ impl Attached {
 
 impl Drop for Attached {
     fn drop(&mut self) {
+        self.gateway.take();
         if let Some(pid) = self.resolver.take() {
             // SAFETY: kill and waitpid on our own child.
             unsafe {
@@ -303,6 +423,7 @@ pub fn attach(
         firewall: Some(firewall),
         fallback,
         resolver: None,
+        gateway: None,
     };
     let host_if = attached.plan.host_if();
     if attached.sys.link_exists(&host_if) {
@@ -317,6 +438,17 @@ pub fn attach(
             source,
         })?;
     attached.resolver = Some(start_resolver(&attached.plan).map_err(HostError::Resolver)?);
+    if let Some(rules) = attached.plan.egress.gateway.clone() {
+        attached.gateway = Some(
+            start_gateway(
+                &attached.plan,
+                rules,
+                &req.secrets,
+                req.upstream_ca_pem.as_deref(),
+            )
+            .map_err(HostError::Gateway)?,
+        );
+    }
     Ok(attached)
 }
 
@@ -428,10 +560,130 @@ fn start_resolver(plan: &NetPlan) -> std::io::Result<libc::pid_t> {
     dns::serve(
         &socket,
         plan.slot.sandbox,
+        plan.egress.gateway.as_ref().map(|_| plan.slot.host),
         &plan.egress,
         &mut upstream,
         &mut pinner,
     )
+}
+
+/// Binds the gateway on the host end of the link (IPv4 and IPv6) and forks it, as nobody
+/// without capabilities; it dies with this process.
+fn start_gateway(
+    plan: &NetPlan,
+    rules: warden_types::egress::GatewayRules,
+    secrets: &[crate::plan::BrokeredSecret],
+    upstream_ca_pem: Option<&str>,
+) -> std::io::Result<GatewayChild> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let port = crate::gateway::GATEWAY_PORT;
+    let l4 = std::net::TcpListener::bind(SocketAddr::from((plan.slot.host, port)))?;
+    let l6 = std::net::TcpListener::bind(SocketAddr::from((plan.slot.host6, port)))?;
+    let pipe = || -> std::io::Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 fills two descriptors, which we then own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both were just opened by pipe2.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    };
+    let (report_r, report_w) = pipe()?;
+    let (stop_r, stop_w) = pipe()?;
+    // SAFETY: fcntl on descriptors we own: a roomy, non-blocking report pipe (a full one
+    // drops events rather than stalling connections).
+    unsafe {
+        libc::fcntl(report_w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+        for fd in [report_r.as_raw_fd(), report_w.as_raw_fd()] {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+    let (authority, upstream_tls) = if secrets.is_empty() {
+        (None, None)
+    } else {
+        let authority = crate::gateway::broker::Authority::new().map_err(std::io::Error::other)?;
+        let tls =
+            crate::gateway::broker::upstream_config(Path::new(SYSTEM_CA_BUNDLE), upstream_ca_pem)
+                .map_err(std::io::Error::other)?;
+        (Some(std::sync::Arc::new(authority)), Some(tls))
+    };
+    let ca_pem = authority.as_ref().map(|a| a.certificate_pem());
+    let config = crate::gateway::Config {
+        rules,
+        upstream_dns: plan.upstream_dns,
+        secrets: secrets.to_vec(),
+        authority,
+        upstream_tls,
+    };
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the caller (the jail's helper, docker's keeper) is single-threaded; the child
+    // only runs the gateway and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid > 0 {
+        return Ok(GatewayChild {
+            ca_pem,
+            pid,
+            stop: Some(stop_w),
+            report: std::fs::File::from(report_r),
+            partial: Vec::new(),
+        });
+    }
+    let die_with_parent = || {
+        // SAFETY: prctl and getppid with integer arguments; _exit ends the forked child.
+        unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            if libc::getppid() != parent {
+                libc::_exit(0);
+            }
+        }
+    };
+    die_with_parent();
+    keep_only_fds(&[
+        l4.as_raw_fd(),
+        l6.as_raw_fd(),
+        report_w.as_raw_fd(),
+        stop_r.as_raw_fd(),
+    ]);
+    // The pipe ends the parent keeps were closed just now; forget them here.
+    std::mem::forget(report_r);
+    std::mem::forget(stop_w);
+    if become_nobody().is_err() {
+        // SAFETY: _exit ends the forked child without running the parent's destructors.
+        unsafe { libc::_exit(1) };
+    }
+    die_with_parent();
+    crate::gateway::run(vec![l4, l6], config, report_w, stop_r)
+}
+
+/// Makes the gateway nobody with no capabilities at all (they go with the uid change), no
+/// way to gain any, and not dumpable (no other process of nobody's may trace it).
+fn become_nobody() -> std::io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: setgroups, setresgid, setresuid and prctl with integer arguments.
+    unsafe {
+        check(libc::setgroups(0, std::ptr::null()))?;
+        check(libc::setresgid(RESOLVER_ID, RESOLVER_ID, RESOLVER_ID))?;
+        check(libc::setresuid(RESOLVER_ID, RESOLVER_ID, RESOLVER_ID))?;
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0))?;
+    }
+    Ok(())
 }
 
 fn upstream_fd(u: &dns::UdpUpstream) -> i32 {
@@ -646,6 +898,8 @@ mod tests {
             pool: pool.parse().unwrap(),
             pool6: crate::pool::DEFAULT_POOL6.parse().unwrap(),
             upstream_dns: "192.0.2.1:53".parse().unwrap(),
+            secrets: Vec::new(),
+            upstream_ca_pem: None,
         };
         assert_eq!(overlapping_route(routes, &req("10.213.0.0/16")), None);
         assert_eq!(
@@ -667,6 +921,8 @@ mod tests {
             pool: "10.213.0.0/16".parse().unwrap(),
             pool6: crate::pool::DEFAULT_POOL6.parse().unwrap(),
             upstream_dns: "192.0.2.1:53".parse().unwrap(),
+            secrets: Vec::new(),
+            upstream_ca_pem: None,
         };
         assert_eq!(
             overlapping_route6(routes, &req),

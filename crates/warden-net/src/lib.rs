@@ -25,6 +25,7 @@
 
 pub mod blocked;
 pub mod dns;
+pub mod gateway;
 pub mod host;
 pub mod inside;
 pub mod keeper;

@@ -48,6 +48,40 @@ pub struct NetRequest {
     pub pool6: Cidr,
     /// The resolver Warden's DNS server asks.
     pub upstream_dns: SocketAddr,
+    /// Secrets the egress gateway puts into requests to their hosts (`egress.secrets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<BrokeredSecret>,
+    /// CA certificates (PEM) the gateway trusts, besides the host's, when it re-encrypts a
+    /// request to a secret's host (`[sandbox.jail.network].upstream_ca_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_ca_pem: Option<String>,
+}
+
+/// A secret the gateway brokers: the sandbox sees `placeholder` (in its variable `env`);
+/// in a request to one of `hosts` over TLS, the gateway replaces the placeholder in the
+/// header `header` with `value`. Its `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokeredSecret {
+    pub name: String,
+    pub env: String,
+    pub placeholder: String,
+    pub value: String,
+    pub hosts: Vec<warden_types::egress::DomainPattern>,
+    /// The header's name, lowercase.
+    pub header: String,
+}
+
+impl std::fmt::Debug for BrokeredSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokeredSecret")
+            .field("name", &self.name)
+            .field("env", &self.env)
+            .field("placeholder", &self.placeholder)
+            .field("value", &"<redacted>")
+            .field("hosts", &self.hosts)
+            .field("header", &self.header)
+            .finish()
+    }
 }
 
 fn default_pool6() -> Cidr {
@@ -58,6 +92,14 @@ fn default_pool6() -> Cidr {
 pub enum PlanError {
     #[error("the upstream resolver {addr} is inside the address pool {pool}")]
     UpstreamInPool { addr: SocketAddr, pool: Cidr },
+    #[error(
+        "egress.gateway decides by name, so it cannot be combined with egress.{key}: put the names in egress.gateway.allow and .deny"
+    )]
+    GatewayWith { key: &'static str },
+    #[error(
+        "egress.secrets needs egress.gateway: only the gateway can put a secret into a request"
+    )]
+    SecretsWithoutGateway,
 }
 
 /// The sandbox side of the link, as its init configures it.
@@ -159,7 +201,12 @@ impl NetPlan {
     /// The slot's objects: its chains and its sets (with their specs).
     fn objects(&self) -> (Vec<String>, Vec<(String, String)>) {
         let c = self.chain();
-        let chains = vec![c.clone(), format!("{c}_in"), format!("{c}_down")];
+        let chains = vec![
+            c.clone(),
+            format!("{c}_in"),
+            format!("{c}_down"),
+            format!("{c}_gw"),
+        ];
         let interval = "type ipv4_addr; flags interval;".to_owned();
         let interval6 = "type ipv6_addr; flags interval;".to_owned();
         let sets = vec![
@@ -180,12 +227,13 @@ impl NetPlan {
     }
 
     /// The slot's entries in the base maps: (map, target chain).
-    fn map_entries(&self) -> [(&'static str, String); 3] {
+    fn map_entries(&self) -> [(&'static str, String); 4] {
         let c = self.chain();
         [
             ("egress", c.clone()),
             ("local", format!("{c}_in")),
             ("download", format!("{c}_down")),
+            ("gateway", format!("{c}_gw")),
         ]
     }
 
@@ -309,18 +357,24 @@ impl NetPlan {
                 ),
             );
         }
-        rule(&mut s, &c, &format!("ip daddr @{c}_deny drop"));
-        rule(&mut s, &c, &format!("ip6 daddr @{c}_deny6 drop"));
-        rule(&mut s, &c, &format!("ip daddr @{c}_allow accept"));
-        rule(&mut s, &c, &format!("ip6 daddr @{c}_allow6 accept"));
-        rule(&mut s, &c, "ip daddr @blocked4 drop");
-        rule(&mut s, &c, &format!("ip6 daddr @{BLOCKED6} drop"));
-        if e.is_allow_list() {
-            rule(&mut s, &c, &format!("ip daddr @{c}_dns accept"));
-            rule(&mut s, &c, &format!("ip6 daddr @{c}_dns6 accept"));
+        if e.gateway.is_some() {
+            // Every TCP connection is redirected to the gateway before it gets here (the
+            // `_gw` chain below); anything else (UDP, QUIC) goes nowhere.
             rule(&mut s, &c, "drop");
         } else {
-            rule(&mut s, &c, "accept");
+            rule(&mut s, &c, &format!("ip daddr @{c}_deny drop"));
+            rule(&mut s, &c, &format!("ip6 daddr @{c}_deny6 drop"));
+            rule(&mut s, &c, &format!("ip daddr @{c}_allow accept"));
+            rule(&mut s, &c, &format!("ip6 daddr @{c}_allow6 accept"));
+            rule(&mut s, &c, "ip daddr @blocked4 drop");
+            rule(&mut s, &c, &format!("ip6 daddr @{BLOCKED6} drop"));
+            if e.is_allow_list() {
+                rule(&mut s, &c, &format!("ip daddr @{c}_dns accept"));
+                rule(&mut s, &c, &format!("ip6 daddr @{c}_dns6 accept"));
+                rule(&mut s, &c, "drop");
+            } else {
+                rule(&mut s, &c, "accept");
+            }
         }
         // To the host itself: only Warden's resolver on the host end of the link.
         let host = self.slot.host;
@@ -332,6 +386,38 @@ impl NetPlan {
                 self.slot.sandbox
             ),
         );
+        if e.gateway.is_some() {
+            let port = crate::gateway::GATEWAY_PORT;
+            rule(
+                &mut s,
+                &format!("{c}_in"),
+                &format!(
+                    "ct state new limit rate over {NEW_CONNECTIONS_PER_SECOND}/second burst {NEW_CONNECTIONS_BURST} packets drop"
+                ),
+            );
+            rule(
+                &mut s,
+                &format!("{c}_in"),
+                &format!(
+                    "ip saddr {} ip daddr {host} tcp dport {port} accept",
+                    self.slot.sandbox
+                ),
+            );
+            rule(
+                &mut s,
+                &format!("{c}_in"),
+                &format!(
+                    "ip6 saddr {} ip6 daddr {} tcp dport {port} accept",
+                    self.slot.sandbox6, self.slot.host6
+                ),
+            );
+            // Every TCP connection, whatever its address: to the gateway on this link.
+            rule(
+                &mut s,
+                &format!("{c}_gw"),
+                &format!("meta l4proto tcp redirect to :{port}"),
+            );
+        }
         rule(&mut s, &format!("{c}_in"), "drop");
         // Towards the sandbox (replies only, the base chain drops new connections): only
         // this sandbox's own connections, then the download cap.
@@ -365,6 +451,23 @@ impl NetPlan {
 }
 
 fn check_request(req: &NetRequest) -> Result<(), PlanError> {
+    let e = &req.egress;
+    if e.gateway.is_none() && (!req.secrets.is_empty() || !e.secrets.is_empty()) {
+        return Err(PlanError::SecretsWithoutGateway);
+    }
+    if e.gateway.is_some() {
+        for (key, set) in [
+            ("allow_domains", !e.allow_domains.is_empty()),
+            ("allow_cidrs", !e.allow_cidrs.is_empty()),
+            ("deny_cidrs", !e.deny_cidrs.is_empty()),
+            // The gateway's own connections are the host's, outside the sandbox's chains.
+            ("max_bandwidth", e.max_bandwidth.is_some()),
+        ] {
+            if set {
+                return Err(PlanError::GatewayWith { key });
+            }
+        }
+    }
     for pool in [req.pool, req.pool6] {
         if pool.contains(req.upstream_dns.ip()) {
             return Err(PlanError::UpstreamInPool {
@@ -388,7 +491,7 @@ pub fn base_ruleset() -> String {
     let p = IF_PREFIX;
     let mut s = String::new();
     let _ = writeln!(s, "add table inet {TABLE}");
-    for map in ["egress", "local", "download"] {
+    for map in ["egress", "local", "download", "gateway"] {
         let _ = writeln!(s, "add map inet {TABLE} {map} {{ type ifname : verdict; }}");
     }
     for (set, family, v4) in [
@@ -414,7 +517,7 @@ pub fn base_ruleset() -> String {
             list.join(", ")
         );
     }
-    let chains: [(&str, &str, &[String]); 5] = [
+    let chains: [(&str, &str, &[String]); 6] = [
         (
             "forward",
             "type filter hook forward priority filter - 10; policy accept;",
@@ -454,6 +557,13 @@ pub fn base_ruleset() -> String {
                 "iifname \"{p}*\" oifname != \"{p}*\" meta nfproto ipv4 masquerade"
             )],
         ),
+        // The egress gateway: a sandbox's `_gw` chain redirects its TCP connections (empty
+        // without a gateway: nothing is redirected).
+        (
+            "prerouting",
+            "type nat hook prerouting priority dstnat - 10; policy accept;",
+            &[format!("iifname \"{p}*\" iifname vmap @gateway")],
+        ),
         // NAT66, in a chain of its own: the chain above keeps the rule an older Warden
         // re-asserts when it sets up a slot, and that must not remove this one.
         (
@@ -485,6 +595,8 @@ mod tests {
             pool: "10.213.0.0/16".parse().unwrap(),
             pool6: default_pool6(),
             upstream_dns: "192.0.2.53:53".parse().unwrap(),
+            secrets: Vec::new(),
+            upstream_ca_pem: None,
         }
     }
 
@@ -526,6 +638,8 @@ mod tests {
             ],
             allow_domains: vec!["pypi.org".parse().unwrap()],
             max_bandwidth: Some("8mbit".parse().unwrap()),
+            gateway: None,
+            secrets: vec![],
         });
         let setup = p.nft_setup();
         let own = setup.strip_prefix(&super::base_ruleset()).unwrap();
@@ -535,6 +649,34 @@ mod tests {
         assert!(own.ends_with(&p.nft_rules()));
         assert!(!p.nft_rules().contains("delete") && !p.nft_rules().contains("flush"));
         insta::assert_snapshot!(p.nft_reset());
+    }
+
+    #[test]
+    fn gateway_setup() {
+        let p = plan(EgressPolicy {
+            gateway: Some(warden_types::egress::GatewayRules {
+                allow: vec!["api.test:443".parse().unwrap()],
+                deny: vec![],
+            }),
+            ..Default::default()
+        });
+        let rules = p.nft_rules();
+        insta::assert_snapshot!(rules);
+        // TCP to the gateway on this link only; everything forwarded is dropped.
+        assert!(
+            rules.contains("add rule inet warden sb7_gw meta l4proto tcp redirect to :15001\n")
+        );
+        assert!(rules.contains("add rule inet warden sb7 drop\n"));
+        // Without a gateway, nothing is redirected.
+        assert!(!plan(EgressPolicy::default()).nft_rules().contains("sb7_gw"));
+        let mut both = request(p.egress.clone());
+        both.egress.allow_domains = vec!["pypi.org".parse().unwrap()];
+        assert_eq!(
+            check(&both),
+            Err(PlanError::GatewayWith {
+                key: "allow_domains"
+            })
+        );
     }
 
     #[test]

@@ -174,6 +174,8 @@ fn root_inside_the_namespace_gets_no_further_than_the_rules() {
         pool: "10.213.0.0/16".parse().unwrap(),
         pool6: warden_net::DEFAULT_POOL6.parse().unwrap(),
         upstream_dns: "203.0.113.10:53".parse().unwrap(),
+        secrets: Vec::new(),
+        upstream_ca_pem: None,
     };
     let run_dir = Path::new(warden_net::RUN_DIR);
     warden_net::check(&req).unwrap();

@@ -36,7 +36,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -186,6 +186,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sandboxes/{id}/fork", post(sandboxes::fork))
         .route("/v1/snapshots", get(sandboxes::list_snapshots))
         .route("/v1/snapshots/{name}", delete(sandboxes::delete_snapshot))
+        .route("/v1/sandboxes/{id}/egress", patch(sandboxes::set_egress))
         .route(
             "/v1/sandboxes/{id}/contexts",
             post(sandboxes::create_context).get(sandboxes::list_contexts),

@@ -320,6 +320,14 @@ pub const OPERATIONS: &[Operation] = &[
         response: Body::Json(schema::<SnapshotDeleted>),
     },
     Operation {
+        method: "patch",
+        path: "/v1/sandboxes/{id}/egress",
+        summary: "Replace the egress gateway's rules of a sandbox whose profile has a gateway (executions started afterwards get them)",
+        request: Body::Json(schema::<warden_types::egress::GatewayRules>),
+        status: 200,
+        response: Body::Json(schema::<warden_types::egress::GatewayRules>),
+    },
+    Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/exec",
         summary: "Run code in a sandbox (its workspace persists between executions)",

@@ -160,6 +160,23 @@ pub async fn pause(
     }
 }
 
+/// `PATCH /v1/sandboxes/{id}/egress`: the egress gateway's new rules (replacing the old).
+pub async fn set_egress(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(rules): ApiJson<warden_types::egress::GatewayRules>,
+) -> Response {
+    match state
+        .sandboxes
+        .set_egress(caller.owner().as_deref(), &id, rules)
+        .await
+    {
+        Ok(rules) => Json(rules).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
 /// `POST /v1/sandboxes/{id}/resume`.
 pub async fn resume(
     State(state): State<AppState>,

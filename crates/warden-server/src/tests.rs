@@ -56,6 +56,7 @@ impl Backend for EchoBackend {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         })
     }
 
@@ -118,6 +119,7 @@ impl warden_engine::BackendSandbox for MemorySandbox {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         })
     }
     async fn write_file(

@@ -35,6 +35,7 @@ fn echoed(plan: ExecPlan) -> ExecResult {
         artifacts: vec![],
         skipped_artifacts: vec![],
         cell: Default::default(),
+        egress: Default::default(),
     }
 }
 

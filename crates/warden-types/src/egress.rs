@@ -331,6 +331,12 @@ pub struct EgressPolicy {
     pub allow_domains: Vec<DomainPattern>,
     /// Cap on each direction of the sandbox's traffic.
     pub max_bandwidth: Option<Bandwidth>,
+    /// Brokered secrets (names of `[sandbox.secrets]`) the gateway puts into requests to
+    /// their hosts; the sandbox sees only placeholders. Needs `gateway`.
+    pub secrets: Vec<String>,
+    /// The egress gateway: when set, every outbound TCP connection goes through Warden's
+    /// gateway, which allows it by the name it is for (TLS SNI or HTTP Host), not by address.
+    pub gateway: Option<GatewayRules>,
 }
 
 impl EgressPolicy {
@@ -345,9 +351,249 @@ impl EgressPolicy {
     }
 }
 
+/// A host rule of the gateway: a domain pattern and, optionally, one port —
+/// `api.example.com:443`, `*.pythonhosted.org` (any port).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostRule {
+    pub domain: DomainPattern,
+    pub port: Option<u16>,
+}
+
+impl HostRule {
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        self.port.is_none_or(|p| p == port) && self.domain.matches(host)
+    }
+}
+
+impl FromStr for HostRule {
+    type Err = EgressParseError;
+    fn from_str(s: &str) -> Result<HostRule, EgressParseError> {
+        let (name, port) = match s.rsplit_once(':') {
+            Some((name, port)) => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| EgressParseError::BadDomain {
+                        input: s.into(),
+                        why: "the port after ':' must be a number from 1 to 65535",
+                    })?;
+                (name, Some(port))
+            }
+            None => (s, None),
+        };
+        let domain = name.parse().map_err(|e| match e {
+            EgressParseError::BadDomain { why, .. } => EgressParseError::BadDomain {
+                input: s.into(),
+                why,
+            },
+            other => other,
+        })?;
+        Ok(HostRule { domain, port })
+    }
+}
+
+impl fmt::Display for HostRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.port {
+            Some(p) => write!(f, "{}:{p}", self.domain),
+            None => write!(f, "{}", self.domain),
+        }
+    }
+}
+
+impl Serialize for HostRule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<HostRule, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The gateway's rules, by name and port. Precedence: a `deny` match refuses; then, when
+/// `allow` is not empty, only a match there passes (default deny); with `allow` empty every
+/// other name passes. Whatever the rules say, the gateway dials only public addresses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayRules {
+    /// Host rules (`name`, `*.name`, either with `:port`) a connection must match, when any.
+    #[schemars(with = "Vec<String>")]
+    pub allow: Vec<HostRule>,
+    /// Host rules that refuse a connection, whatever `allow` says.
+    #[schemars(with = "Vec<String>")]
+    pub deny: Vec<HostRule>,
+}
+
+impl GatewayRules {
+    /// Whether a connection to `host` (a name, lowercase) on `port` may go out; `Err` says why not.
+    pub fn decide(&self, host: &str, port: u16) -> Result<(), String> {
+        if let Some(rule) = self.deny.iter().find(|r| r.matches(host, port)) {
+            return Err(format!("denied by the rule {rule}"));
+        }
+        if !self.allow.is_empty() && !self.allow.iter().any(|r| r.matches(host, port)) {
+            return Err("not in the allow-list".into());
+        }
+        Ok(())
+    }
+}
+
+/// A connection the gateway refused, as the execution's result reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressDenied {
+    /// The name the program asked for (TLS SNI or HTTP Host), or the address when it gave none.
+    pub host: String,
+    pub port: u16,
+    /// Why, in words: a rule, the allow-list, a non-public address, no name.
+    pub why: String,
+}
+
+/// A connection the gateway let through, with what it carried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressAllowed {
+    pub host: String,
+    pub port: u16,
+    /// Bytes from the sandbox to the host.
+    pub bytes_sent: u64,
+    /// Bytes from the host to the sandbox.
+    pub bytes_received: u64,
+}
+
+/// A secret the egress gateway brokers (`[sandbox.secrets.NAME]`): where the daemon reads its
+/// value (never the settings file), which hosts get it and in which header. A sandbox whose
+/// profile lists it (`egress.secrets`) sees only a placeholder, in its variable `env`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSetting {
+    /// The daemon's environment variable that holds the value.
+    #[serde(default)]
+    pub from_env: Option<String>,
+    /// A file that holds the value (one trailing newline is dropped).
+    #[serde(default)]
+    pub from_file: Option<std::path::PathBuf>,
+    /// The hosts the value is sent to (`name` or `*.name`), over TLS only.
+    pub hosts: Vec<DomainPattern>,
+    /// The request header whose placeholder is replaced, e.g. `Authorization`, `x-api-key`.
+    pub header: String,
+    /// The sandbox's environment variable that holds the placeholder. Default: the secret's
+    /// name in capitals.
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+impl SecretSetting {
+    /// Checks the setting (not the value); `Err` says which field and why.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.from_env, &self.from_file) {
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => return Err("set exactly one of from_env and from_file".into()),
+        }
+        if self.hosts.is_empty() {
+            return Err("hosts: name at least one host".into());
+        }
+        if self.header.is_empty()
+            || !self
+                .header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(format!("header: {:?} is not a header name", self.header));
+        }
+        if let Some(env) = &self.env
+            && (env.is_empty()
+                || env.contains('=')
+                || !env.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        {
+            return Err(format!("env: {env:?} is not a variable name"));
+        }
+        Ok(())
+    }
+
+    /// The value, read now from the daemon's environment or the file.
+    pub fn read_value(&self) -> Result<String, String> {
+        let value = match (&self.from_env, &self.from_file) {
+            (Some(var), _) => std::env::var(var)
+                .map_err(|_| format!("the environment variable {var} is not set"))?,
+            (_, Some(path)) => {
+                let mut v = std::fs::read_to_string(path)
+                    .map_err(|e| format!("read {}: {e}", path.display()))?;
+                if v.ends_with('\n') {
+                    v.pop();
+                }
+                v
+            }
+            (None, None) => return Err("no source".into()),
+        };
+        if value.is_empty() || value.contains(['\r', '\n']) {
+            return Err("the value is empty or has a line break".into());
+        }
+        Ok(value)
+    }
+}
+
+/// A brokered secret the gateway put into a request (never its value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SecretUse {
+    /// The secret's name in the settings.
+    pub name: String,
+    pub host: String,
+}
+
+/// What the egress gateway saw during one execution (empty without a gateway).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EgressReport {
+    /// Connections refused, with why (the program saw an HTTP 403 or a TLS alert).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_denied: Vec<EgressDenied>,
+    /// Connections let through, with their byte counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_allowed: Vec<EgressAllowed>,
+    /// Brokered secrets put into requests, by name and host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets_used: Vec<SecretUse>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gateway_rules_deny_first_then_allow_list() {
+        let rules = GatewayRules {
+            allow: vec![
+                "api.test:443".parse().unwrap(),
+                "*.cdn.test".parse().unwrap(),
+            ],
+            deny: vec!["bad.cdn.test".parse().unwrap()],
+        };
+        assert_eq!(rules.decide("api.test", 443), Ok(()));
+        assert!(rules.decide("api.test", 80).is_err());
+        assert_eq!(rules.decide("a.cdn.test", 8080), Ok(()));
+        assert!(
+            rules
+                .decide("bad.cdn.test", 443)
+                .unwrap_err()
+                .contains("bad.cdn.test")
+        );
+        assert!(rules.decide("other.test", 443).is_err());
+        let open = GatewayRules {
+            allow: vec![],
+            deny: vec!["evil.test".parse().unwrap()],
+        };
+        assert_eq!(open.decide("anything.test", 1), Ok(()));
+        assert!(open.decide("evil.test", 1).is_err());
+        for bad in ["a.test:0", "a.test:x", "a.test:70000", ":443", "*:443"] {
+            assert!(bad.parse::<HostRule>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "*.Cdn.test:443".parse::<HostRule>().unwrap().to_string(),
+            "*.cdn.test:443"
+        );
+    }
 
     #[test]
     fn cidrs_parse_and_refuse_host_bits() {

@@ -225,6 +225,10 @@ pub struct ExecResult {
     /// plain execution is unchanged.
     #[serde(flatten)]
     pub cell: CellOutput,
+    /// What the egress gateway refused and let through during the run (`egress_denied`,
+    /// `egress_allowed`); both absent without a gateway.
+    #[serde(flatten)]
+    pub egress: egress::EgressReport,
 }
 
 /// The notebook-like part of a result: present only for executions in a context.
@@ -411,6 +415,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: CellOutput::default(),
+            egress: Default::default(),
         };
         assert_eq!(r.shell_status(), 3);
         r.reason = Reason::Timeout;
@@ -435,6 +440,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: CellOutput::default(),
+            egress: Default::default(),
         };
         let plain = serde_json::to_value(&r).unwrap();
         for key in [

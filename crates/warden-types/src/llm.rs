@@ -26,6 +26,8 @@
 //! - `ERROR:`: why the run did not succeed — the exit code, the signal, or the limit that ended
 //!   it. A request refused before it ran (a policy violation, an unknown language) is reported
 //!   by [`format_error_for_llm`] as an `ERROR:` section alone.
+//! - `EGRESS:`: the connections the egress gateway refused (host, port, why), so the model
+//!   knows why a request failed.
 //! - `FILES:`: the artifacts (name, mime type, size — never their bytes) and the ones left out,
 //!   with why.
 //!
@@ -268,6 +270,16 @@ pub fn format_for_llm(result: &ExecResult, max_len: usize) -> String {
                 .to_owned(),
         );
     }
+    let mut egress = String::new();
+    for d in &result.egress.egress_denied {
+        let _ = writeln!(egress, "- {}:{} refused: {}", d.host, d.port, d.why);
+    }
+    if !egress.is_empty() {
+        sections.push(format!(
+            "EGRESS:\n{}",
+            truncate(sanitize(&egress).trim_end(), max_len)
+        ));
+    }
     let mut files = String::new();
     for a in &result.artifacts {
         let _ = writeln!(files, "- {} ({}, {} bytes)", a.name, a.mime_type, a.size);
@@ -353,6 +365,7 @@ mod tests {
             artifacts: vec![],
             skipped_artifacts: vec![],
             cell: Default::default(),
+            egress: Default::default(),
         }
     }
 
@@ -568,6 +581,21 @@ mod tests {
         assert_eq!(
             format_error_for_llm(&"x".repeat(50), 10),
             "ERROR:\nxxxxx\n[... 40 characters truncated ...]\nxxxxx"
+        );
+    }
+
+    #[test]
+    fn egress_refusals_are_reported_with_why() {
+        let mut r = result();
+        r.egress.egress_denied = vec![crate::egress::EgressDenied {
+            host: "evil.test".into(),
+            port: 443,
+            why: "not in the allow-list".into(),
+        }];
+        let text = format_for_llm(&r, 0);
+        assert!(
+            text.contains("EGRESS:\n- evil.test:443 refused: not in the allow-list"),
+            "{text}"
         );
     }
 }

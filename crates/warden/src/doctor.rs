@@ -212,6 +212,13 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                             pool: settings.sandbox.jail.network.pool,
                             pool6: settings.sandbox.jail.network.pool6,
                             upstream_dns: settings.sandbox.jail.network.upstream_dns,
+                            secrets: settings.sandbox.secrets.clone(),
+                            upstream_ca_file: settings
+                                .sandbox
+                                .jail
+                                .network
+                                .upstream_ca_file
+                                .clone(),
                         },
                     })
                     .with_landlock(crate::run::landlock_requirements(&settings));

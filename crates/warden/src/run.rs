@@ -82,6 +82,8 @@ fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBacke
             pool: jail.network.pool,
             pool6: jail.network.pool6,
             upstream_dns: jail.network.upstream_dns,
+            secrets: settings.sandbox.secrets.clone(),
+            upstream_ca_file: jail.network.upstream_ca_file.clone(),
         },
     })
     .with_landlock(landlock_requirements(settings)))

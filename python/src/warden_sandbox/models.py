@@ -122,6 +122,30 @@ class SkippedArtifact(_Wire):
     why: str
 
 
+class EgressDenied(_Wire):
+    """A connection the egress gateway refused, and why."""
+
+    host: str
+    port: int
+    why: str
+
+
+class EgressAllowed(_Wire):
+    """A connection the egress gateway let through, with its byte counts."""
+
+    host: str
+    port: int
+    bytes_sent: int
+    bytes_received: int
+
+
+class SecretUse(_Wire):
+    """A brokered secret the gateway put into a request (its name, never its value)."""
+
+    name: str
+    host: str
+
+
 class RichResult(_Wire):
     """A notebook cell's rich output: a figure, a ``display()`` or the cell's value."""
 
@@ -170,6 +194,12 @@ class ExecResult(_Wire):
     """In a notebook context: the context's execution counter after this cell."""
     context_restarted: Optional[bool] = None
     """In a notebook context: whether this cell ended the interpreter (state lost)."""
+    egress_denied: List[EgressDenied] = Field(default_factory=list)
+    """With an egress gateway: the connections it refused, with why."""
+    egress_allowed: List[EgressAllowed] = Field(default_factory=list)
+    """With an egress gateway: the connections it let through."""
+    secrets_used: List[SecretUse] = Field(default_factory=list)
+    """With brokered secrets: each request a secret was put into."""
 
     @property
     def is_success(self) -> bool:

@@ -207,6 +207,9 @@ def format_result(result: SandboxResult, max_output_length: int = DEFAULT_MAX_OU
     why = _why_not_success(result)
     if why is not None:
         sections.append(f"ERROR:\n{why}")
+    egress = [f"- {d.host}:{d.port} refused: {d.why}" for d in result.egress_denied]
+    if egress:
+        sections.append("EGRESS:\n" + truncate(sanitize("\n".join(egress)), max_output_length))
     files = [f"- {a.file_name} ({a.mime_type}, {a.size} bytes)" for a in result.artifacts]
     files += [f"- {s.name}: not returned ({s.why})" for s in result.skipped_artifacts]
     if files:

@@ -99,12 +99,12 @@ def main():
             port = int(port)
             break
     threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()
-    apis = [Api(host, port) for _ in range(a.clients)]
     control = Api(host, port)
     pooled, bare, served = [], [], 0
 
-    def pooled_one(i):
-        api = apis[i]
+    def pooled_one(_):
+        # A fresh connection per sample: the daemon closes one left idle while the pool refills.
+        api = Api(host, port)
         start = time.perf_counter()
         sb = api.call("POST", "/v1/sandboxes", {"profile": "data_science"})
         r = api.call("POST", f"/v1/sandboxes/{sb['id']}/exec", {"code": CODE, "context": "default"})

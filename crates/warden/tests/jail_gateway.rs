@@ -430,6 +430,28 @@ fn rules_change_on_a_live_sandbox_and_decisions_are_audited() {
         ["egress_denied", "egress_rules_changed", "egress_allowed"],
         "{body}"
     );
+    destroy_and_leave_no_slot(a, "patched");
+}
+
+/// Destroys a sandbox through the daemon and waits until no network slot is left dirty: the
+/// daemon is then killed by the test's end, and a networked sandbox still alive at that moment
+/// would leave its slot to the next start's sweep (a crash's state), which the network
+/// tests that run after this binary would see.
+fn destroy_and_leave_no_slot(addr: &str, sandbox: &str) {
+    let (status, body) =
+        common::http_request(addr, "DELETE", &format!("/v1/sandboxes/{sandbox}"), "", "");
+    assert_eq!(status, 200, "{body}");
+    let dir = std::path::Path::new(warden_net::RUN_DIR);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (0..64)
+        .any(|slot| warden_net::host::slot_state(dir, slot) == warden_net::host::SlotState::Dirty)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a network slot is still dirty 10 s after {sandbox} was destroyed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -746,4 +768,5 @@ fn a_context_cell_reports_its_refusals() {
         cell("print(urllib.request.urlopen('http://api.test/ctx', timeout=15).read().decode())");
     assert_eq!(second["stdout"], "hello from 203.0.113.40\n\n", "{second}");
     assert!(second.get("egress_denied").is_none(), "{second}");
+    destroy_and_leave_no_slot(a, "ctx");
 }

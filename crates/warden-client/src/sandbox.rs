@@ -33,6 +33,8 @@ pub struct SandboxOptions {
     max_lifetime_seconds: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_mb: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from_snapshot: Option<String>,
 }
 
 impl SandboxOptions {
@@ -78,6 +80,12 @@ impl SandboxOptions {
 
     pub fn memory_mb(mut self, memory_mb: u64) -> Self {
         self.memory_mb = Some(memory_mb);
+        self
+    }
+
+    /// Starts with the files of this snapshot of yours (`POST /v1/sandboxes/{id}/snapshot`).
+    pub fn from_snapshot(mut self, snapshot: impl Into<String>) -> Self {
+        self.from_snapshot = Some(snapshot.into());
         self
     }
 }

@@ -616,7 +616,8 @@ async fn requests_match_the_daemons_api_description() {
             .label("k", "v")
             .idle_ttl(Duration::from_secs(1))
             .max_lifetime(Duration::from_secs(1))
-            .memory_mb(64),
+            .memory_mb(64)
+            .from_snapshot("s"),
     )
     .unwrap();
     for (path, body) in [

@@ -73,22 +73,31 @@ type ExecResult struct {
 
 // EgressDenied is a connection the egress gateway refused, and why.
 type EgressDenied struct {
+	// Host is the name the program asked for (the TLS SNI or the HTTP Host), or the address.
 	Host string `json:"host"`
-	Port int    `json:"port"`
-	Why  string `json:"why"`
+	// Port is the destination port.
+	Port int `json:"port"`
+	// Why the gateway refused it.
+	Why string `json:"why"`
 }
 
 // EgressAllowed is a connection the egress gateway let through, with its byte counts.
 type EgressAllowed struct {
-	Host          string `json:"host"`
-	Port          int    `json:"port"`
-	BytesSent     int64  `json:"bytes_sent"`
-	BytesReceived int64  `json:"bytes_received"`
+	// Host is the name the connection was for.
+	Host string `json:"host"`
+	// Port is the destination port.
+	Port int `json:"port"`
+	// BytesSent counts the bytes the program sent.
+	BytesSent int64 `json:"bytes_sent"`
+	// BytesReceived counts the bytes the program received.
+	BytesReceived int64 `json:"bytes_received"`
 }
 
 // SecretUse is a brokered secret the gateway put into a request (never its value).
 type SecretUse struct {
+	// Name is the secret's name in the settings.
 	Name string `json:"name"`
+	// Host is the host the request went to.
 	Host string `json:"host"`
 }
 

@@ -1625,11 +1625,10 @@ head -c {max_bytes} "./$last"
     }
 
     async fn pause(&self) -> Result<(), BackendError> {
-        let mut state = self.state.try_lock().map_err(|_| {
-            BackendError::Refused(
-                "an execution is running in this sandbox; pause it after the execution ends".into(),
-            )
-        })?;
+        let mut state = self
+            .state
+            .try_lock()
+            .map_err(|_| BackendError::Refused(warden_engine::PAUSE_BUSY.into()))?;
         if state.destroyed {
             return Err(self.gone());
         }

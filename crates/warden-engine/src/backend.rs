@@ -346,6 +346,11 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     }
 }
 
+/// A backend's refusal to pause a sandbox that is running something now (the engine answers
+/// it as `sandbox_busy`).
+pub const PAUSE_BUSY: &str =
+    "an execution is running in this sandbox; pause it after the execution ends";
+
 /// The refusal of a backend that cannot evict a context.
 pub const NO_EVICTION: &str = "this backend cannot evict a context";
 

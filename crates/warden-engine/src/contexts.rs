@@ -61,7 +61,7 @@ pub struct ContextInfo {
     pub restarts: u64,
     /// Its interpreter was ended by a pause that evicted it; what could be saved of its state
     /// is loaded again by the resume or its next cell.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub evicted: bool,
 }
 

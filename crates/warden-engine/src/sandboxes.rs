@@ -19,7 +19,7 @@
 //! afresh, the lifetime from the original creation).
 
 use crate::audit::{Decision, DestroyCause};
-use crate::backend::{BackendSandbox, EventSender, ExecPlan, SandboxSpec};
+use crate::backend::{BackendError, BackendSandbox, EventSender, ExecPlan, SandboxSpec};
 use crate::pool::{BuildKey, Pools};
 use crate::store::{SandboxRecord, Store};
 use crate::{Caller, Engine, EngineError, ExecRequest};
@@ -977,7 +977,20 @@ impl Sandboxes {
         rules: warden_types::egress::GatewayRules,
     ) -> Result<warden_types::egress::GatewayRules, EngineError> {
         let entry = self.find(owner, id)?;
-        entry.handle.set_egress(rules.clone()).await?;
+        entry
+            .handle
+            .set_egress(rules.clone())
+            .await
+            .map_err(|e| match e {
+                // The caller's mistake (a sandbox without a gateway), not the host's.
+                BackendError::Refused(message) if message == crate::backend::NO_GATEWAY => {
+                    EngineError::InvalidRequest {
+                        field: "egress",
+                        message,
+                    }
+                }
+                e => e.into(),
+            })?;
         entry.touch(Use::Files);
         self.engine
             .record(entry.owner.as_deref(), || Decision::EgressRulesChanged {
@@ -1027,7 +1040,13 @@ impl Sandboxes {
             }
             usage.uses
         };
-        entry.handle.pause().await?;
+        entry.handle.pause().await.map_err(|e| match e {
+            // Something of the sandbox's holds its turn now: the caller's to retry.
+            BackendError::Refused(m) if m == crate::backend::PAUSE_BUSY => {
+                EngineError::SandboxBusy(entry.id.clone())
+            }
+            e => e.into(),
+        })?;
         {
             let mut usage = entry.usage.lock().expect("not poisoned");
             if usage.uses != uses_before || usage.running > 0 {

@@ -751,11 +751,10 @@ impl BackendSandbox for JailSandbox {
     }
 
     async fn pause(&self) -> Result<(), BackendError> {
-        let _turn = self.turns.try_write().map_err(|_| {
-            BackendError::Refused(
-                "an execution is running in this sandbox; pause it after the execution ends".into(),
-            )
-        })?;
+        let _turn = self
+            .turns
+            .try_write()
+            .map_err(|_| BackendError::Refused(warden_engine::PAUSE_BUSY.into()))?;
         self.workspace()?;
         self.set_frozen(true).await
     }

@@ -275,7 +275,7 @@ pub const OPERATIONS: &[Operation] = &[
         method: "post",
         path: "/v1/sandboxes/{id}/pause",
         summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs). With `evict`, its Python contexts are saved and their interpreters ended",
-        request: Body::Json(schema::<crate::sandboxes::PauseBody>),
+        request: Body::OptionalJson(schema::<crate::sandboxes::PauseBody>),
         status: 200,
         response: Body::Json(schema::<warden_types::Paused>),
     },

@@ -11,8 +11,10 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # bubblewrap and hyperfine: the speed benchmark's baselines; wrk: the daemon's load generator;
 # util-linux: unshare for the outer pid namespace that attack tests run in, and unshare and
-# setpriv for the attacks' positive controls (crates/warden/tests/fixtures/weak_sandbox.sh).
-for pkg in bubblewrap hyperfine wrk util-linux; do
+# setpriv for the attacks' positive controls (crates/warden/tests/fixtures/weak_sandbox.sh);
+# curl, openssl and python3-requests: the real clients and the test CA of the egress gateway's
+# tests (crates/warden/tests/jail_gateway.rs).
+for pkg in bubblewrap hyperfine wrk util-linux curl openssl python3-requests; do
   have "$pkg" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

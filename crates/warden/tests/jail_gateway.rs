@@ -298,11 +298,8 @@ fn the_allowed_host_works_and_the_others_are_refused_with_the_reason() {
 R["https_allowed"] = curl("https://api.test/hello")
 R["http_allowed"] = urllib_get("http://api.test/plain")
 R["https_urllib"] = urllib_get("https://api.test/urllib")
-try:
-    import requests
-    R["requests"] = requests.get("https://api.test/requests", verify="ca.pem", timeout=15).text
-except ImportError:
-    R["requests"] = "missing"
+import requests
+R["requests"] = requests.get("https://api.test/requests", verify="ca.pem", timeout=15).text
 R["https_other"] = curl("https://other.test/x")
 R["http_other"] = curl("http://other.test/x")
 R["private"] = curl("https://private.test/x")
@@ -321,9 +318,7 @@ print(json.dumps(R))
     );
     assert_eq!(r["http_allowed"], "ok:hello from 203.0.113.40\n", "{r}");
     assert_eq!(r["https_urllib"], "ok:hello from 203.0.113.40\n", "{r}");
-    if r["requests"] != "missing" {
-        assert_eq!(r["requests"], "hello from 203.0.113.40\n", "{r}");
-    }
+    assert_eq!(r["requests"], "hello from 203.0.113.40\n", "{r}");
     // Refused: TLS with an alert curl reports, plain HTTP with a 403 that says why.
     assert_ne!(r["https_other"]["code"], 0, "{r}");
     assert!(

@@ -22,7 +22,6 @@
 use crate::backend::{BackendError, ExecPlan, HeldRun};
 use crate::{Engine, EngineError, ExecRequest};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// How often a refill task looks at its pool when nothing wakes it.
@@ -53,7 +52,7 @@ impl RunKey {
 }
 
 #[derive(Debug)]
-struct Held {
+pub(crate) struct Held {
     key: RunKey,
     run: Box<dyn HeldRun>,
 }
@@ -71,49 +70,9 @@ pub struct OneShotPoolStatus {
 }
 
 /// The one-shot pools of one engine (shared by its clones).
-#[derive(Debug)]
-pub(crate) struct OneShotPools {
-    ready: Mutex<BTreeMap<String, VecDeque<Held>>>,
-    status: Mutex<BTreeMap<String, OneShotPoolStatus>>,
-    wake: tokio::sync::Notify,
-    closed: tokio::sync::watch::Sender<bool>,
-    fillers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-}
-
-impl Default for OneShotPools {
-    fn default() -> Self {
-        OneShotPools {
-            ready: Mutex::default(),
-            status: Mutex::default(),
-            wake: tokio::sync::Notify::new(),
-            closed: tokio::sync::watch::Sender::new(false),
-            fillers: Mutex::default(),
-        }
-    }
-}
+pub(crate) type OneShotPools = crate::pool::Shelves<Held, OneShotPoolStatus>;
 
 impl OneShotPools {
-    fn is_closed(&self) -> bool {
-        *self.closed.borrow()
-    }
-
-    fn count(&self, profile: &str, f: impl FnOnce(&mut OneShotPoolStatus)) {
-        f(self
-            .status
-            .lock()
-            .expect("not poisoned")
-            .entry(profile.to_owned())
-            .or_default());
-    }
-
-    fn ready_count(&self, profile: &str) -> usize {
-        self.ready
-            .lock()
-            .expect("not poisoned")
-            .get(profile)
-            .map_or(0, VecDeque::len)
-    }
-
     /// Takes the oldest live held sandbox that `plan` fits, dropping dead ones on the way.
     pub(crate) fn take(&self, plan: &ExecPlan) -> Option<Box<dyn HeldRun>> {
         let key = RunKey::of(plan);
@@ -193,7 +152,7 @@ impl Engine {
 
     /// The one-shot pools' sizes and counters, by profile.
     pub fn oneshot_pool_status(&self) -> BTreeMap<String, OneShotPoolStatus> {
-        let mut status = self.oneshots.status.lock().expect("not poisoned").clone();
+        let mut status = self.oneshots.counters.lock().expect("not poisoned").clone();
         for (profile, s) in status.iter_mut() {
             s.ready = self.oneshots.ready_count(profile);
         }
@@ -202,16 +161,7 @@ impl Engine {
 
     /// Stops the refills and drops (destroys) every held sandbox. Idempotent.
     pub async fn close_oneshot_pools(&self) {
-        let pools = &self.oneshots;
-        pools.closed.send_replace(true);
-        pools.wake.notify_waiters();
-        let fillers = std::mem::take(&mut *pools.fillers.lock().expect("not poisoned"));
-        for filler in fillers {
-            let _ = filler.await;
-        }
-        drop(std::mem::take(
-            &mut *pools.ready.lock().expect("not poisoned"),
-        ));
+        drop(self.oneshots.close().await);
     }
 
     /// A held sandbox for a one-shot `plan`, if its profile's pool has one that fits.
@@ -319,8 +269,8 @@ mod tests {
     use super::*;
     use crate::backend::{Backend, EventSender};
     use crate::{Caller, SandboxSpec};
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
     use warden_config::{BackendKind, Settings};
     use warden_types::{ExecResult, Reason};
 

@@ -90,28 +90,30 @@ pub struct PoolStatus {
 }
 
 #[derive(Debug, Default)]
-struct Counters {
+pub(crate) struct Counters {
     size: u32,
     taken: u64,
     discarded: u64,
     failed: u64,
 }
 
-/// The pools of one [`Sandboxes`].
+/// What every pool keeps, per profile: the ready items and the counters; and the refill
+/// tasks with what wakes and stops them. The sandbox pools below and the one-shot pools
+/// ([`crate::oneshot_pool`]) are each one of these.
 #[derive(Debug)]
-pub(crate) struct Pools {
-    ready: Mutex<BTreeMap<String, VecDeque<Pooled>>>,
-    counters: Mutex<BTreeMap<String, Counters>>,
+pub(crate) struct Shelves<T, C> {
+    pub(crate) ready: Mutex<BTreeMap<String, VecDeque<T>>>,
+    pub(crate) counters: Mutex<BTreeMap<String, C>>,
     /// Wakes the refill tasks after a take.
-    wake: tokio::sync::Notify,
+    pub(crate) wake: tokio::sync::Notify,
     /// Set once, at shutdown.
-    closed: tokio::sync::watch::Sender<bool>,
-    fillers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(crate) closed: tokio::sync::watch::Sender<bool>,
+    pub(crate) fillers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-impl Default for Pools {
+impl<T, C> Default for Shelves<T, C> {
     fn default() -> Self {
-        Pools {
+        Shelves {
             ready: Mutex::default(),
             counters: Mutex::default(),
             wake: tokio::sync::Notify::new(),
@@ -121,12 +123,12 @@ impl Default for Pools {
     }
 }
 
-impl Pools {
-    fn is_closed(&self) -> bool {
+impl<T, C: Default> Shelves<T, C> {
+    pub(crate) fn is_closed(&self) -> bool {
         *self.closed.borrow()
     }
 
-    fn count(&self, profile: &str, f: impl FnOnce(&mut Counters)) {
+    pub(crate) fn count(&self, profile: &str, f: impl FnOnce(&mut C)) {
         f(self
             .counters
             .lock()
@@ -135,7 +137,7 @@ impl Pools {
             .or_default());
     }
 
-    fn ready_count(&self, profile: &str) -> usize {
+    pub(crate) fn ready_count(&self, profile: &str) -> usize {
         self.ready
             .lock()
             .expect("not poisoned")
@@ -143,6 +145,26 @@ impl Pools {
             .map_or(0, VecDeque::len)
     }
 
+    /// Stops the refill tasks (waiting for them) and hands back everything still ready, for
+    /// the caller to destroy. Idempotent.
+    pub(crate) async fn close(&self) -> Vec<T> {
+        self.closed.send_replace(true);
+        self.wake.notify_waiters();
+        let fillers = std::mem::take(&mut *self.fillers.lock().expect("not poisoned"));
+        for filler in fillers {
+            let _ = filler.await;
+        }
+        std::mem::take(&mut *self.ready.lock().expect("not poisoned"))
+            .into_values()
+            .flatten()
+            .collect()
+    }
+}
+
+/// The pools of one [`Sandboxes`].
+pub(crate) type Pools = Shelves<Pooled, Counters>;
+
+impl Pools {
     /// Takes the oldest live pooled sandbox built from `key`, destroying dead ones on the way.
     pub(crate) async fn take(&self, key: &BuildKey) -> Option<Pooled> {
         let profile = &key.spec.profile;
@@ -258,18 +280,7 @@ impl Sandboxes {
 
     /// Stops the refills and destroys every pooled sandbox. Idempotent.
     pub(crate) async fn close_pools(&self) {
-        self.pools.closed.send_replace(true);
-        self.pools.wake.notify_waiters();
-        let fillers = std::mem::take(&mut *self.pools.fillers.lock().expect("not poisoned"));
-        for filler in fillers {
-            let _ = filler.await;
-        }
-        let pooled: Vec<Pooled> =
-            std::mem::take(&mut *self.pools.ready.lock().expect("not poisoned"))
-                .into_values()
-                .flatten()
-                .collect();
-        for p in pooled {
+        for p in self.pools.close().await {
             discard(p).await;
         }
     }

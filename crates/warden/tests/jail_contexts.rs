@@ -62,7 +62,10 @@ fn spec(id: &str, memory_mb: u64) -> ContextSpec {
 fn cell(code: &str) -> CellPlan {
     CellPlan {
         code: code.into(),
-        timeout: Duration::from_secs(10),
+        // Generous: a first cell importing pandas and matplotlib builds matplotlib's font
+        // cache in the fresh sandbox, which took over 10 s on a loaded 2-core machine; the
+        // tests of the timeout set their own.
+        timeout: Duration::from_secs(60),
         interrupt_grace: Duration::from_secs(1),
     }
 }

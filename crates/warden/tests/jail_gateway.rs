@@ -806,6 +806,9 @@ for root in ["/etc", "/tmp", "/workspace", "/run", "/proc/self", "/proc/1"]:
     for d, dirs, files in os.walk(root):
         if d.startswith("/proc/") and d.count("/") > 3:
             dirs[:] = []
+        if d.endswith("/fd"):
+            # The wrapper's stdin is the engine's attach stream: reading it would wait forever.
+            continue
         for f in files:
             try:
                 data = open(os.path.join(d, f), "rb").read(4 << 20)

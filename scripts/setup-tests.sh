@@ -12,9 +12,10 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 # bubblewrap and hyperfine: the speed benchmark's baselines; wrk: the daemon's load generator;
 # util-linux: unshare for the outer pid namespace that attack tests run in, and unshare and
 # setpriv for the attacks' positive controls (crates/warden/tests/fixtures/weak_sandbox.sh);
-# curl, openssl and python3-requests: the real clients and the test CA of the egress gateway's
-# tests (crates/warden/tests/jail_gateway.rs).
-for pkg in bubblewrap hyperfine wrk util-linux curl openssl python3-requests; do
+# curl, openssl, python3-requests, python3-pip and nodejs: the real clients (curl, requests,
+# pip download, Node's fetch) and the test CA of the egress gateway's tests
+# (crates/warden/tests/jail_gateway.rs).
+for pkg in bubblewrap hyperfine wrk util-linux curl openssl python3-requests python3-pip nodejs; do
   have "$pkg" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

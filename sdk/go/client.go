@@ -409,6 +409,25 @@ func (c *Client) PauseSandbox(ctx context.Context, id string, opts ...PauseOptio
 	return &paused, nil
 }
 
+// SetEgress replaces the egress gateway rules of a sandbox whose profile has one (PATCH
+// /v1/sandboxes/{id}/egress) and returns the rules now in force. Executions started afterwards
+// get them; a running context gets them at its next cell (on the jail backend by a restart of
+// its interpreter, which that cell's result reports as ContextRestarted). A sandbox without a
+// gateway is refused (400 invalid_request naming egress).
+func (c *Client) SetEgress(ctx context.Context, id string, rules GatewayRules) (*GatewayRules, error) {
+	if rules.Allow == nil {
+		rules.Allow = []string{}
+	}
+	if rules.Deny == nil {
+		rules.Deny = []string{}
+	}
+	var now GatewayRules
+	if err := c.doJSON(ctx, request{method: "PATCH", path: sandboxPath(id) + "/egress", body: rules}, &now); err != nil {
+		return nil, err
+	}
+	return &now, nil
+}
+
 // ResumeSandbox resumes a paused sandbox (POST /v1/sandboxes/{id}/resume) and loads the state
 // of the contexts an evicting pause saved (Resumed.Restored).
 func (c *Client) ResumeSandbox(ctx context.Context, id string) (*Resumed, error) {

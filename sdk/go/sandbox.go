@@ -41,6 +41,11 @@ func (s *Sandbox) Pause(ctx context.Context, opts ...PauseOptions) (*Paused, err
 	return paused, nil
 }
 
+// SetEgress replaces the sandbox's egress gateway rules (see Client.SetEgress).
+func (s *Sandbox) SetEgress(ctx context.Context, rules GatewayRules) (*GatewayRules, error) {
+	return s.client.SetEgress(ctx, s.info.ID, rules)
+}
+
 // Resume resumes the sandbox (see Client.ResumeSandbox).
 func (s *Sandbox) Resume(ctx context.Context) (*Resumed, error) {
 	resumed, err := s.client.ResumeSandbox(ctx, s.info.ID)

@@ -81,6 +81,15 @@ type EgressDenied struct {
 	Why string `json:"why"`
 }
 
+// GatewayRules are a sandbox's egress gateway rules (PATCH /v1/sandboxes/{id}/egress): host
+// rules ("name", "*.name", either with ":port").
+type GatewayRules struct {
+	// Allow lists the rules a connection must match, when any is given.
+	Allow []string `json:"allow"`
+	// Deny lists the rules that refuse a connection, whatever Allow says.
+	Deny []string `json:"deny"`
+}
+
 // EgressAllowed is a connection the egress gateway let through, with its byte counts.
 type EgressAllowed struct {
 	// Host is the name the connection was for.

@@ -47,6 +47,7 @@ pub use tool::{
     CodeInterpreterArgs, CodeInterpreterTool, DEFAULT_LANGUAGES, DEFAULT_MAX_OUTPUT_LENGTH,
 };
 /// The LLM-facing report of a result (shared with the daemon's MCP tools).
+pub use warden_types::egress::GatewayRules;
 pub use warden_types::llm::format_for_llm;
 pub use warden_types::{
     Artifact, EvictedContext, Eviction, ExecEvent, ExecResult, FileEntry, KeptContext, Limits,

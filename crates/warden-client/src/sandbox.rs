@@ -13,6 +13,7 @@ use reqwest::Method;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use warden_types::egress::GatewayRules;
 use warden_types::{ExecResult, FileEntry, Paused, Resumed, SandboxInfo, WorkspacePath};
 
 /// What to create a sandbox with (`POST /v1/sandboxes`); everything defaults to the
@@ -312,6 +313,26 @@ impl Sandbox {
             )
             .await?;
         self.client.read_json("resume sandbox", response).await
+    }
+
+    /// Replaces the egress gateway's rules of a sandbox whose profile has one
+    /// (`PATCH …/egress`); answers the rules now in force. Executions started afterwards get
+    /// them; a running context gets them at its next cell (on the jail backend by a restart
+    /// of its interpreter, which that cell's result reports as `context_restarted`). A
+    /// sandbox without a gateway is refused (`invalid_request` naming `egress`).
+    pub async fn set_egress(&self, rules: &GatewayRules) -> Result<GatewayRules, Error> {
+        let body = client::json_body(rules)?;
+        let response = self
+            .client
+            .send(
+                "set egress rules",
+                Method::PATCH,
+                &["v1", "sandboxes", &self.info.id, "egress"],
+                &[],
+                body,
+            )
+            .await?;
+        self.client.read_json("set egress rules", response).await
     }
 
     /// Writes a file into the workspace (`PUT …/files/{path}`), creating its folders;

@@ -651,3 +651,55 @@ async fn requests_match_the_daemons_api_description() {
         assert!(unsent.is_empty(), "{path}: the SDK cannot send {unsent:?}");
     }
 }
+
+/// Settings with a networked profile behind the egress gateway (its upstream resolver is never
+/// asked: nothing in these tests connects) and one without.
+pub const GATEWAY_SETTINGS: &str = r#"
+[sandbox]
+default_profile = "gw"
+[sandbox.jail.network]
+upstream_dns = "192.0.2.53:53"
+[sandbox.profiles.gw]
+network_enabled = true
+enabled_policies = []
+[sandbox.profiles.gw.egress.gateway]
+allow = ["api.test"]
+[sandbox.profiles.plain]
+enabled_policies = []
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_rules_of_a_live_sandbox_are_replaced() {
+    require_root!();
+    let daemon = Daemon::start_with_text(GATEWAY_SETTINGS);
+    let client = daemon.client();
+    let sandbox = Sandbox::create(&client, SandboxOptions::new().profile("gw"))
+        .await
+        .unwrap();
+    let rules: warden_client::GatewayRules = serde_json::from_value(serde_json::json!({
+        "allow": ["api.test", "*.pypi.org:443"],
+        "deny": ["bad.pypi.org"]
+    }))
+    .unwrap();
+    let now = sandbox.set_egress(&rules).await.unwrap();
+    assert_eq!(now, rules);
+    // Without a gateway: the caller's mistake, naming the field.
+    let plain = Sandbox::create(&client, SandboxOptions::new().profile("plain"))
+        .await
+        .unwrap();
+    match plain.set_egress(&rules).await.unwrap_err() {
+        Error::Api {
+            status: 400,
+            code,
+            message,
+            ..
+        } => {
+            assert_eq!(code, "invalid_request");
+            assert!(message.contains("egress"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    plain.destroy().await.unwrap();
+    // Networked: destroyed before the daemon stops, so its network slot is left clean.
+    sandbox.destroy().await.unwrap();
+}

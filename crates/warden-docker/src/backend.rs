@@ -436,18 +436,44 @@ impl Shared {
         }
     }
 
-    /// What a networked plan asks of the host, checked (`None` for an offline one).
+    /// What a networked plan asks of the host, checked (`None` for an offline one), with its
+    /// brokered secrets' values read now (`with_values`: for a container about to start).
     fn net_request(
         &self,
         network_enabled: bool,
         egress: &warden_types::egress::EgressPolicy,
+        with_values: bool,
     ) -> Result<Option<warden_net::NetRequest>, network::NetError> {
         if !network_enabled {
             return Ok(None);
         }
-        let req = network::request(&self.settings.network, egress)?;
+        let req = network::request(&self.settings.network, egress, with_values)?;
         network::check(&self.settings.network, &req)?;
         Ok(Some(req))
+    }
+
+    /// Gives a networked container's plan its files (resolv.conf; with brokered secrets the
+    /// CA bundle) and its secrets' variables (placeholders and the bundle's, never a value);
+    /// returns those variables.
+    fn net_files(
+        &self,
+        cplan: &mut ContainerPlan,
+        name: &str,
+        req: &warden_net::NetRequest,
+    ) -> Result<Vec<(String, String)>, network::NetError> {
+        let net = &self.settings.network;
+        let file = network::create_run_file(net, name, network::RunFile::ResolvConf)?;
+        cplan.resolv_conf = Some(file.display().to_string());
+        let secret_env = warden_net::secrets::sandbox_env(&req.secrets);
+        if !req.secrets.is_empty() {
+            let file = network::create_run_file(net, name, network::RunFile::CaBundle)?;
+            cplan.ca_bundle = Some(file.display().to_string());
+            cplan.env = with_env(
+                std::mem::take(&mut cplan.env),
+                secret_env.iter().map(|(k, v)| (k, v)),
+            );
+        }
+        Ok(secret_env)
     }
 
     /// Attaches Warden's link, firewall and resolver to a started container's network
@@ -475,12 +501,21 @@ impl Shared {
                 container: container.to_owned(),
             })?;
         // The keeper writes the resolver's address into the file bound on the container's
-        // /etc/resolv.conf before it answers, and removes the file at its teardown.
+        // /etc/resolv.conf (and the CA bundle into its file) before it answers, and removes
+        // the files at its teardown.
+        let net = &self.settings.network;
+        let ca_bundle = (!req.secrets.is_empty())
+            .then(|| network::run_file(net, container, network::RunFile::CaBundle));
         let keeper = Keeper::start(
-            &self.settings.network,
+            net,
             req,
             pid as i32,
-            Some(network::resolv_conf_file(&self.settings.network, container)),
+            Some(network::run_file(
+                net,
+                container,
+                network::RunFile::ResolvConf,
+            )),
+            ca_bundle,
             self.settings.call_timeout,
         )
         .await?;
@@ -631,7 +666,7 @@ impl Drop for RemoveOnDrop {
                 handle.spawn(async move {
                     let removed = shared.remove(&name).await.is_ok();
                     end_lease(uid, removed);
-                    network::remove_resolv_conf(&shared.settings.network, &name);
+                    network::remove_run_files(&shared.settings.network, &name);
                     shared.in_flight.lock().expect("not poisoned").remove(&name);
                     if let Some(k) = keeper {
                         k.stop(shared.settings.call_timeout).await;
@@ -858,7 +893,7 @@ impl Backend for DockerBackend {
         ))
         .map_err(refuse)?;
         self.shared
-            .net_request(plan.network_enabled, &plan.egress)?;
+            .net_request(plan.network_enabled, &plan.egress, false)?;
         Ok(())
     }
 
@@ -901,11 +936,10 @@ impl Backend for DockerBackend {
         ))
         .map_err(refuse)?;
         let user = uid.uid();
-        let net = sh.net_request(plan.network_enabled, &plan.egress)?;
+        let net = sh.net_request(plan.network_enabled, &plan.egress, true)?;
         let mut cplan = cplan;
-        if net.is_some() {
-            let file = network::create_resolv_conf(&sh.settings.network, &name)?;
-            cplan.resolv_conf = Some(file.display().to_string());
+        if let Some(req) = &net {
+            sh.net_files(&mut cplan, &name, req)?;
         }
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
@@ -952,7 +986,7 @@ impl Backend for DockerBackend {
                     // error, before a spawned removal would run.
                     let removed = sh.remove(&name).await.is_ok();
                     end_lease(guard.uid.take(), removed);
-                    network::remove_resolv_conf(&sh.settings.network, &name);
+                    network::remove_run_files(&sh.settings.network, &name);
                     guard.name = None;
                     sh.in_flight.lock().expect("not poisoned").remove(&name);
                     return Err(e);
@@ -984,13 +1018,18 @@ impl Backend for DockerBackend {
             sh.kill_container(&name).await;
         }
         let exit = wait_exit(sh, docker, &name).await;
+        // The program has ended: the gateway's last events, open connections with theirs.
+        let egress = match guard.keeper.as_mut() {
+            Some(k) => k.egress_report(true, sh.settings.call_timeout).await,
+            None => Default::default(),
+        };
         let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
         let removed = sh.remove(&name).await;
         guard.name = None;
         let uid = guard.uid.take();
         // (A bound file's content outlives its removal while the engine still holds the
         // container.)
-        network::remove_resolv_conf(&sh.settings.network, &name);
+        network::remove_run_files(&sh.settings.network, &name);
         // The engine went away during the run when a call failed for it, or when it could not
         // say how the container ended and cannot remove it: what the relay saw then is not
         // the run's end (a cut attach stream looks like a killed sandbox).
@@ -1014,7 +1053,8 @@ impl Backend for DockerBackend {
                 "the docker engine became unreachable; the run's container is removed once the engine answers again".into(),
             ));
         }
-        let (result, _, guard_report) = outcome?;
+        let (mut result, _, guard_report) = outcome?;
+        result.egress = egress;
         match removed {
             // The run is complete; only its container waits for the engine.
             Err(e) if e.is_unreachable() => judge_guard(&plan, result, guard_report),
@@ -1049,18 +1089,18 @@ impl Backend for DockerBackend {
             uid.uid(),
         ))
         .map_err(refuse)?;
-        let net = sh.net_request(spec.network_enabled, &spec.egress)?;
+        let net = sh.net_request(spec.network_enabled, &spec.egress, true)?;
         sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
         let docker = sh.docker().await?;
         let mut cplan = cplan;
-        if net.is_some() {
-            let file = network::create_resolv_conf(&sh.settings.network, &name)?;
-            cplan.resolv_conf = Some(file.display().to_string());
-        }
+        let secret_env = match &net {
+            Some(req) => sh.net_files(&mut cplan, &name, req)?,
+            None => Vec::new(),
+        };
         // Removed here on failure; the lease ends with it (cleanly once removed).
         let undo = |e: BackendError, uid: UidLease| async {
             end_lease(Some(uid), sh.remove(&name).await.is_ok());
-            network::remove_resolv_conf(&sh.settings.network, &name);
+            network::remove_run_files(&sh.settings.network, &name);
             e
         };
         if let Err(e) = sh.create(&cplan).await {
@@ -1086,7 +1126,9 @@ impl Backend for DockerBackend {
         Ok(Arc::new(DockerSandbox {
             shared: self.shared.clone(),
             env: spec.env.clone(),
-            keeper: Mutex::new(keeper),
+            secret_env,
+            gateway: spec.network_enabled && spec.egress.gateway.is_some(),
+            keeper: tokio::sync::Mutex::new(keeper),
             user: uid.uid(),
             uid: Mutex::new(Some(uid)),
             name,
@@ -1151,7 +1193,7 @@ impl Backend for DockerBackend {
             }
             let Some(cid) = c.id.as_deref() else { continue };
             sh.remove(cid).await?;
-            network::remove_resolv_conf(&sh.settings.network, &name);
+            network::remove_run_files(&sh.settings.network, &name);
             removed += 1;
         }
         Ok(removed)
@@ -1197,7 +1239,12 @@ pub struct DockerSandbox {
     uid: Mutex<Option<UidLease>>,
     /// A networked sandbox's link, firewall and resolver; stopped after the container is
     /// removed (dropping the sandbox stops it too).
-    keeper: Mutex<Option<Keeper>>,
+    /// Brokered secrets' variables (placeholders, the CA bundle's), in every execution.
+    secret_env: Vec<(String, String)>,
+    /// Its profile has an egress gateway (run by the keeper).
+    gateway: bool,
+    /// Held while it reports (after an execution) and when destroyed.
+    keeper: tokio::sync::Mutex<Option<Keeper>>,
     state: tokio::sync::Mutex<SandboxState>,
 }
 
@@ -1315,7 +1362,11 @@ impl DockerSandbox {
                         cmd: Some(wrapper::command(&argv(&plan))),
                         env: Some(with_env(
                             crate::plan::program_env(),
-                            self.env.iter().chain(&plan.env),
+                            self.secret_env
+                                .iter()
+                                .map(|(k, v)| (k, v))
+                                .chain(&self.env)
+                                .chain(&plan.env),
                         )),
                         user: Some(user_of(self.user)),
                         // Inside the sandbox's writable folders (the engine's check).
@@ -1382,9 +1433,12 @@ impl DockerSandbox {
             Err(DockerError::ContainerGone { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let (result, counters, guard_report) =
+        let (mut result, counters, guard_report) =
             finish(relayed, exit, &plan.limits, started, state.counters)?;
         state.counters = counters;
+        if let Some(k) = self.keeper.lock().await.as_mut() {
+            result.egress = k.egress_report(false, sh.settings.call_timeout).await;
+        }
         judge_guard(&plan, result, guard_report)
     }
 
@@ -1500,6 +1554,23 @@ impl DockerSandbox {
 
 #[async_trait::async_trait]
 impl BackendSandbox for DockerSandbox {
+    /// Live: the container's gateway (held by its keeper) takes the new rules for every
+    /// connection opened afterwards, by executions running now and later alike.
+    async fn set_egress(
+        &self,
+        rules: warden_types::egress::GatewayRules,
+    ) -> Result<(), BackendError> {
+        if !self.gateway {
+            return Err(BackendError::Refused(warden_engine::NO_GATEWAY.into()));
+        }
+        match self.keeper.lock().await.as_mut() {
+            Some(k) => Ok(k
+                .set_rules(rules, self.shared.settings.call_timeout)
+                .await?),
+            None => Err(self.gone()),
+        }
+    }
+
     async fn exec(
         &self,
         plan: ExecPlan,
@@ -1615,8 +1686,8 @@ head -c {max_bytes} "./$last"
         self.shared.remove(&self.name).await?;
         // Removed: its processes and files are gone.
         end_lease(self.uid.lock().expect("not poisoned").take(), true);
-        network::remove_resolv_conf(&self.shared.settings.network, &self.name);
-        let keeper = self.keeper.lock().expect("not poisoned").take();
+        network::remove_run_files(&self.shared.settings.network, &self.name);
+        let keeper = self.keeper.lock().await.take();
         if let Some(k) = keeper {
             k.stop(self.shared.settings.call_timeout).await;
         }

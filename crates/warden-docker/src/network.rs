@@ -4,8 +4,17 @@
 //! link, firewall and resolver are attached to that namespace by a keeper process
 //! ([`warden_net::keeper`]) started after the container, before the program gets its code;
 //! the resolver's address reaches the container through a resolv.conf file Warden writes
-//! ([`resolv_conf_file`], bound read-only). The rules are the jail's, from the same code and the same address
-//! pool and slot locks, so a jail sandbox and a container never share a slot.
+//! ([`run_file`], bound read-only). The rules are the jail's, from the same code and the same
+//! address pool and slot locks, so a jail sandbox and a container never share a slot.
+//!
+//! A profile with an egress gateway gets the jail's gateway (forked by the keeper) and its
+//! report: after each execution the backend asks the keeper for the events since the last
+//! ([`Keeper::egress_report`]), so results carry `egress_denied`, `egress_allowed` and
+//! `secrets_used` as the jail's do. Brokered secrets: the container gets the placeholders and
+//! the CA bundle variables in its environment ([`warden_net::secrets::sandbox_env`]) and the
+//! bundle bound read-only at [`warden_net::secrets::GATEWAY_CA_BUNDLE`] (a [`RunFile`] the
+//! keeper fills); the values go to the keeper on its stdin and never into the container's
+//! configuration, environment or files.
 //!
 //! Why not a Docker network: a user-defined bridge puts every sandbox on one L2 segment
 //! (sandbox-to-sandbox traffic would bypass the forward hook unless `br_netfilter` is loaded),
@@ -18,7 +27,7 @@
 //! is sent only after that, and a persistent sandbox is handed out only after that; the keeper
 //! is stopped after the container is removed (its rules outlive the link, never the other way
 //! round); a keeper that is dropped without [`Keeper::stop`] still tears everything down (it
-//! sees end of input); gVisor (`runsc`) is refused, because its netstack takes the namespace's
+//! sees end of input); no secret's value is in anything given to the engine; gVisor (`runsc`) is refused, because its netstack takes the namespace's
 //! interfaces when the sandbox starts, before Warden's link exists.
 
 use std::net::SocketAddr;
@@ -27,7 +36,7 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use warden_engine::BackendError;
-use warden_net::keeper::{KEEPER_ENV, KeeperReply, KeeperRequest};
+use warden_net::keeper::{KEEPER_ENV, KeeperCommand, KeeperReply, KeeperRequest};
 use warden_net::{Interface, NetRequest};
 use warden_types::egress::{Cidr, EgressPolicy};
 
@@ -46,6 +55,10 @@ pub struct NetSettings {
     pub keeper_exe: Option<PathBuf>,
     /// Where slot locks live (shared with the jail).
     pub run_dir: PathBuf,
+    /// The brokered secrets profiles may name (`[sandbox.secrets]`, shared with the jail).
+    pub secrets: std::collections::BTreeMap<String, warden_types::egress::SecretSetting>,
+    /// CA certificates the gateway trusts, besides the host's, towards secrets' hosts.
+    pub upstream_ca_file: Option<PathBuf>,
 }
 
 impl Default for NetSettings {
@@ -56,6 +69,8 @@ impl Default for NetSettings {
             upstream_dns: None,
             keeper_exe: None,
             run_dir: PathBuf::from(warden_net::RUN_DIR),
+            secrets: Default::default(),
+            upstream_ca_file: None,
         }
     }
 }
@@ -84,13 +99,25 @@ impl From<NetError> for BackendError {
     }
 }
 
-/// What a networked sandbox asks of the host (the jail's rules: one [`NetRequest`]).
-pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetRequest, NetError> {
-    if !egress.secrets.is_empty() {
-        return Err(NetError::Refused(
-            "egress.secrets (brokered secrets) needs the jail backend: a container gets no CA bundle for its gateway yet".into(),
-        ));
-    }
+/// What a networked sandbox asks of the host (the jail's rules: one [`NetRequest`]), with
+/// its brokered secrets' values read now (`with_values`: for the keeper) or left empty (for
+/// checks).
+pub fn request(
+    settings: &NetSettings,
+    egress: &EgressPolicy,
+    with_values: bool,
+) -> Result<NetRequest, NetError> {
+    let secrets = warden_net::secrets::brokered(&settings.secrets, egress, with_values)
+        .map_err(NetError::Refused)?;
+    let upstream_ca_pem = match (&settings.upstream_ca_file, secrets.is_empty()) {
+        (Some(path), false) if with_values => Some(std::fs::read_to_string(path).map_err(|e| {
+            NetError::Refused(format!(
+                "[sandbox.jail.network].upstream_ca_file: read {}: {e}",
+                path.display()
+            ))
+        })?),
+        _ => None,
+    };
     let upstream_dns = match settings.upstream_dns {
         Some(a) => a,
         None => std::fs::read_to_string("/etc/resolv.conf")
@@ -107,14 +134,33 @@ pub fn request(settings: &NetSettings, egress: &EgressPolicy) -> Result<NetReque
         pool: settings.pool,
         pool6: settings.pool6,
         upstream_dns,
-        secrets: Vec::new(),
-        upstream_ca_pem: None,
+        secrets,
+        upstream_ca_pem,
     })
 }
 
-/// The resolv.conf file of the networked container `container` (bound read-only on its
-/// `/etc/resolv.conf`): under the slot-lock folder, a tmpfs, so nothing stays after a reboot.
-pub fn resolv_conf_file(settings: &NetSettings, container: &str) -> PathBuf {
+/// The files Warden writes for a networked container and binds read-only into it, each
+/// filled by the keeper once the network is up (in place: the bind shows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunFile {
+    /// Its `/etc/resolv.conf`.
+    ResolvConf,
+    /// Its CA bundle ([`warden_net::secrets::GATEWAY_CA_BUNDLE`]), with brokered secrets.
+    CaBundle,
+}
+
+impl RunFile {
+    fn suffix(self) -> &'static str {
+        match self {
+            RunFile::ResolvConf => "resolv.conf",
+            RunFile::CaBundle => "ca-bundle.pem",
+        }
+    }
+}
+
+/// The file `which` of the networked container `container`: under the slot-lock folder, a
+/// tmpfs, so nothing stays after a reboot.
+pub fn run_file(settings: &NetSettings, container: &str, which: RunFile) -> PathBuf {
     // One file name, whatever the container's name holds (never a path out of the folder).
     let name: String = container
         .chars()
@@ -129,12 +175,16 @@ pub fn resolv_conf_file(settings: &NetSettings, container: &str) -> PathBuf {
     settings
         .run_dir
         .join("docker")
-        .join(format!("{name}.resolv.conf"))
+        .join(format!("{name}.{}", which.suffix()))
 }
 
-/// Creates the (still empty) resolv.conf file of `container`, world-readable.
-pub fn create_resolv_conf(settings: &NetSettings, container: &str) -> Result<PathBuf, NetError> {
-    let path = resolv_conf_file(settings, container);
+/// Creates the (still empty) file `which` of `container`, world-readable.
+pub fn create_run_file(
+    settings: &NetSettings,
+    container: &str,
+    which: RunFile,
+) -> Result<PathBuf, NetError> {
+    let path = run_file(settings, container, which);
     let made = path
         .parent()
         .map(std::fs::create_dir_all)
@@ -144,9 +194,11 @@ pub fn create_resolv_conf(settings: &NetSettings, container: &str) -> Result<Pat
     Ok(path)
 }
 
-/// Removes the resolv.conf file of `container` (gone already: fine).
-pub fn remove_resolv_conf(settings: &NetSettings, container: &str) {
-    let _ = std::fs::remove_file(resolv_conf_file(settings, container));
+/// Removes the files Warden wrote for `container` (gone already: fine).
+pub fn remove_run_files(settings: &NetSettings, container: &str) {
+    for which in [RunFile::ResolvConf, RunFile::CaBundle] {
+        let _ = std::fs::remove_file(run_file(settings, container, which));
+    }
 }
 
 /// Refuses, before any container exists, what the keeper could not enforce here.
@@ -174,6 +226,8 @@ pub struct Keeper {
     child: tokio::process::Child,
     /// Closing it tells the keeper to remove everything.
     stdin: Option<tokio::process::ChildStdin>,
+    /// Its answers to commands (after the first line).
+    stdout: BufReader<tokio::process::ChildStdout>,
     pub interface: Interface,
     pub resolv_conf: String,
     pub host_if: String,
@@ -186,6 +240,7 @@ impl Keeper {
         request: NetRequest,
         pid: i32,
         resolv_conf: Option<PathBuf>,
+        ca_bundle: Option<PathBuf>,
         deadline: Duration,
     ) -> Result<Keeper, NetError> {
         let exe = settings
@@ -209,12 +264,13 @@ impl Keeper {
             .spawn()
             .map_err(start_error)?;
         let mut stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         let mut line = serde_json::to_string(&KeeperRequest {
             request,
             pid,
             run_dir: settings.run_dir.clone(),
             resolv_conf,
+            ca_bundle,
         })
         .map_err(|e| NetError::Keeper(e.to_string()))?;
         line.push('\n');
@@ -222,7 +278,7 @@ impl Keeper {
             stdin.write_all(line.as_bytes()).await?;
             stdin.flush().await?;
             let mut reply = String::new();
-            BufReader::new(stdout).read_line(&mut reply).await?;
+            stdout.read_line(&mut reply).await?;
             Ok::<String, std::io::Error>(reply)
         };
         let reply = match tokio::time::timeout(deadline, answer).await {
@@ -245,6 +301,7 @@ impl Keeper {
             }) => Ok(Keeper {
                 child,
                 stdin: Some(stdin),
+                stdout,
                 interface,
                 resolv_conf,
                 host_if,
@@ -258,6 +315,58 @@ impl Keeper {
                     reply.trim()
                 )))
             }
+        }
+    }
+
+    /// What the sandbox's egress gateway reported since the last call (`finish`: stopping
+    /// the gateway, with the connections still open). A keeper that does not answer within
+    /// `deadline` gives an empty report (the run's result does not wait on it).
+    pub async fn egress_report(
+        &mut self,
+        finish: bool,
+        deadline: Duration,
+    ) -> warden_types::egress::EgressReport {
+        let command = if finish {
+            KeeperCommand::Finish
+        } else {
+            KeeperCommand::Report
+        };
+        self.command(command, deadline)
+            .await
+            .and_then(|reply| serde_json::from_str(&reply).ok())
+            .unwrap_or_default()
+    }
+
+    /// Gives the container's running gateway new rules (taken for every connection opened
+    /// after this returned `Ok`).
+    pub async fn set_rules(
+        &mut self,
+        rules: warden_types::egress::GatewayRules,
+        deadline: Duration,
+    ) -> Result<(), NetError> {
+        self.command(KeeperCommand::Rules(rules), deadline)
+            .await
+            .map(drop)
+            .ok_or_else(|| NetError::Keeper("the network keeper did not take the new rules".into()))
+    }
+
+    /// Sends one command and returns the keeper's one-line answer (`None`: it did not
+    /// answer within `deadline`, or is gone).
+    async fn command(&mut self, command: KeeperCommand, deadline: Duration) -> Option<String> {
+        let stdin = self.stdin.as_mut()?;
+        let mut line = serde_json::to_string(&command).expect("a command serializes");
+        line.push('\n');
+        let stdout = &mut self.stdout;
+        let asked = async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.flush().await?;
+            let mut reply = String::new();
+            stdout.read_line(&mut reply).await?;
+            Ok::<String, std::io::Error>(reply)
+        };
+        match tokio::time::timeout(deadline, asked).await {
+            Ok(Ok(reply)) if !reply.is_empty() => Some(reply),
+            _ => None,
         }
     }
 
@@ -296,25 +405,25 @@ mod tests {
             allow_domains: vec!["pypi.org".parse().unwrap()],
             ..Default::default()
         };
-        let r = request(&settings, &egress).unwrap();
+        let r = request(&settings, &egress, false).unwrap();
         assert_eq!(r.upstream_dns, "192.0.2.53:53".parse().unwrap());
         assert_eq!(r.pool, settings.pool);
         assert_eq!(r.egress, egress);
     }
 
     #[test]
-    fn resolv_conf_files_stay_in_their_folder() {
+    fn run_files_stay_in_their_folder() {
         let settings = NetSettings {
             run_dir: "/run/warden/net".into(),
             ..Default::default()
         };
         assert_eq!(
-            resolv_conf_file(&settings, "warden-run-1a"),
+            run_file(&settings, "warden-run-1a", RunFile::ResolvConf),
             PathBuf::from("/run/warden/net/docker/warden-run-1a.resolv.conf")
         );
         assert_eq!(
-            resolv_conf_file(&settings, "../../etc/x"),
-            PathBuf::from("/run/warden/net/docker/______etc_x.resolv.conf")
+            run_file(&settings, "../../etc/x", RunFile::CaBundle),
+            PathBuf::from("/run/warden/net/docker/______etc_x.ca-bundle.pem")
         );
     }
 
@@ -324,7 +433,7 @@ mod tests {
             upstream_dns: Some("192.0.2.53:53".parse().unwrap()),
             ..Default::default()
         };
-        let r = request(&settings, &EgressPolicy::default()).unwrap();
+        let r = request(&settings, &EgressPolicy::default(), false).unwrap();
         let e = check(&settings, &r).unwrap_err();
         assert!(matches!(e, NetError::Refused(_)), "{e}");
         assert!(matches!(BackendError::from(e), BackendError::Refused(_)));

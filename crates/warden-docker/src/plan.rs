@@ -92,6 +92,10 @@ pub struct ContainerPlan {
     /// once its keeper is ready), bound read-only on `/etc/resolv.conf` — the one host path a
     /// container sees, and it holds nothing but that line.
     pub resolv_conf: Option<String>,
+    /// A container with brokered secrets: its gateway's CA bundle, a file Warden writes (the
+    /// host's CAs and the sandbox's own), bound read-only on
+    /// [`warden_net::secrets::GATEWAY_CA_BUNDLE`]; certificates only, never a key.
+    pub ca_bundle: Option<String>,
     /// The OCI seccomp profile (JSON) the container runs under; `None`: the engine's default.
     pub seccomp_profile: Option<std::sync::Arc<str>>,
 }
@@ -212,6 +216,7 @@ impl ContainerPlan {
             role: input.role,
             network: input.network_enabled,
             resolv_conf: None,
+            ca_bundle: None,
             seccomp_profile: input.seccomp_profile,
         })
     }
@@ -260,12 +265,17 @@ impl ContainerPlan {
                 (CODE_DIR.into(), tmpfs(CODE_TMPFS_MB, "0700")),
             ])),
             shm_size: Some((SHM_MB * 1024 * 1024) as i64),
-            // No volumes and no bind mounts but a networked container's resolv.conf (a file
-            // Warden writes): nothing of the host's disk is visible.
+            // No volumes and no bind mounts but a networked container's resolv.conf and CA
+            // bundle (files Warden writes): nothing else of the host's disk is visible.
             binds: Some(
                 self.resolv_conf
                     .iter()
                     .map(|f| format!("{f}:/etc/resolv.conf:ro"))
+                    .chain(
+                        self.ca_bundle
+                            .iter()
+                            .map(|f| format!("{f}:{}:ro", warden_net::secrets::GATEWAY_CA_BUNDLE)),
+                    )
                     .collect(),
             ),
             init: Some(false),
@@ -389,6 +399,7 @@ mod tests {
         i.network_enabled = true;
         let mut plan = ContainerPlan::build(i).unwrap();
         plan.resolv_conf = Some("/run/warden/net/docker/warden-sb-1.resolv.conf".into());
+        plan.ca_bundle = Some("/run/warden/net/docker/warden-sb-1.ca-bundle.pem".into());
         let body = plan.to_create_body();
         assert_eq!(body.network_disabled, Some(true));
         let host = body.host_config.unwrap();
@@ -398,7 +409,9 @@ mod tests {
         assert_eq!(
             host.binds,
             Some(vec![
-                "/run/warden/net/docker/warden-sb-1.resolv.conf:/etc/resolv.conf:ro".to_string()
+                "/run/warden/net/docker/warden-sb-1.resolv.conf:/etc/resolv.conf:ro".to_string(),
+                "/run/warden/net/docker/warden-sb-1.ca-bundle.pem:/etc/warden/ca-bundle.pem:ro"
+                    .to_string()
             ])
         );
         let offline = ContainerPlan::build(input(&l, &labels))

@@ -327,8 +327,11 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     }
 
     /// Replaces the egress gateway's rules of a sandbox whose profile has a gateway; every
-    /// execution started afterwards (and every context started or restarted afterwards)
-    /// gets them.
+    /// execution started afterwards gets them, and a running context no later than its next
+    /// cell: live where the sandbox's gateway outlives its executions (docker: the
+    /// container's gateway takes them for every new connection), otherwise by restarting the
+    /// context's interpreter before that cell, whose result then says
+    /// `context_restarted: true` (the jail: each context has its own gateway).
     async fn set_egress(
         &self,
         rules: warden_types::egress::GatewayRules,

@@ -63,6 +63,9 @@ pub struct JailContext {
     to_helper: tokio::process::ChildStdin,
     from_helper: tokio::process::ChildStdout,
     pub ready: Ready,
+    /// The sandbox's egress rules generation its network was set up with (the sandbox's
+    /// gateway rules may change after: [`crate::sandbox::JailSandbox`] restarts it then).
+    pub rules_generation: u64,
 }
 
 fn pipe_error(what: &'static str) -> impl FnOnce(std::io::Error) -> BackendError {
@@ -159,6 +162,7 @@ impl JailContext {
             to_helper,
             from_helper,
             ready,
+            rules_generation: 0,
         })
     }
 

@@ -247,18 +247,7 @@ pub struct NetAttachment {
     pub ca_bundle: Option<String>,
 }
 
-/// Where a sandbox with brokered secrets finds its CA bundle (a [`MountOp::GatewayCa`]).
-pub const GATEWAY_CA_BUNDLE: &str = "/etc/warden/ca-bundle.pem";
-
-/// The variables that point the usual TLS clients at [`GATEWAY_CA_BUNDLE`]: OpenSSL (Python's
-/// ssl and urllib, curl's OpenSSL), curl, requests, Node, pip.
-pub const CA_BUNDLE_VARIABLES: &[&str] = &[
-    "SSL_CERT_FILE",
-    "CURL_CA_BUNDLE",
-    "REQUESTS_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
-    "PIP_CERT",
-];
+pub use warden_net::secrets::{CA_BUNDLE_VARIABLES, GATEWAY_CA_BUNDLE};
 
 impl JailPlan {
     /// The plan as the sandbox's init may see it: brokered secrets' values blanked (init is
@@ -535,17 +524,11 @@ impl JailPlan {
             .as_ref()
             .map(|n| n.secrets.as_slice())
             .unwrap_or_default();
-        let mut secret_env = Vec::new();
+        let secret_env = warden_net::secrets::sandbox_env(secrets);
         if !secrets.is_empty() {
             mounts.push(MountOp::GatewayCa {
                 dest: GATEWAY_CA_BUNDLE.into(),
             });
-            for var in CA_BUNDLE_VARIABLES {
-                secret_env.push((var.to_string(), GATEWAY_CA_BUNDLE.to_owned()));
-            }
-            for s in secrets {
-                secret_env.push((s.env.clone(), s.placeholder.clone()));
-            }
         }
         let mut env = vec![
             (

@@ -55,6 +55,10 @@ pub struct JailSandbox {
     /// A networked sandbox: each execution gets its own link and firewall with these rules
     /// (the gateway's may be replaced: [`BackendSandbox::set_egress`]).
     network: std::sync::Mutex<Option<warden_net::NetRequest>>,
+    /// Counts changes of the gateway's rules: a context whose interpreter started under an
+    /// older count (its session's gateway has the old rules) is restarted before its next
+    /// cell, whose result says `context_restarted: true`.
+    rules_generation: std::sync::atomic::AtomicU64,
     /// Every run's and context's own environment variables (`SandboxSpec::env`).
     env: Vec<(String, String)>,
     /// Where every run also sees the workspace, its HOME and working directory
@@ -146,6 +150,7 @@ impl JailSandbox {
             id,
             backend,
             network: std::sync::Mutex::new(network),
+            rules_generation: std::sync::atomic::AtomicU64::new(0),
             env: env.into_iter().collect(),
             home,
             workspace: std::sync::Mutex::new(Some(Arc::new(workspace))),
@@ -415,8 +420,15 @@ impl JailSandbox {
 
     async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
         let workspace = self.workspace()?;
+        // Read before the plan: a change of rules while it starts restarts it at its next cell.
+        let generation = self
+            .rules_generation
+            .load(std::sync::atomic::Ordering::SeqCst);
         let plan = self.context_plan(spec)?;
-        JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)).await
+        let mut live =
+            JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)).await?;
+        live.rules_generation = generation;
+        Ok(live)
     }
 
     /// Removes the cgroups of helpers that had to be killed (their sandboxes are on their
@@ -476,6 +488,8 @@ impl BackendSandbox for JailSandbox {
         match network.as_mut().and_then(|n| n.egress.gateway.as_mut()) {
             Some(gateway) => {
                 *gateway = rules;
+                self.rules_generation
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 Ok(())
             }
             None => Err(BackendError::Refused(warden_engine::NO_GATEWAY.into())),
@@ -614,6 +628,22 @@ impl BackendSandbox for JailSandbox {
         {
             if let Some(dead) = slot.live.take() {
                 dead.close().await;
+            }
+            restarted = true;
+        }
+        // The gateway's rules changed since this interpreter started: its session's gateway
+        // has the old ones, so a fresh interpreter with the new rules (its variables are lost,
+        // and the result says so).
+        let generation = self
+            .rules_generation
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if slot
+            .live
+            .as_ref()
+            .is_some_and(|l| l.rules_generation != generation)
+        {
+            if let Some(old) = slot.live.take() {
+                old.close().await;
             }
             restarted = true;
         }

@@ -56,51 +56,14 @@ impl Default for NetSettings {
     }
 }
 
-/// A random token of this process, in every placeholder it hands out: a placeholder says
-/// nothing about its value, and differs between daemons.
-fn placeholder_token() -> &'static str {
-    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TOKEN.get_or_init(|| {
-        let mut b = [0u8; 12];
-        // SAFETY: getrandom fills the buffer it is given.
-        unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-        b.iter().map(|x| format!("{x:02x}")).collect()
-    })
-}
-
-/// The profile's brokered secrets, with their values read now (`with_values`) or left empty.
+/// The profile's brokered secrets ([`warden_net::secrets::brokered`]), refused by name.
 fn brokered(
     settings: &NetSettings,
     egress: &warden_types::egress::EgressPolicy,
     with_values: bool,
 ) -> Result<Vec<warden_net::plan::BrokeredSecret>, BackendError> {
-    let mut out = Vec::new();
-    for name in &egress.secrets {
-        let s = settings.secrets.get(name).ok_or_else(|| {
-            BackendError::Refused(format!(
-                "egress.secrets: no secret {name:?} in [sandbox.secrets]"
-            ))
-        })?;
-        let value = if with_values {
-            s.read_value()
-                .map_err(|why| BackendError::Refused(format!("secret {name:?}: {why}")))?
-        } else {
-            String::new()
-        };
-        out.push(warden_net::plan::BrokeredSecret {
-            name: name.clone(),
-            env: s.env.clone().unwrap_or_else(|| name.to_ascii_uppercase()),
-            placeholder: format!(
-                "WARDEN_SECRET_{}_{}",
-                name.to_ascii_uppercase(),
-                placeholder_token()
-            ),
-            value,
-            hosts: s.hosts.clone(),
-            header: s.header.to_ascii_lowercase(),
-        });
-    }
-    Ok(out)
+    warden_net::secrets::brokered(&settings.secrets, egress, with_values)
+        .map_err(BackendError::Refused)
 }
 
 /// What a networked sandbox asks of the host; `None` for an offline one.

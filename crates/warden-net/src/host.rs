@@ -167,7 +167,8 @@ struct GatewayChild {
     /// The sandbox's CA certificate (PEM), when it has brokered secrets.
     ca_pem: Option<String>,
     pid: libc::pid_t,
-    /// Closing it tells the gateway to report what is still open and exit.
+    /// Closing it tells the gateway to report what is still open and exit; a line written
+    /// on it is new rules ([`crate::gateway::rules_line`]).
     stop: Option<std::os::fd::OwnedFd>,
     /// Its events (non-blocking).
     report: std::fs::File,
@@ -256,6 +257,29 @@ impl Attached {
         }
         bundle.push_str(ca);
         Some(bundle)
+    }
+
+    /// Gives the running egress gateway new rules: connections it accepts from now on are
+    /// judged by them. `false` without a running gateway.
+    pub fn set_gateway_rules(&mut self, rules: &warden_types::egress::GatewayRules) -> bool {
+        let Some(stop) = self.gateway.as_ref().and_then(|g| g.stop.as_ref()) else {
+            return false;
+        };
+        let line = crate::gateway::rules_line(rules);
+        let mut rest = line.as_slice();
+        while !rest.is_empty() {
+            // SAFETY: write on a descriptor this process owns, from `rest`'s bytes (a blocking
+            // pipe the gateway always reads).
+            let n = unsafe { libc::write(stop.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n <= 0 {
+                return false;
+            }
+            rest = &rest[n as usize..];
+        }
+        true
     }
 
     /// What the egress gateway reported since the last call (nothing without a gateway).

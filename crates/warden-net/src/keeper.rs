@@ -12,9 +12,13 @@
 //!    end from inside the namespace (`setns`, then back), waits for the firewall, and answers
 //!    one JSON line, a [`KeeperReply`];
 //!    (having first written the sandbox's resolv.conf into the file it was given, if any);
-//! 3. it then waits for end of input: the backend closing its stdin (destroy), or the backend
-//!    dying (the kernel closes the pipe), and removes everything ([`crate::Attached`]'s drop,
-//!    and the resolv.conf file).
+//!    (and the sandbox's CA bundle into the file it was given, for brokered secrets);
+//! 3. it then answers commands, one line each ([`KeeperCommand`]): the egress gateway's report
+//!    since the last one (`report`) or with the gateway stopped (`finish`), or new rules for
+//!    the running gateway (`rules`), one JSON line of [`EgressReport`] each;
+//! 4. at end of input — the backend closing its stdin (destroy), or the backend dying (the
+//!    kernel closes the pipe) — it removes everything ([`crate::Attached`]'s drop, the
+//!    resolv.conf file and the CA bundle file).
 //!
 //! Invariants: a `Ready` reply is only sent after the firewall transaction committed and the
 //! sandbox end is addressed, so a backend that lets the program start only after `Ready`
@@ -27,9 +31,10 @@
 use crate::host::HostError;
 use crate::plan::{Interface, NetRequest};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use warden_types::egress::EgressReport;
 
 /// Set (to any value) in the environment of a `warden` process that is to be a keeper.
 pub const KEEPER_ENV: &str = "WARDEN_NET_KEEPER";
@@ -47,6 +52,25 @@ pub struct KeeperRequest {
     /// on its /etc/resolv.conf), and to remove at teardown.
     #[serde(default)]
     pub resolv_conf: Option<PathBuf>,
+    /// A file to fill with the sandbox's CA bundle once ready, when it has brokered secrets
+    /// (the container has it bound read-only), and to remove at teardown.
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+/// A command to a ready keeper (one JSON line); each is answered with one JSON line, an
+/// [`EgressReport`] (empty without a gateway).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeeperCommand {
+    /// What the gateway reported since the last command (an execution ended).
+    Report,
+    /// Stops the gateway and returns the rest, open connections with their counts so far
+    /// (the sandbox ended).
+    Finish,
+    /// New rules for the running gateway (`PATCH /v1/sandboxes/{id}/egress`); answered with
+    /// the report since the last command, like `report`.
+    Rules(warden_types::egress::GatewayRules),
 }
 
 /// The keeper's one line of output.
@@ -109,6 +133,20 @@ pub fn main() -> i32 {
             );
         }
     }
+    let written = match (&req.ca_bundle, attached.ca_bundle()) {
+        // In place, like the resolv.conf; readable by the container's user.
+        (Some(path), Some(bundle)) => {
+            std::fs::write(path, bundle).map_err(|e| format!("write {}: {e}", path.display()))
+        }
+        (Some(path), None) => Err(format!(
+            "{}: a CA bundle was asked for, but the sandbox has no brokered secrets",
+            path.display()
+        )),
+        (None, _) => Ok(()),
+    };
+    if let Err(message) = written {
+        return answer(&mut out, &KeeperReply::Failed { message });
+    }
     let ready = KeeperReply::Ready {
         interface: attached.interface(),
         resolv_conf: attached.plan().resolv_conf(),
@@ -117,18 +155,38 @@ pub fn main() -> i32 {
     if answer(&mut out, &ready) != 0 {
         return 1;
     }
-    // Hold everything until the backend closes our input (or dies).
-    let mut sink = [0u8; 64];
+    let mut attached = attached;
+    // Answer commands until the backend closes our input (or dies); then remove everything.
     loop {
-        match input.read(&mut sink) {
+        line.clear();
+        match input.read_line(&mut line) {
             Ok(0) => break,
-            Ok(_) => continue,
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         }
+        let report = match serde_json::from_str::<KeeperCommand>(line.trim()) {
+            Ok(KeeperCommand::Report) => attached.egress_report(),
+            Ok(KeeperCommand::Finish) => attached.finish_egress(),
+            Ok(KeeperCommand::Rules(rules)) => {
+                attached.set_gateway_rules(&rules);
+                attached.egress_report()
+            }
+            // An unknown command gets an empty answer: the backend never waits forever.
+            Err(_) => EgressReport::default(),
+        };
+        let mut text = serde_json::to_string(&report).unwrap_or_else(|_| "{}".into());
+        text.push('\n');
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            break;
+        }
     }
     drop(attached);
-    if let Some(path) = &req.resolv_conf {
+    for path in [&req.resolv_conf, &req.ca_bundle].into_iter().flatten() {
         let _ = std::fs::remove_file(path);
     }
     0

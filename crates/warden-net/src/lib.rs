@@ -32,6 +32,7 @@ pub mod keeper;
 pub mod lease;
 pub mod plan;
 pub mod pool;
+pub mod secrets;
 pub mod sys;
 pub mod uids;
 

@@ -145,6 +145,8 @@ pub fn docker_backend(settings: &Settings) -> DockerBackend {
             upstream_dns: network.upstream_dns,
             keeper_exe: std::env::current_exe().ok(),
             run_dir: warden_net::RUN_DIR.into(),
+            secrets: settings.sandbox.secrets.clone(),
+            upstream_ca_file: network.upstream_ca_file.clone(),
         },
         seccomp_profile: Some(seccomp_profile()),
     })

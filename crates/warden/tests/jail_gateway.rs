@@ -74,6 +74,7 @@ impl World {
         };
         world.remove();
         world.make_certificates();
+        world.make_package_index();
         let fixture =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/world_server.py");
         let tls = format!(
@@ -107,6 +108,7 @@ impl World {
                 for entry in DNS {
                     cmd.args(["--dns", entry]);
                 }
+                cmd.arg("--files").arg(world.path("index"));
             }
             let err = std::fs::File::create(world.path(&format!("{name}.err"))).unwrap();
             world
@@ -148,6 +150,35 @@ impl World {
         ));
     }
 
+    /// A "simple" package index (PEP 503) with one small wheel, `tinypkg` 0.1, for pip.
+    fn make_package_index(&self) {
+        let d = self.path("index");
+        std::fs::create_dir_all(d.join("simple/tinypkg")).unwrap();
+        std::fs::create_dir_all(d.join("packages")).unwrap();
+        let wheel = "tinypkg-0.1-py3-none-any.whl";
+        sh(&format!(
+            r#"python3 - <<'PY'
+import zipfile
+with zipfile.ZipFile("{}/packages/{wheel}", "w") as z:
+    z.writestr("tinypkg/__init__.py", "VALUE = 42\n")
+    z.writestr("tinypkg-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 0.1\n")
+    z.writestr("tinypkg-0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: warden-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("tinypkg-0.1.dist-info/RECORD", "")
+PY"#,
+            d.display()
+        ));
+        std::fs::write(
+            d.join("simple/index.html"),
+            "<html><body><a href=\"tinypkg/\">tinypkg</a></body></html>\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("simple/tinypkg/index.html"),
+            format!("<html><body><a href=\"../../packages/{wheel}\">{wheel}</a></body></html>\n"),
+        )
+        .unwrap();
+    }
+
     fn log_path(&self, host: &str) -> PathBuf {
         self.path(&format!("{host}.log"))
     }
@@ -181,6 +212,9 @@ impl World {
                  deny = [\"bad.cdn.test\"]\n\
                  [sandbox.profiles.d_gw]\n{net}backend = \"docker\"\nruntime = {{ image = \"warden-python:3.11\" }}\n\
                  [sandbox.profiles.d_gw.egress.gateway]\nallow = [\"api.test\"]\n\
+                 [sandbox.profiles.d_sec]\n{net}backend = \"docker\"\nruntime = {{ image = \"warden-python:3.11\" }}\n\
+                 [sandbox.profiles.d_sec.egress]\nsecrets = [\"api_key\"]\n\
+                 [sandbox.profiles.d_sec.egress.gateway]\nallow = [\"api.test\"]\n\
                  [sandbox.profiles.open]\n{net}\
                  [sandbox.profiles.open.egress.gateway]\ndeny = [\"other.test:443\"]\n"
             ),
@@ -671,24 +705,10 @@ print(p.stdout)
     assert!(stdout_of(&v).contains(SECRET), "{v}");
 }
 
-/// The docker backend: the same redirect and gateway, held by the container's network keeper
-/// (what the program sees; a container's result does not carry the gateway's report yet).
-#[test]
-fn docker_a_container_goes_through_the_same_gateway() {
-    require_docker!();
-    let world = World::new();
+/// Runs Python in a docker profile through `warden run` (not in a pid namespace of its own:
+/// the keeper must see the container's first process); returns the result JSON.
+fn docker_py(world: &World, profile: &str, code: &str) -> serde_json::Value {
     let settings = world.settings();
-    let code = r#"
-import json, urllib.request, urllib.error
-R = {}
-R["allowed"] = urllib.request.urlopen("http://api.test/docker", timeout=15).read().decode()
-try:
-    urllib.request.urlopen("http://other.test/docker", timeout=15)
-    R["other"] = "reached"
-except urllib.error.HTTPError as e:
-    R["other"] = str(e.code) + " " + e.read().decode()
-print(json.dumps(R))
-"#;
     let mut child = Command::new(common::warden())
         .args([
             "--config",
@@ -696,7 +716,7 @@ print(json.dumps(R))
             "run",
             "--json",
             "--profile",
-            "d_gw",
+            profile,
             "-l",
             "python",
             "-",
@@ -721,15 +741,212 @@ print(json.dumps(R))
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    assert!(v.get("error").is_none(), "{v}");
     assert_eq!(v["exit_code"], 0, "{v}");
+    v
+}
+
+/// The docker backend: the same redirect and gateway, held by the container's network keeper,
+/// and the same report in the result (refusals with their reasons, connections with bytes).
+#[test]
+fn docker_a_container_goes_through_the_same_gateway_and_reports_it() {
+    require_docker!();
+    let world = World::new();
+    let v = docker_py(
+        &world,
+        "d_gw",
+        r#"
+import json, urllib.request, urllib.error
+R = {}
+R["allowed"] = urllib.request.urlopen("http://api.test/docker", timeout=15).read().decode()
+try:
+    urllib.request.urlopen("http://other.test/docker", timeout=15)
+    R["other"] = "reached"
+except urllib.error.HTTPError as e:
+    R["other"] = str(e.code) + " " + e.read().decode()
+print(json.dumps(R))
+"#,
+    );
     let r = report(&v);
     assert_eq!(r["allowed"], "hello from 203.0.113.40\n", "{r}");
     assert_eq!(
         r["other"], "403 warden egress gateway: other.test:80 refused: not in the allow-list\n",
         "{r}"
     );
+    assert_eq!(denied(&v, "other.test", 80), "not in the allow-list");
+    assert!(allowed_bytes(&v, "api.test", 80) > 0, "{v}");
     assert!(world.log("inet").contains("http 203.0.113.40 /docker"));
     assert!(!world.log("inet").contains("203.0.113.41"));
+}
+
+/// Brokered secrets on the docker backend: the container sees the placeholder and trusts its
+/// gateway's CA through the bundle bound read-only and the usual variables; the API gets the
+/// value in the bound header; the value is nowhere the container can read, nor in the
+/// engine's view of the container (its configuration and environment).
+#[test]
+fn docker_a_brokered_secret_reaches_its_host_only_and_the_container_never_sees_it() {
+    require_docker!();
+    let world = World::new();
+    let v = docker_py(
+        &world,
+        "d_sec",
+        r#"
+import json, os, re, ssl, urllib.request
+R = {}
+ph = os.environ["API_KEY"]
+R["placeholder"] = ph
+R["vars"] = {k: os.environ.get(k) for k in ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE", "PIP_CERT"]}
+def get(url, headers):
+    req = urllib.request.Request(url, headers=headers)
+    return urllib.request.urlopen(req, timeout=15, context=ssl.create_default_context()).read().decode()
+R["bound"] = get("https://api.test/docker-secret", {"Authorization": "Bearer " + ph})
+R["other_header"] = get("https://api.test/docker-other-header", {"X-Api-Key": ph})
+found = set()
+for root in ["/etc", "/tmp", "/workspace", "/run", "/proc/self", "/proc/1"]:
+    for d, dirs, files in os.walk(root):
+        if d.startswith("/proc/") and d.count("/") > 3:
+            dirs[:] = []
+        if d.endswith("/fd"):
+            # The wrapper's stdin is the engine's attach stream: reading it would wait forever.
+            continue
+        for f in files:
+            try:
+                data = open(os.path.join(d, f), "rb").read(4 << 20)
+            except Exception:
+                continue
+            found.update(m.decode() for m in re.findall(rb"sk-test-[A-Za-z0-9]+", data))
+R["found"] = sorted(found)
+bundle = open("/etc/warden/ca-bundle.pem").read()
+R["bundle_has_key"] = "PRIVATE KEY" in bundle
+R["bundle_certs"] = bundle.count("BEGIN CERTIFICATE")
+try:
+    open("/etc/warden/ca-bundle.pem", "a").write("x")
+    R["bundle_writable"] = True
+except OSError:
+    R["bundle_writable"] = False
+print(json.dumps(R))
+"#,
+    );
+    let r = report(&v);
+    let placeholder = r["placeholder"].as_str().unwrap().to_owned();
+    assert!(placeholder.starts_with("WARDEN_SECRET_API_KEY_"), "{r}");
+    for var in [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "CURL_CA_BUNDLE",
+        "PIP_CERT",
+    ] {
+        assert_eq!(r["vars"][var], "/etc/warden/ca-bundle.pem", "{r}");
+    }
+    assert_eq!(r["bound"], "hello from 203.0.113.40\n", "{r}");
+    assert_eq!(r["other_header"], "hello from 203.0.113.40\n", "{r}");
+    let inet = world.log("inet");
+    assert_eq!(
+        inet.matches(&format!(
+            "header 203.0.113.40 authorization Bearer {SECRET}"
+        ))
+        .count(),
+        1,
+        "{inet}"
+    );
+    assert!(
+        inet.contains(&format!("header 203.0.113.40 x-api-key {placeholder}")),
+        "{inet}"
+    );
+    assert!(!v.to_string().contains(SECRET), "{v}");
+    assert_eq!(r["found"], serde_json::json!([]), "{r}");
+    assert_eq!(r["bundle_has_key"], false, "{r}");
+    assert_eq!(r["bundle_writable"], false, "{r}");
+    assert!(r["bundle_certs"].as_u64().unwrap() >= 1, "{r}");
+    assert_eq!(
+        v["secrets_used"],
+        serde_json::json!([{"name": "api_key", "host": "api.test"}]),
+        "{v}"
+    );
+}
+
+/// A persistent docker sandbox through the daemon: each execution's result has its own
+/// refusals and connections; the secret works in each; the engine's view of the container
+/// (`docker inspect`: its configuration and environment) holds the placeholder, never the
+/// value.
+#[test]
+fn docker_a_persistent_sandbox_reports_each_execution_and_the_engine_never_holds_the_value() {
+    require_docker!();
+    let world = World::new();
+    let server = common::serve_with(&world.settings());
+    let a = &server.addr;
+    let (status, body) = common::http_request(
+        a,
+        "POST",
+        "/v1/sandboxes",
+        "",
+        r#"{"profile": "d_sec", "name": "dsec"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let container = format!("warden-{}", json(&body)["id"].as_str().unwrap());
+    let exec = |code: &str| {
+        let body = serde_json::json!({ "code": code }).to_string();
+        let (status, body) = common::http_request(a, "POST", "/v1/sandboxes/dsec/exec", "", &body);
+        assert_eq!(status, 200, "{body}");
+        json(&body)
+    };
+    let code = r#"
+import os, ssl, urllib.request, urllib.error
+req = urllib.request.Request("https://api.test/persistent", headers={"Authorization": "Bearer " + os.environ["API_KEY"]})
+print(urllib.request.urlopen(req, timeout=15, context=ssl.create_default_context()).read().decode(), end="")
+try:
+    urllib.request.urlopen("http://private.test/p", timeout=15)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"#;
+    for _ in 0..2 {
+        let v = exec(code);
+        assert_eq!(v["stdout"], "hello from 203.0.113.40\n403\n", "{v}");
+        assert_eq!(denied(&v, "private.test", 80), "not in the allow-list");
+        assert_eq!(v["egress_denied"].as_array().unwrap().len(), 1, "{v}");
+        assert_eq!(
+            v["secrets_used"],
+            serde_json::json!([{"name": "api_key", "host": "api.test"}]),
+            "{v}"
+        );
+    }
+    // New rules reach the container's running gateway at once (live, no restart): the
+    // workspace's file from before is still there.
+    let v = exec("open('kept.txt', 'w').write('kept')");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let (status, body) = common::http_request(
+        a,
+        "PATCH",
+        "/v1/sandboxes/dsec/egress",
+        "",
+        r#"{"allow": ["api.test", "other.test"]}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let v = exec(
+        "import urllib.request\nprint(open('kept.txt').read(), urllib.request.urlopen('http://other.test/live', timeout=15).read().decode(), end='')",
+    );
+    assert_eq!(v["stdout"], "kept hello from 203.0.113.41\n", "{v}");
+    assert!(allowed_bytes(&v, "other.test", 80) > 0, "{v}");
+    assert!(world.log("inet").contains("http 203.0.113.41 /live"));
+    let inspect = Command::new("docker")
+        .args(["inspect", &container])
+        .output()
+        .unwrap();
+    assert!(inspect.status.success());
+    let inspect = String::from_utf8_lossy(&inspect.stdout);
+    assert!(inspect.contains("WARDEN_SECRET_API_KEY_"), "{inspect}");
+    assert!(!inspect.contains(SECRET), "{inspect}");
+    assert_eq!(
+        world
+            .log("inet")
+            .matches(&format!(
+                "header 203.0.113.40 authorization Bearer {SECRET}"
+            ))
+            .count(),
+        2
+    );
+    destroy_and_leave_no_slot(a, "dsec");
 }
 
 /// A context (a long-lived interpreter) of a sandbox with a gateway: each cell's result has
@@ -764,4 +981,163 @@ fn a_context_cell_reports_its_refusals() {
     assert_eq!(second["stdout"], "hello from 203.0.113.40\n\n", "{second}");
     assert!(second.get("egress_denied").is_none(), "{second}");
     destroy_and_leave_no_slot(a, "ctx");
+}
+
+/// A running context of a jail sandbox gets changed rules at its next cell: its session's
+/// gateway kept the old ones, so its interpreter is restarted first and the cell's result says
+/// so (`context_restarted`); a cell after that is not restarted again.
+#[test]
+fn a_running_context_gets_changed_rules_at_its_next_cell_by_a_restart() {
+    require_root!();
+    let world = World::new();
+    let server = common::serve_with(&world.settings());
+    let a = &server.addr;
+    let (status, body) = common::http_request(
+        a,
+        "POST",
+        "/v1/sandboxes",
+        "",
+        r#"{"profile": "gw", "name": "ctxrules"}"#,
+    );
+    assert_eq!(status, 201, "{body}");
+    let cell = |code: &str| {
+        let body = serde_json::json!({"code": code, "context": "default"}).to_string();
+        let (status, body) =
+            common::http_request(a, "POST", "/v1/sandboxes/ctxrules/exec", "", &body);
+        assert_eq!(status, 200, "{body}");
+        json(&body)
+    };
+    let fetch = "import urllib.request\ntry:\n    print(urllib.request.urlopen('http://other.test/ctxrules', timeout=15).read().decode(), end='')\nexcept Exception as e:\n    print(type(e).__name__)";
+    let first = cell(&format!("x = 1\n{fetch}"));
+    assert_eq!(first["stdout"], "HTTPError\n", "{first}");
+    let (status, body) = common::http_request(
+        a,
+        "PATCH",
+        "/v1/sandboxes/ctxrules/egress",
+        "",
+        r#"{"allow": ["api.test", "other.test"]}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let second = cell(&format!("print('x' in globals())\n{fetch}"));
+    assert_eq!(
+        second["stdout"], "False\nhello from 203.0.113.41\n",
+        "{second}"
+    );
+    assert_eq!(second["context_restarted"], true, "{second}");
+    let third = cell(fetch);
+    assert_eq!(third["stdout"], "hello from 203.0.113.41\n", "{third}");
+    assert_ne!(third["context_restarted"], true, "{third}");
+    destroy_and_leave_no_slot(a, "ctxrules");
+}
+
+/// More real clients: Node's `fetch` (undici, trusting the test CA through
+/// `NODE_EXTRA_CA_CERTS`) and `pip download` from a package index served over HTTPS by the
+/// allowed host; the refused host's index is refused with the reason in the result.
+#[test]
+fn node_fetch_and_pip_download_go_through_the_gateway() {
+    require_root!();
+    prerequisite!(common::missing_path(
+        "/usr/bin/node",
+        "Node 20, scripts/setup-tests.sh"
+    ));
+    prerequisite!(common::missing_path(
+        "/usr/lib/python3/dist-packages/pip",
+        "python3-pip, scripts/setup-tests.sh"
+    ));
+    let world = World::new();
+    let v = world.py(
+        "gw",
+        r#"
+import os, sys
+def node(url):
+    js = "fetch(process.argv[1]).then(r => r.text()).then(t => console.log('ok:' + t.trim()), e => console.log('err:' + ((e.cause && e.cause.code) || e.message)))"
+    env = dict(os.environ, NODE_EXTRA_CA_CERTS=os.path.abspath("ca.pem"))
+    p = subprocess.run(["node", "-e", js, url], capture_output=True, text=True, env=env, timeout=60)
+    return (p.stdout + p.stderr).strip()[:300]
+def pip(index):
+    p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
+        "--disable-pip-version-check", "--retries", "0", "--timeout", "15", "--cert", "ca.pem",
+        "--index-url", index, "-d", "dl", "tinypkg"], capture_output=True, text=True, timeout=120)
+    return {"code": p.returncode, "out": (p.stdout + p.stderr)[-400:]}
+R["node_allowed"] = node("https://api.test/node")
+R["node_other"] = node("https://other.test/node")
+R["pip_allowed"] = pip("https://api.test/simple/")
+R["pip_other"] = pip("https://other.test/simple/")
+R["downloaded"] = sorted(os.listdir("dl")) if os.path.isdir("dl") else []
+print(json.dumps(R))
+"#,
+    );
+    let r = report(&v);
+    assert_eq!(r["node_allowed"], "ok:hello from 203.0.113.40", "{r}");
+    assert!(r["node_other"].as_str().unwrap().starts_with("err:"), "{r}");
+    assert_eq!(r["pip_allowed"]["code"], 0, "{r}");
+    assert_eq!(
+        r["downloaded"],
+        serde_json::json!(["tinypkg-0.1-py3-none-any.whl"]),
+        "{r}"
+    );
+    assert_ne!(r["pip_other"]["code"], 0, "{r}");
+    assert_eq!(denied(&v, "other.test", 443), "not in the allow-list");
+    assert!(allowed_bytes(&v, "api.test", 443) > 0, "{v}");
+    let inet = world.log("inet");
+    assert!(inet.contains("http 203.0.113.40 /node"), "{inet}");
+    assert!(
+        inet.contains("http 203.0.113.40 /simple/tinypkg/"),
+        "{inet}"
+    );
+    assert!(
+        inet.contains("http 203.0.113.40 /packages/tinypkg-0.1-py3-none-any.whl"),
+        "{inet}"
+    );
+    assert!(!inet.contains("203.0.113.41"), "{inet}");
+}
+
+/// Brokered secrets with Node's `fetch` and pip, trusting the gateway's CA only through the
+/// variables the sandbox is given (`NODE_EXTRA_CA_CERTS`, `PIP_CERT`): the value reaches the
+/// API in the bound header; pip's index on the bound host works through the broker.
+#[test]
+fn node_fetch_and_pip_use_a_brokered_secret_through_the_sandboxs_variables() {
+    require_root!();
+    prerequisite!(common::missing_path(
+        "/usr/bin/node",
+        "Node 20, scripts/setup-tests.sh"
+    ));
+    prerequisite!(common::missing_path(
+        "/usr/lib/python3/dist-packages/pip",
+        "python3-pip, scripts/setup-tests.sh"
+    ));
+    let world = World::new();
+    let v = world.py(
+        "sec",
+        r#"
+import os, sys
+js = "fetch('https://api.test/node-secret', {headers: {Authorization: 'Bearer ' + process.env.API_KEY}}).then(r => r.text()).then(t => console.log('ok:' + t.trim()), e => console.log('err:' + ((e.cause && e.cause.code) || e.message)))"
+p = subprocess.run(["node", "-e", js], capture_output=True, text=True, timeout=60)
+R["node"] = (p.stdout + p.stderr).strip()[:300]
+p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
+    "--disable-pip-version-check", "--retries", "0", "--timeout", "15",
+    "--index-url", "https://api.test/simple/", "-d", "dl", "tinypkg"], capture_output=True, text=True, timeout=120)
+R["pip"] = {"code": p.returncode, "out": (p.stdout + p.stderr)[-400:]}
+R["downloaded"] = sorted(os.listdir("dl")) if os.path.isdir("dl") else []
+print(json.dumps(R))
+"#,
+    );
+    let r = report(&v);
+    assert_eq!(r["node"], "ok:hello from 203.0.113.40", "{r}");
+    assert_eq!(r["pip"]["code"], 0, "{r}");
+    assert_eq!(
+        r["downloaded"],
+        serde_json::json!(["tinypkg-0.1-py3-none-any.whl"]),
+        "{r}"
+    );
+    let inet = world.log("inet");
+    assert_eq!(
+        inet.matches(&format!(
+            "header 203.0.113.40 authorization Bearer {SECRET}"
+        ))
+        .count(),
+        1,
+        "{inet}"
+    );
+    assert!(!v.to_string().contains(SECRET), "{v}");
 }

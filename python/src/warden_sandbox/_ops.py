@@ -31,6 +31,7 @@ from .models import (
     FileEntry,
     FileList,
     ForkRequest,
+    GatewayRules,
     Paused,
     Resumed,
     SandboxExecRequest,
@@ -275,6 +276,15 @@ def pause_sandbox(sandbox_id: str, evict: bool = False) -> Call[Paused]:
 def resume_sandbox(sandbox_id: str) -> Call[Resumed]:
     return Call(
         "POST", f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/resume", parse=model_parser(Resumed)
+    )
+
+
+def set_egress(sandbox_id: str, allow: Sequence[str], deny: Sequence[str]) -> Call[GatewayRules]:
+    return Call(
+        "PATCH",
+        f"/v1/sandboxes/{_segment(sandbox_id, 'sandbox id')}/egress",
+        json={"allow": list(allow), "deny": list(deny)},
+        parse=model_parser(GatewayRules),
     )
 
 

@@ -23,6 +23,7 @@ from .models import (
     CreateSandboxRequest,
     EndEvent,
     ExecEvent,
+    GatewayRules,
     ExecResult,
     ExecuteRequest,
     FileEntry,
@@ -264,6 +265,16 @@ class AsyncWardenClient:
         the contexts its pause evicted (``restored``)."""
         return await self._call(_ops.resume_sandbox(sandbox_id))
 
+    async def set_egress(
+        self, sandbox_id: str, allow: Sequence[str] = (), deny: Sequence[str] = ()
+    ) -> GatewayRules:
+        """Replaces the egress gateway's rules of a sandbox whose profile has one (``PATCH
+        /v1/sandboxes/{id}/egress``); answers the rules now in force. Executions started
+        afterwards get them; a running context gets them at its next cell (on the jail backend
+        by restarting its interpreter: that cell's result has ``context_restarted``). A sandbox
+        without a gateway is refused (``InvalidRequestError`` naming ``egress``)."""
+        return await self._call(_ops.set_egress(sandbox_id, allow, deny))
+
     async def snapshot_sandbox(self, sandbox_id: str, name: str) -> SnapshotInfo:
         """Records a durable sandbox's files under ``name`` (``POST
         /v1/sandboxes/{id}/snapshot``): the API key's own, counted against its snapshot quota
@@ -428,6 +439,10 @@ class AsyncSandbox:
         paused = await self.client.pause_sandbox(self.id, evict)
         self.info = paused
         return paused
+
+    async def set_egress(self, allow: Sequence[str] = (), deny: Sequence[str] = ()) -> GatewayRules:
+        """Replaces the sandbox's egress gateway rules (see ``set_egress`` of the client)."""
+        return await self.client.set_egress(self.id, allow, deny)
 
     async def snapshot(self, name: str) -> SnapshotInfo:
         """Records the sandbox's files under ``name`` (see ``snapshot_sandbox``)."""

@@ -139,6 +139,15 @@ class EgressAllowed(_Wire):
     bytes_received: int
 
 
+class GatewayRules(_Wire):
+    """The egress gateway's rules of a sandbox (``PATCH /v1/sandboxes/{id}/egress``): host
+    rules (``name``, ``*.name``, either with ``:port``) a connection must match when any
+    ``allow`` is given, and rules that refuse it whatever ``allow`` says."""
+
+    allow: List[str] = Field(default_factory=list)
+    deny: List[str] = Field(default_factory=list)
+
+
 class SecretUse(_Wire):
     """A brokered secret the gateway put into a request (its name, never its value)."""
 

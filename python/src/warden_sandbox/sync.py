@@ -23,6 +23,7 @@ from .models import (
     CreateSandboxRequest,
     EndEvent,
     ExecEvent,
+    GatewayRules,
     ExecResult,
     ExecuteRequest,
     FileEntry,
@@ -255,6 +256,16 @@ class WardenClient:
         the contexts its pause evicted (``restored``)."""
         return self._call(_ops.resume_sandbox(sandbox_id))
 
+    def set_egress(
+        self, sandbox_id: str, allow: Sequence[str] = (), deny: Sequence[str] = ()
+    ) -> GatewayRules:
+        """Replaces the egress gateway's rules of a sandbox whose profile has one (``PATCH
+        /v1/sandboxes/{id}/egress``); answers the rules now in force. Executions started
+        afterwards get them; a running context gets them at its next cell (on the jail backend
+        by restarting its interpreter: that cell's result has ``context_restarted``). A sandbox
+        without a gateway is refused (``InvalidRequestError`` naming ``egress``)."""
+        return self._call(_ops.set_egress(sandbox_id, allow, deny))
+
     def snapshot_sandbox(self, sandbox_id: str, name: str) -> SnapshotInfo:
         """Records a durable sandbox's files under ``name`` (``POST
         /v1/sandboxes/{id}/snapshot``): the API key's own, counted against its snapshot quota
@@ -419,6 +430,10 @@ class Sandbox:
         paused = self.client.pause_sandbox(self.id, evict)
         self.info = paused
         return paused
+
+    def set_egress(self, allow: Sequence[str] = (), deny: Sequence[str] = ()) -> GatewayRules:
+        """Replaces the sandbox's egress gateway rules (see ``set_egress`` of the client)."""
+        return self.client.set_egress(self.id, allow, deny)
 
     def snapshot(self, name: str) -> SnapshotInfo:
         """Records the sandbox's files under ``name`` (see ``snapshot_sandbox``)."""

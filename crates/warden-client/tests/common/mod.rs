@@ -73,13 +73,18 @@ impl Daemon {
     /// A daemon with the test settings plus `extra` TOML (e.g. `[[server.api_keys]]`).
     pub fn start_with_extra(extra: &str) -> Daemon {
         let base = std::fs::read_to_string(settings()).unwrap();
+        Daemon::start_with_text(&format!("{base}\n{extra}"))
+    }
+
+    /// A daemon with these settings (a whole settings file's text).
+    pub fn start_with_text(text: &str) -> Daemon {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let path = std::env::temp_dir().join(format!(
             "warden-client-test-{}-{}.toml",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::write(&path, format!("{base}\n{extra}")).unwrap();
+        std::fs::write(&path, text).unwrap();
         let daemon = Daemon::start_with(&path);
         let _ = std::fs::remove_file(&path);
         daemon

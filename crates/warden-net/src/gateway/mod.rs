@@ -90,6 +90,8 @@ impl Live {
 
 struct Shared {
     config: Config,
+    /// The rules now: `config.rules` until the holder sends others on the control pipe.
+    rules: std::sync::RwLock<GatewayRules>,
     report: Mutex<std::fs::File>,
     live: Mutex<HashMap<u64, Arc<Live>>>,
     next: AtomicU64,
@@ -107,6 +109,8 @@ impl Shared {
 
 /// Serves the listeners until `stop` reads end of file (the holder closed its end, or died):
 /// then reports the connections still open with their counts so far and exits. Never returns.
+/// Each line the holder writes on `stop` is new rules (JSON [`GatewayRules`],
+/// [`rules_line`]): connections accepted after it are judged by them (open ones stay).
 pub fn run(
     listeners: Vec<std::net::TcpListener>,
     config: Config,
@@ -114,6 +118,7 @@ pub fn run(
     stop: OwnedFd,
 ) -> ! {
     let shared = Arc::new(Shared {
+        rules: std::sync::RwLock::new(config.rules.clone()),
         config,
         report: Mutex::new(std::fs::File::from(report)),
         live: Mutex::new(HashMap::new()),
@@ -121,9 +126,14 @@ pub fn run(
     });
     let on_stop = shared.clone();
     std::thread::spawn(move || {
-        let mut stop = std::fs::File::from(stop);
-        let mut b = [0u8; 1];
-        while matches!(std::io::Read::read(&mut stop, &mut b), Ok(n) if n > 0) {}
+        let mut control = std::io::BufReader::new(std::fs::File::from(stop));
+        let mut line = String::new();
+        while matches!(std::io::BufRead::read_line(&mut control, &mut line), Ok(n) if n > 0) {
+            if let Ok(rules) = serde_json::from_str::<GatewayRules>(line.trim()) {
+                *on_stop.rules.write().expect("not poisoned") = rules;
+            }
+            line.clear();
+        }
         let file = on_stop.report.lock().expect("not poisoned");
         // The last events must arrive whole: the holder reads them now.
         set_blocking(file.as_raw_fd());
@@ -306,7 +316,11 @@ async fn handle(mut conn: TcpStream, shared: Arc<Shared>) {
         Ok(Some(Peek::Tls { sni: Some(h) })) => (h, Speaks::Tls),
         Ok(Some(Peek::Http { host })) => (host, Speaks::Http),
     };
-    if let Err(why) = check_name(&host).and_then(|()| shared.config.rules.decide(&host, port)) {
+    let decided = check_name(&host).and_then(|()| {
+        let rules = shared.rules.read().expect("not poisoned");
+        rules.decide(&host, port)
+    });
+    if let Err(why) = decided {
         return refuse(conn, &shared, host, port, why, speaks).await;
     }
     let addrs = match resolve::public_addresses(shared.config.upstream_dns, &host).await {
@@ -405,6 +419,13 @@ fn check_name(host: &str) -> Result<(), String> {
         Ok(_) if !host.starts_with("*.") => Ok(()),
         _ => Err("not a valid host name".into()),
     }
+}
+
+/// New rules as one line of the gateway's control pipe.
+pub fn rules_line(rules: &GatewayRules) -> Vec<u8> {
+    let mut line = serde_json::to_vec(rules).expect("rules serialize");
+    line.push(b'\n');
+    line
 }
 
 /// The events in the report pipe's text, line by line (lines that do not parse are skipped).

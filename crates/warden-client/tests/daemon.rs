@@ -285,6 +285,12 @@ lock = threading.Lock()",
 
     // A snapshot, a sandbox made from it and forks: the files and the context's variables
     // (what could be saved) in each.
+    // (The evicting pause above lost the lock; a new one, which a snapshot cannot save either.)
+    let r = sandbox
+        .run_with(RunRequest::new("lock = threading.Lock()").context("default"))
+        .await
+        .unwrap();
+    assert!(r.is_success(), "{r:?}");
     let snap = sandbox.snapshot("sdk-snap").await.unwrap();
     assert_eq!(snap.sandbox_id, id);
     let default = snap.contexts.iter().find(|c| c.context == "default");

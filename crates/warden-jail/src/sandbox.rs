@@ -13,6 +13,13 @@
 //! sandbox has every context's run frozen (the cgroup freezer) and no execution running;
 //! whatever next takes a turn (an execution, a cell, a context's start or restart) or ends
 //! a context thaws it first, since a frozen process can neither run nor die.
+//!
+//! A context's saved state is one file of the workspace, `.warden/<context>.state`, written by
+//! one save ([`save_state`]: an eviction's, or a snapshot's and a fork's with the interpreter
+//! left running) and read by one restore; it is removed once loaded, when the context restarts
+//! or ends, and (a snapshot's or a fork's) from the parent after the copy. A context listed
+//! with no interpreter (a restart of the daemon, a copy) is adopted evicted when its state file
+//! is there.
 
 use crate::cgroup::Hierarchy;
 use crate::client::{Inherited, blocking, exec_helper};

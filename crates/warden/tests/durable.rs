@@ -1026,7 +1026,10 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
         // The other context's state waits in the workspace until its first cell loads it.
         assert!(listing(&addr, id).contains(&format!("{other}.state")));
         assert_eq!(cell_in(&addr, id, &other, "print(y)")["stdout"], "[1, 2]\n");
-        assert!(!listing(&addr, id).contains(".state"), "state left in fork {n}");
+        assert!(
+            !listing(&addr, id).contains(".state"),
+            "state left in fork {n}"
+        );
     }
     assert_eq!(
         cell_in(&addr, &parent, "default", "print(x)")["stdout"],

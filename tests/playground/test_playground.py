@@ -165,6 +165,39 @@ def test_pause_free_memory_and_resume_keep_the_variables(page) -> None:  # type:
     row.locator("button.pause").wait_for()
 
 
+def test_snapshot_fork_and_a_sandbox_from_a_snapshot_keep_files_and_variables(page) -> None:  # type: ignore[no-untyped-def]
+    wait_ready(page)
+    run_and_wait(page, "kept = 20\nopen('note.txt', 'w').write('hi')\nprint('set')")
+    sandbox_id = page.locator("#sandbox-label code").inner_text()
+    row = page.locator(f'#sandboxes li[data-id="{sandbox_id}"]')
+    row.locator("button.snapshot").wait_for()
+    # Snapshot: the name is asked for; the snapshot is listed with its context, and the
+    # status names what was saved.
+    page.once("dialog", lambda d: d.accept("pw-snap"))
+    row.locator("button.snapshot").click()
+    snap = page.locator('#snapshots li[data-name="pw-snap"]')
+    snap.wait_for()
+    assert "default" in snap.locator(".meta").inner_text()
+    assert "default: saved kept" in page.locator("#status").inner_text()
+    # Fork: two copies, listed.
+    page.once("dialog", lambda d: d.accept("2"))
+    row.locator("button.fork").click()
+    page.wait_for_function("document.querySelector('#status').innerText.startsWith('2 copies')")
+    page.wait_for_function("document.querySelectorAll('#sandboxes li[data-id]').length === 3")
+    # A sandbox from the snapshot opens with the file and the variable.
+    snap.locator("button.from-snapshot").click()
+    page.wait_for_function(
+        "id => { const c = document.querySelector('#sandbox-label code'); return c && c.innerText !== id; }",
+        arg=sandbox_id,
+    )
+    cell = run_and_wait(page, "print(kept + 1, open('note.txt').read())")
+    stdout = "".join(cell.locator(".stream .stdout").all_text_contents())
+    assert "21 hi" in stdout, stdout
+    # Deleted: gone from the list.
+    snap.locator("button.delete-snapshot").click()
+    snap.wait_for(state="detached")
+
+
 def test_a_policy_refusal_is_marked_in_the_editor(page) -> None:  # type: ignore[no-untyped-def]
     wait_ready(page)
     set_code(page, "x = 1\nimport os\nprint(x)\n")

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::time::Duration;
-use warden_types::{ExecResult, SandboxInfo};
+use warden_types::{ExecResult, SandboxInfo, SnapshotInfo};
 
 /// How long to wait for a connection before [`Error::Timeout`], unless set otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -228,6 +228,42 @@ impl Client {
             .await?;
         let listing: Listing = self.read_json("list sandboxes", response).await?;
         Ok(listing.sandboxes)
+    }
+
+    /// Your API key's snapshots, oldest first (`GET /v1/snapshots`).
+    pub async fn list_snapshots(&self) -> Result<Vec<SnapshotInfo>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Listing {
+            snapshots: Vec<SnapshotInfo>,
+        }
+        let response = self
+            .send(
+                "list snapshots",
+                Method::GET,
+                &["v1", "snapshots"],
+                &[],
+                Body::Empty,
+            )
+            .await?;
+        let listing: Listing = self.read_json("list snapshots", response).await?;
+        Ok(listing.snapshots)
+    }
+
+    /// Deletes a snapshot of your API key (`DELETE /v1/snapshots/{name}`); sandboxes made
+    /// from it are not affected.
+    pub async fn delete_snapshot(&self, name: &str) -> Result<(), Error> {
+        let response = self
+            .send(
+                "delete snapshot",
+                Method::DELETE,
+                &["v1", "snapshots", name],
+                &[],
+                Body::Empty,
+            )
+            .await?;
+        self.read_json::<serde_json::Value>("delete snapshot", response)
+            .await
+            .map(drop)
     }
 
     /// The URL of `segments` below the base URL, each percent-encoded as one segment.

@@ -41,7 +41,7 @@ mod tool;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, ExecuteRequest};
 pub use error::{Error, Violation};
-pub use sandbox::{RunRequest, Sandbox, SandboxOptions};
+pub use sandbox::{Forks, RunRequest, Sandbox, SandboxOptions};
 pub use stream::{EventStream, MAX_LINE_BYTES};
 pub use tool::{
     CodeInterpreterArgs, CodeInterpreterTool, DEFAULT_LANGUAGES, DEFAULT_MAX_OUTPUT_LENGTH,
@@ -50,7 +50,7 @@ pub use tool::{
 pub use warden_types::egress::GatewayRules;
 pub use warden_types::llm::format_for_llm;
 pub use warden_types::{
-    Artifact, EvictedContext, Eviction, ExecEvent, ExecResult, FileEntry, KeptContext, Limits,
-    Paused, Reason, Restoration, RestoredContext, Resumed, SandboxInfo, SandboxState,
-    SkippedArtifact, Unsaved,
+    Artifact, EvictedContext, Eviction, ExecEvent, ExecResult, FileEntry, Forked, KeptContext,
+    Limits, Paused, Reason, Restoration, RestoredContext, Resumed, SandboxInfo, SandboxState,
+    SkippedArtifact, SnapshotInfo, Unsaved,
 };

@@ -14,7 +14,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use warden_types::egress::GatewayRules;
-use warden_types::{ExecResult, FileEntry, Paused, Resumed, SandboxInfo, WorkspacePath};
+use warden_types::{
+    EvictedContext, ExecResult, FileEntry, Forked, Paused, Resumed, SandboxInfo, SnapshotInfo,
+    WorkspacePath,
+};
 
 /// What to create a sandbox with (`POST /v1/sandboxes`); everything defaults to the
 /// daemon's profile.
@@ -335,6 +338,53 @@ impl Sandbox {
         self.client.read_json("set egress rules", response).await
     }
 
+    /// Records the sandbox's workspace, and what can be saved of its contexts' state, as
+    /// snapshot `name` of your API key (`POST …/snapshot`); [`SandboxOptions::from_snapshot`]
+    /// makes sandboxes from it. The sandbox must be durable. [`SnapshotInfo::contexts`] names
+    /// what could not be saved. Past the key's snapshot quota: the API's 507.
+    pub async fn snapshot(&self, name: &str) -> Result<SnapshotInfo, Error> {
+        let body = client::json_body(&serde_json::json!({ "name": name }))?;
+        let response = self
+            .client
+            .send(
+                "snapshot sandbox",
+                Method::POST,
+                &["v1", "sandboxes", &self.info.id, "snapshot"],
+                &[],
+                body,
+            )
+            .await?;
+        self.client.read_json("snapshot sandbox", response).await
+    }
+
+    /// Makes `count` (1–16) independent copies of the sandbox as it is now (`POST …/fork`):
+    /// its files, and its contexts with what could be saved of their state. All or none.
+    pub async fn fork(&self, count: u32) -> Result<Forks, Error> {
+        let body = client::json_body(&serde_json::json!({ "count": count }))?;
+        let response = self
+            .client
+            .send(
+                "fork sandbox",
+                Method::POST,
+                &["v1", "sandboxes", &self.info.id, "fork"],
+                &[],
+                body,
+            )
+            .await?;
+        let forked: Forked = self.client.read_json("fork sandbox", response).await?;
+        Ok(Forks {
+            sandboxes: forked
+                .sandboxes
+                .into_iter()
+                .map(|info| Sandbox {
+                    client: self.client.clone(),
+                    info,
+                })
+                .collect(),
+            contexts: forked.contexts,
+        })
+    }
+
     /// Writes a file into the workspace (`PUT …/files/{path}`), creating its folders;
     /// `path` is relative to the workspace (a leading `/workspace/` is accepted).
     pub async fn upload(&self, path: &str, bytes: impl Into<Bytes>) -> Result<FileEntry, Error> {
@@ -422,6 +472,14 @@ impl Sandbox {
         segments.extend(path.components());
         segments
     }
+}
+
+/// What [`Sandbox::fork`] made.
+#[derive(Debug, Clone)]
+pub struct Forks {
+    pub sandboxes: Vec<Sandbox>,
+    /// Each context of the copies, with what was saved of its state and what was not.
+    pub contexts: Vec<EvictedContext>,
 }
 
 async fn get_info(client: &Client, id: &str) -> Result<SandboxInfo, Error> {

@@ -283,6 +283,50 @@ lock = threading.Lock()",
         warden_client::SandboxState::Running
     );
 
+    // A snapshot, a sandbox made from it and forks: the files and the context's variables
+    // (what could be saved) in each.
+    // (The evicting pause above lost the lock; a new one, which a snapshot cannot save either.)
+    let r = sandbox
+        .run_with(RunRequest::new("lock = threading.Lock()").context("default"))
+        .await
+        .unwrap();
+    assert!(r.is_success(), "{r:?}");
+    let snap = sandbox.snapshot("sdk-snap").await.unwrap();
+    assert_eq!(snap.sandbox_id, id);
+    let default = snap.contexts.iter().find(|c| c.context == "default");
+    assert!(
+        default.is_some_and(|c| c.eviction.saved.contains(&"kept".to_owned())
+            && c.eviction.unsaved.iter().any(|u| u.name == "lock")),
+        "{snap:?}"
+    );
+    let listed = client.list_snapshots().await.unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["sdk-snap"]
+    );
+    let copy = Sandbox::create(&client, SandboxOptions::new().from_snapshot("sdk-snap"))
+        .await
+        .unwrap();
+    let forks = sandbox.fork(2).await.unwrap();
+    assert_eq!(forks.sandboxes.len(), 2);
+    assert_eq!(forks.contexts, snap.contexts);
+    for made in forks.sandboxes.iter().chain([&copy]) {
+        let r = made
+            .run_with(
+                RunRequest::new("print(kept, open('bytes.bin', 'rb').read()[:3])")
+                    .context("default"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stdout, "41 b'\\x00\\x01\\x02'\n", "{r:?}");
+        assert_ne!(r.cell.context_restarted, Some(true), "{r:?}");
+        made.clone().destroy().await.unwrap();
+    }
+    client.delete_snapshot("sdk-snap").await.unwrap();
+    assert!(client.list_snapshots().await.unwrap().is_empty());
+    let e = client.delete_snapshot("sdk-snap").await.unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e:?}");
+
     // Paths are checked before any request; missing files are the daemon's 404.
     assert!(matches!(
         sandbox.upload("../escape", "x").await,

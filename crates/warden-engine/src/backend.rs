@@ -303,6 +303,38 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Saves what can be saved of a running context's state inside the sandbox, as an
+    /// eviction does (the same save, in the same place), but its interpreter goes on: a copy of
+    /// the workspace made now (a snapshot's, a fork's) carries the state, and
+    /// [`BackendSandbox::adopt_context`] in the copy finds it. The caller removes it from this
+    /// sandbox afterwards with [`BackendSandbox::discard_saved_context`]. A paused sandbox
+    /// stays paused.
+    async fn save_context(
+        &self,
+        id: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Eviction, BackendError> {
+        let _ = (id, timeout);
+        Err(BackendError::Refused(NO_EVICTION.into()))
+    }
+
+    /// Removes the state that [`BackendSandbox::save_context`] left in the sandbox (not an
+    /// evicted context's, which its restore needs). Idempotent.
+    async fn discard_saved_context(&self, id: &str) -> Result<(), BackendError> {
+        let _ = id;
+        Ok(())
+    }
+
+    /// Takes up a listed context that has no interpreter (the sandbox was taken up after a
+    /// restart of the daemon, or made from a copy of another's workspace): if a saved state of
+    /// it is in the workspace, registers it as evicted — its next cell, or
+    /// [`BackendSandbox::restore_context`], starts an interpreter that loads the state — and
+    /// returns `true`; else registers nothing and returns `false` (the caller creates it).
+    async fn adopt_context(&self, spec: ContextSpec) -> Result<bool, BackendError> {
+        let _ = spec;
+        Ok(false)
+    }
+
     /// Stops every process of the sandbox where it is — its contexts' interpreters keep their
     /// memory and state — until [`BackendSandbox::resume`]; the processes cannot tell (the
     /// cgroup freezer, a container's pause). Refused while an execution runs. Any other

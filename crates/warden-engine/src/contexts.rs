@@ -12,8 +12,11 @@
 //! context, and only it, starts with the profile's `preload_modules` imported (Python modules,
 //! so never into another language's context), whether made on first use or ahead of time in a
 //! pooled sandbox (so both are the same context). A durable sandbox taken up after a restart
-//! of the daemon has its contexts listed with no interpreter (`pending`): the first cell in
-//! one starts it fresh and answers `context_restarted: true` (its variables are lost).
+//! of the daemon, or made from a snapshot or by a fork, has its contexts listed with no
+//! interpreter (`pending`): the first cell in one starts it and loads the state saved in the
+//! workspace (an eviction's, a snapshot's or a fork's: the backend's
+//! [`crate::BackendSandbox::adopt_context`]); with no saved state it starts fresh and answers
+//! `context_restarted: true` (its variables are lost).
 
 use crate::backend::{CellPlan, ContextSpec, EventSender};
 use crate::sandboxes::{Entry, PreparedExec, Use};
@@ -23,7 +26,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use warden_types::{
-    EvictedContext, ExecResult, KeptContext, Language, Restoration, RestoredContext, Unsaved,
+    EvictedContext, Eviction, ExecResult, KeptContext, Language, Restoration, RestoredContext,
+    Unsaved,
 };
 
 /// The id of a sandbox's default context (`"context": "default"` in an execution).
@@ -379,12 +383,12 @@ impl Sandboxes {
         };
         let _slot = self.engine().admit(caller).await?;
         entry.touch(Use::Files);
-        if meta.pending {
-            self.start_pending(&entry, id).await?;
-        } else {
+        // A pending context with a saved state is taken up evicted: the restart drops it.
+        if !meta.pending || !self.start_pending(&entry, id).await? {
             entry.handle.restart_context(id).await?;
         }
         entry.contexts.update(id, |m| {
+            m.evicted = false;
             m.restarts += 1;
             m.last_used_ms = warden_types::now_ms();
         });
@@ -445,8 +449,9 @@ impl Sandboxes {
         Ok(())
     }
 
-    /// Starts the interpreter of a context taken up after a restart (fresh state); returns
-    /// whether this call started it (another may have meanwhile).
+    /// Takes up a pending context (see the module docs): evicted if the workspace holds its
+    /// saved state (its next cell loads it), else with a fresh interpreter. Returns whether
+    /// this call started a fresh one (not when another did meanwhile, nor when evicted).
     async fn start_pending(&self, entry: &Entry, id: &str) -> Result<bool, EngineError> {
         let _creating = entry.contexts.creating.lock().await;
         let Some(meta) = entry.contexts.get(id) else {
@@ -456,16 +461,21 @@ impl Sandboxes {
             return Ok(false);
         }
         let (language, command) = self.context_runtime(entry, Some(meta.language.to_string()))?;
-        entry
-            .handle
-            .create_context(self.context_spec(
-                &entry.profile,
-                id.to_owned(),
-                language,
-                command,
-                entry.limits.clone(),
-            ))
-            .await?;
+        let spec = self.context_spec(
+            &entry.profile,
+            id.to_owned(),
+            language,
+            command,
+            entry.limits.clone(),
+        );
+        if entry.handle.adopt_context(spec.clone()).await? {
+            entry.contexts.update(id, |m| {
+                m.pending = false;
+                m.evicted = true;
+            });
+            return Ok(false);
+        }
+        entry.handle.create_context(spec).await?;
         entry.contexts.update(id, |m| m.pending = false);
         Ok(true)
     }
@@ -555,6 +565,67 @@ impl Sandboxes {
             });
         }
         Ok((evicted, kept))
+    }
+
+    /// Saves the state of the sandbox's running Python contexts in its workspace, for a copy
+    /// of it (a snapshot, a fork) to carry; the interpreters go on. Returns what each context
+    /// of the copy will have: saved and unsaved names (a context whose state is not saved —
+    /// another language's, or a failed save — is named with `*`: it starts afresh in the
+    /// copy), and the ids saved now, which [`Sandboxes::discard_saved_contexts`] removes
+    /// from this sandbox after the copy. An evicted context's state is in the workspace
+    /// already, and goes as it is.
+    pub(crate) async fn save_contexts(&self, entry: &Entry) -> (Vec<EvictedContext>, Vec<String>) {
+        let (mut report, mut saved_now) = (Vec::new(), Vec::new());
+        for meta in entry.contexts.all() {
+            let unsaved = |why: String| Eviction {
+                saved: Vec::new(),
+                unsaved: vec![Unsaved {
+                    name: "*".into(),
+                    why,
+                }],
+                bytes: 0,
+            };
+            let eviction = if meta.evicted || meta.pending {
+                // Its state (if any) is a file of the workspace already.
+                continue;
+            } else if meta.language.as_str() != CONTEXT_LANGUAGES[0] {
+                unsaved(format!(
+                    "{} contexts cannot be saved: the copy's starts afresh",
+                    meta.language
+                ))
+            } else {
+                match entry
+                    .handle
+                    .save_context(&meta.id, entry.limits.timeout)
+                    .await
+                {
+                    Ok(eviction) => {
+                        saved_now.push(meta.id.clone());
+                        eviction
+                    }
+                    Err(e) => unsaved(format!(
+                        "the state could not be saved: {e}; the copy's starts afresh"
+                    )),
+                }
+            };
+            report.push(EvictedContext {
+                context: meta.id,
+                eviction,
+            });
+        }
+        (report, saved_now)
+    }
+
+    /// Removes from the sandbox the states [`Sandboxes::save_contexts`] saved for a copy.
+    pub(crate) async fn discard_saved_contexts(&self, entry: &Entry, ids: &[String]) {
+        for id in ids {
+            if let Err(e) = entry.handle.discard_saved_context(id).await {
+                eprintln!(
+                    "warden: removing the saved state of context {id} of {}: {e}",
+                    entry.id
+                );
+            }
+        }
     }
 
     /// Loads the state of the sandbox's evicted contexts into fresh interpreters. A context

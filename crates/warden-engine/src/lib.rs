@@ -39,7 +39,7 @@ pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE}
 pub use oneshot_pool::OneShotPoolStatus;
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, Restored, SandboxExec, SandboxInfo, Sandboxes};
-pub use snapshots::{MAX_FORKS, SnapshotInfo};
+pub use snapshots::{Forked, MAX_FORKS, SnapshotInfo};
 pub use store::{Store, StoreError};
 
 use std::collections::HashMap;

@@ -61,6 +61,8 @@ pub(crate) struct Seed {
     pub(crate) profile: String,
     pub(crate) language: String,
     pub(crate) limits: Limits,
+    /// The contexts the new sandbox lists (taken up with the state saved in the workspace).
+    pub(crate) contexts: Vec<crate::store::ContextRecord>,
 }
 
 /// One execution in a sandbox.
@@ -589,8 +591,9 @@ impl Sandboxes {
                     },
                     None => backend.create_durable_sandbox(spec, &dir).await,
                 };
+                let contexts = seed.as_ref().map(|s| s.contexts.as_slice()).unwrap_or(&[]);
                 match made {
-                    Ok(handle) => (handle, Default::default()),
+                    Ok(handle) => (handle, crate::contexts::Contexts::restored(contexts)),
                     Err(e) => {
                         let _ = std::fs::remove_dir_all(&dir);
                         return Err(e.into());

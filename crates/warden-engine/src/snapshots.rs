@@ -10,46 +10,39 @@
 //! is consistent as of one instant (the backend freezes the workspace for it); a sandbox made
 //! from a snapshot or by a fork has its own copy of every byte (no writable byte is shared
 //! with its parent or a sibling: the backend unshares a copy's blocks before using it); names
-//! are unique per owner, and checked with the quota under one lock; contexts are not part of
-//! a snapshot (a sandbox made from one starts without).
+//! are unique per owner, and checked with the quota under one lock.
+//!
+//! Contexts: before the copy, each running Python context's state is saved into the
+//! workspace by the eviction's save ([`crate::BackendSandbox::save_context`]; the interpreter
+//! goes on), so the copy carries it, and removed from the sandbox after the copy. A sandbox
+//! made from the copy lists the same contexts; each loads its state at its first cell (or
+//! starts afresh, `context_restarted: true`, where nothing was saved). What could not be saved
+//! is named in the snapshot's and the fork's answer (`contexts[].unsaved`; `*`: all of a
+//! context, as for another language's). The state is as of just before the copy: a cell that
+//! runs between the save and the copy is not in it.
 
 use crate::sandboxes::{CreateSandbox, Seed, valid_name};
 use crate::store::{SnapshotRecord, StoreError};
 use crate::{Caller, EngineError, SandboxInfo, Sandboxes};
-use serde::Serialize;
 
 /// At most this many sandboxes per fork.
 pub const MAX_FORKS: u32 = 16;
 
 const MIB: u64 = 1024 * 1024;
 
-/// A snapshot as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct SnapshotInfo {
-    pub name: String,
-    /// The sandbox it was taken of.
-    pub sandbox_id: String,
-    /// What a sandbox made from it is built with, unless the request names others.
-    pub profile: String,
-    pub language: String,
-    /// Its workspace's size (the sandbox's `workspace_mb`), MiB.
-    pub workspace_mb: u64,
-    /// What it takes of the disk (counted against the key's quota), bytes.
-    pub size_bytes: u64,
-    pub created_at: String,
-}
+pub use warden_types::{Forked, SnapshotInfo};
 
-impl SnapshotInfo {
-    fn of(r: &SnapshotRecord) -> SnapshotInfo {
-        SnapshotInfo {
-            name: r.name.clone(),
-            sandbox_id: r.source.clone(),
-            profile: r.profile.clone(),
-            language: r.language.clone(),
-            workspace_mb: r.limits.workspace_mb,
-            size_bytes: r.bytes,
-            created_at: warden_types::rfc3339(r.created_ms),
-        }
+/// A snapshot's record as the API shows it.
+fn info_of(r: &SnapshotRecord) -> SnapshotInfo {
+    SnapshotInfo {
+        name: r.name.clone(),
+        sandbox_id: r.source.clone(),
+        profile: r.profile.clone(),
+        language: r.language.clone(),
+        workspace_mb: r.limits.workspace_mb,
+        size_bytes: r.bytes,
+        created_at: warden_types::rfc3339(r.created_ms),
+        contexts: r.saved.clone(),
     }
 }
 
@@ -106,6 +99,7 @@ impl Sandboxes {
             profile: record.profile,
             language: record.language,
             limits: record.limits,
+            contexts: record.contexts,
         })
     }
 
@@ -154,7 +148,11 @@ impl Sandboxes {
             .map_err(|e| EngineError::Storage(StoreError::io(operation.clone(), &e)))?;
         // The folder is complete before the record says so; a crash between leaves a folder
         // without a record, never a listed half.
-        if let Err(e) = entry.handle.snapshot_to(&dir).await {
+        let (saved, saved_now) = self.save_contexts(&entry).await;
+        let contexts = entry.contexts.records();
+        let copied = entry.handle.snapshot_to(&dir).await;
+        self.discard_saved_contexts(&entry, &saved_now).await;
+        if let Err(e) = copied {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(match e {
                 crate::BackendError::NoSpace(_) => {
@@ -173,21 +171,19 @@ impl Sandboxes {
             limits: entry.limits.clone(),
             bytes: allocated(&dir),
             created_ms: warden_types::now_ms(),
+            contexts,
+            saved,
         };
         if let Err(e) = store.put_snapshot(&record) {
             let _ = std::fs::remove_dir_all(&dir);
             return Err(EngineError::Storage(e));
         }
-        Ok(SnapshotInfo::of(&record))
+        Ok(info_of(&record))
     }
 
     /// The owner's snapshots, oldest first.
     pub fn list_snapshots(&self, owner: Option<&str>) -> Result<Vec<SnapshotInfo>, EngineError> {
-        Ok(self
-            .owner_snapshots(owner)?
-            .iter()
-            .map(SnapshotInfo::of)
-            .collect())
+        Ok(self.owner_snapshots(owner)?.iter().map(info_of).collect())
     }
 
     /// Deletes the owner's snapshot (its record, then its folder); returns its name.
@@ -212,14 +208,15 @@ impl Sandboxes {
     }
 
     /// Makes `count` new sandboxes, each with its own copy of the sandbox's workspace as it
-    /// is now, its profile, language, limits, labels, environment and idle TTL (no contexts;
-    /// names are not copied). All or none: a failure destroys the ones made.
+    /// is now, its profile, language, limits, labels, environment, idle TTL and contexts
+    /// (with their saved state, see the module docs; names are not copied). All or none: a
+    /// failure destroys the ones made.
     pub async fn fork(
         &self,
         caller: &Caller,
         sandbox: &str,
         count: u32,
-    ) -> Result<Vec<SandboxInfo>, EngineError> {
+    ) -> Result<Forked, EngineError> {
         if !(1..=MAX_FORKS).contains(&count) {
             return Err(EngineError::InvalidRequest {
                 field: "count",
@@ -239,11 +236,12 @@ impl Sandboxes {
         let operation = format!("copy the workspace of sandbox {} for a fork", entry.id);
         std::fs::create_dir(&dir)
             .map_err(|e| EngineError::Storage(StoreError::io(operation.clone(), &e)))?;
+        let (saved, saved_now) = self.save_contexts(&entry).await;
+        let contexts = entry.contexts.records();
         let made = async {
-            entry
-                .handle
-                .snapshot_to(&dir)
-                .await
+            let copied = entry.handle.snapshot_to(&dir).await;
+            self.discard_saved_contexts(&entry, &saved_now).await;
+            copied
                 .map_err(|e| match e {
                     crate::BackendError::NoSpace(_) => EngineError::Storage(StoreError::Full {
                         operation: operation.clone(),
@@ -256,6 +254,7 @@ impl Sandboxes {
                 profile: entry.profile.clone(),
                 language: entry.language.clone(),
                 limits: entry.limits.clone(),
+                contexts,
             };
             let idle = entry.ttls.lock().expect("not poisoned").idle;
             let mut made = Vec::new();
@@ -277,7 +276,10 @@ impl Sandboxes {
         let result: Result<Vec<SandboxInfo>, (EngineError, Vec<SandboxInfo>)> = made.await;
         let _ = std::fs::remove_dir_all(&dir);
         match result {
-            Ok(made) => Ok(made),
+            Ok(sandboxes) => Ok(Forked {
+                sandboxes,
+                contexts: saved,
+            }),
             Err((e, made)) => {
                 for info in made {
                     let _ = self.destroy(caller.owner(), &info.id).await;

@@ -75,7 +75,8 @@ const fn libc_enospc() -> i32 {
     28
 }
 
-/// A context of a durable sandbox, as kept: it comes back restarted (fresh state).
+/// A context of a durable sandbox, as kept: it comes back with the state saved in the
+/// workspace (an eviction's, a snapshot's), else restarted (fresh state).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextRecord {
     pub id: String,
@@ -118,6 +119,12 @@ pub struct SnapshotRecord {
     /// What it takes of the disk.
     pub bytes: u64,
     pub created_ms: u64,
+    /// The contexts a sandbox made from it has (their saved state is in its workspace).
+    #[serde(default)]
+    pub contexts: Vec<ContextRecord>,
+    /// What was saved of each context's state, and what was not.
+    #[serde(default)]
+    pub saved: Vec<warden_types::EvictedContext>,
 }
 
 fn snapshot_key(owner: Option<&str>, name: &str) -> String {

@@ -13,6 +13,13 @@
 //! sandbox has every context's run frozen (the cgroup freezer) and no execution running;
 //! whatever next takes a turn (an execution, a cell, a context's start or restart) or ends
 //! a context thaws it first, since a frozen process can neither run nor die.
+//!
+//! A context's saved state is one file of the workspace, `.warden/<context>.state`, written by
+//! one save ([`save_state`]: an eviction's, or a snapshot's and a fork's with the interpreter
+//! left running) and read by one restore; it is removed once loaded, when the context restarts
+//! or ends, and (a snapshot's or a fork's) from the parent after the copy. A context listed
+//! with no interpreter (a restart of the daemon, a copy) is adopted evicted when its state file
+//! is there.
 
 use crate::cgroup::Hierarchy;
 use crate::client::{Inherited, blocking, exec_helper};
@@ -450,6 +457,29 @@ impl JailSandbox {
     }
 }
 
+/// Saves what can be saved of a Python context's state at its [`state_path`] (the caller
+/// holds the turn and the slot); the interpreter goes on. `None`: no interpreter running. The
+/// one save of evictions, snapshots and forks.
+async fn save_state(
+    id: &str,
+    slot: &mut ContextSlot,
+    timeout: Duration,
+) -> Result<Option<Eviction>, BackendError> {
+    if slot.spec.language.as_str() != "python" {
+        return Err(BackendError::Refused(format!(
+            "context {id:?} runs {}: only a Python context's state can be saved",
+            slot.spec.language
+        )));
+    }
+    let Some(live) = slot.live.as_mut() else {
+        return Ok(None);
+    };
+    let end = live
+        .exec(&state_request(StateOp::SaveState, id, timeout), None)
+        .await?;
+    state_report(end, "save").map(Some)
+}
+
 /// The request that saves or restores a context's state (`code` is the state's path).
 fn state_request(op: StateOp, id: &str, timeout: Duration) -> CellRequest {
     CellRequest {
@@ -730,6 +760,12 @@ impl BackendSandbox for JailSandbox {
         {
             Self::remove_stale_cgroups().await?;
         }
+        if std::mem::take(&mut slot.evicted) {
+            // A restart starts afresh: the saved state is not loaded, and not left behind.
+            let workspace = self.workspace()?;
+            let state = state_file(id)?;
+            blocking(move || workspace.remove_file(&state).map_err(workspace_error)).await?;
+        }
         let live = self.start_context(&slot.spec).await?;
         slot.live = Some(live);
         Ok(())
@@ -739,13 +775,7 @@ impl BackendSandbox for JailSandbox {
         let _turn = self.turn().await?;
         let slot = self.context_slot(id)?;
         let mut slot = slot.lock().await;
-        if slot.spec.language.as_str() != "python" {
-            return Err(BackendError::Refused(format!(
-                "context {id:?} runs {}: only Python contexts can be evicted",
-                slot.spec.language
-            )));
-        }
-        let Some(live) = slot.live.as_mut() else {
+        let Some(eviction) = save_state(id, &mut slot, timeout).await? else {
             // No interpreter (evicted already, or a restart that failed): nothing held.
             return Ok(Eviction {
                 saved: Vec::new(),
@@ -753,10 +783,6 @@ impl BackendSandbox for JailSandbox {
                 bytes: 0,
             });
         };
-        let end = live
-            .exec(&state_request(StateOp::SaveState, id, timeout), None)
-            .await?;
-        let eviction: Eviction = state_report(end, "save")?;
         if let Some(live) = slot.live.take()
             && live.close().await
         {
@@ -778,6 +804,75 @@ impl BackendSandbox for JailSandbox {
             return Ok(None);
         }
         self.restore_into(id, &mut slot, timeout).await.map(Some)
+    }
+
+    /// The eviction's save ([`save_state`]) with the interpreter left running; a paused
+    /// sandbox is thawed for it and frozen again after.
+    async fn save_context(&self, id: &str, timeout: Duration) -> Result<Eviction, BackendError> {
+        let _turn = self.turns.read().await;
+        let slot = self.context_slot(id)?;
+        let mut slot = slot.lock().await;
+        if slot.evicted {
+            return Err(BackendError::Refused(format!(
+                "context {id:?} is evicted: its state is saved already"
+            )));
+        }
+        let was_paused = self.paused.load(std::sync::atomic::Ordering::Acquire);
+        if was_paused {
+            self.set_frozen(false).await?;
+        }
+        let saved = save_state(id, &mut slot, timeout).await;
+        if was_paused && let Err(e) = self.set_frozen(true).await {
+            eprintln!(
+                "warden: freezing sandbox {} again after a save: {e}",
+                self.id
+            );
+        }
+        Ok(saved?.unwrap_or(Eviction {
+            saved: Vec::new(),
+            unsaved: Vec::new(),
+            bytes: 0,
+        }))
+    }
+
+    async fn discard_saved_context(&self, id: &str) -> Result<(), BackendError> {
+        let slot = self.context_slot(id)?;
+        if slot.lock().await.evicted {
+            // Its restore needs it.
+            return Ok(());
+        }
+        let workspace = self.workspace()?;
+        let state = state_file(id)?;
+        blocking(move || workspace.remove_file(&state).map_err(workspace_error)).await
+    }
+
+    /// A context with a state file in the workspace (an eviction's before a restart of the
+    /// daemon, a snapshot's or a fork's copy) is registered evicted, with no interpreter.
+    async fn adopt_context(&self, spec: ContextSpec) -> Result<bool, BackendError> {
+        let _turn = self.turns.read().await;
+        let workspace = self.workspace()?;
+        let state = state_file(&spec.id)?;
+        let found = blocking(move || workspace.has_file(&state).map_err(workspace_error)).await?;
+        if !found {
+            return Ok(false);
+        }
+        let mut contexts = self.contexts.lock().expect("not poisoned");
+        if contexts.contains_key(&spec.id) {
+            return Err(BackendError::Refused(format!(
+                "context {:?} exists already",
+                spec.id
+            )));
+        }
+        contexts.insert(
+            spec.id.clone(),
+            Arc::new(tokio::sync::Mutex::new(ContextSlot {
+                spec,
+                live: None,
+                refused_last: false,
+                evicted: true,
+            })),
+        );
+        Ok(true)
     }
 
     async fn pause(&self) -> Result<(), BackendError> {
@@ -837,7 +932,13 @@ impl BackendSandbox for JailSandbox {
 
     async fn destroy_context(&self, id: &str) -> Result<(), BackendError> {
         let Some(slot) = self.contexts.lock().expect("not poisoned").remove(id) else {
-            return Ok(());
+            // Never taken up since a restart of the daemon or a copy: a state it left in the
+            // workspace goes with it.
+            let Ok(workspace) = self.workspace() else {
+                return Ok(());
+            };
+            let state = state_file(id)?;
+            return blocking(move || workspace.remove_file(&state).map_err(workspace_error)).await;
         };
         // A running cell holds the slot; destroying waits for it (its timeout bounds that).
         let (live, evicted) = {

@@ -236,6 +236,22 @@ impl Workspace {
         }
     }
 
+    /// Whether a regular file is at `path` (its folders walked without following symlinks).
+    pub fn has_file(&self, path: &WorkspacePath) -> Result<bool, WorkspaceError> {
+        let err = |source: io::Error| map_io(path, source);
+        let work = self.work().map_err(err)?;
+        let fd = match sys::open_beneath(
+            work.as_fd(),
+            Path::new(path.as_str()),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+        ) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            other => other.map_err(err)?,
+        };
+        let st = sys::fstat(fd.as_fd()).map_err(err)?;
+        Ok(st.st_mode & libc::S_IFMT == libc::S_IFREG)
+    }
+
     /// Reads a regular file of at most `max_bytes`.
     pub fn read_file(
         &self,

@@ -105,6 +105,20 @@ fn timeout_from(seconds: Option<f64>) -> Result<Option<Duration>, ToolError> {
     }
 }
 
+/// The lines naming what a snapshot or a fork could not save of its contexts' state.
+fn unsaved_note(contexts: &[warden_types::EvictedContext]) -> String {
+    let mut note = String::new();
+    for context in contexts {
+        for lost in &context.eviction.unsaved {
+            note.push_str(&format!(
+                "\nnot saved in context {}: {} ({}), absent from the copies",
+                context.context, lost.name, lost.why
+            ));
+        }
+    }
+    note
+}
+
 fn workspace_path(path: &str) -> Result<WorkspacePath, ToolError> {
     WorkspacePath::new(path).map_err(|e| ToolError::InvalidArgument {
         field: "path",
@@ -251,8 +265,11 @@ impl WardenMcp {
             .snapshot(caller.owner.as_deref(), &a.sandbox_name, &a.snapshot_name)
             .await?;
         let message = format!(
-            "snapshot {} of sandbox {} recorded ({} bytes); create_sandbox with from_snapshot makes a sandbox from it",
-            info.name, info.sandbox_id, info.size_bytes
+            "snapshot {} of sandbox {} recorded ({} bytes); create_sandbox with from_snapshot makes a sandbox from it{}",
+            info.name,
+            info.sandbox_id,
+            info.size_bytes,
+            unsaved_note(&info.contexts)
         );
         let structured = json!({ "success": true, "message": message, "snapshot": info });
         Ok(reply::done(&message, structured, self.max_len()))
@@ -263,14 +280,16 @@ impl WardenMcp {
             .sandboxes
             .fork(&caller, &a.sandbox_name, a.count.unwrap_or(1))
             .await?;
-        let ids: Vec<&str> = made.iter().map(|s| s.id.as_str()).collect();
+        let ids: Vec<&str> = made.sandboxes.iter().map(|s| s.id.as_str()).collect();
         let message = format!(
-            "{} copies of sandbox {} made, each with its own files: {}",
-            made.len(),
+            "{} copies of sandbox {} made, each with its own files and contexts: {}{}",
+            made.sandboxes.len(),
             a.sandbox_name,
-            ids.join(", ")
+            ids.join(", "),
+            unsaved_note(&made.contexts)
         );
-        let structured = json!({ "success": true, "message": message, "sandboxes": made });
+        let structured = json!({ "success": true, "message": message,
+            "sandboxes": made.sandboxes, "contexts": made.contexts });
         Ok(reply::done(&message, structured, self.max_len()))
     }
 
@@ -512,8 +531,8 @@ impl WardenMcp {
     }
 
     #[tool(
-        description = "Record a sandbox's files under a name, to make new sandboxes from later. \
-            Durable sandboxes only; counts against your snapshot storage.",
+        description = "Record a sandbox's files and its Python variables under a name, to make \
+            new sandboxes from later. Durable sandboxes only; counts against your snapshot storage.",
         annotations(
             title = "Snapshot a sandbox",
             read_only_hint = false,
@@ -531,7 +550,7 @@ impl WardenMcp {
     }
 
     #[tool(
-        description = "Make independent copies of a sandbox as it is now (its files, not its \
+        description = "Make independent copies of a sandbox as it is now (its files and its \
             Python variables), e.g. to try several approaches in parallel. Durable sandboxes only.",
         annotations(
             title = "Fork a sandbox",

@@ -369,6 +369,9 @@
                 el("button", { type: "button", class: "small pause", title: "Freeze its processes; the next run resumes it", onclick: () => pauseSandbox(s.id, false) }, "Pause"),
                 el("button", { type: "button", class: "small evict", title: "Save its Python variables, end its interpreters to free their memory, and freeze it", onclick: () => pauseSandbox(s.id, true) }, "Pause & free memory"),
               ]),
+          // Durable sandboxes only; the API's answer says why another cannot.
+          el("button", { type: "button", class: "small snapshot", title: "Record its files and its Python variables under a name", onclick: () => snapshotSandbox(s.id) }, "Snapshot"),
+          el("button", { type: "button", class: "small fork", title: "Make independent copies of it as it is now: files and variables", onclick: () => forkSandbox(s.id) }, "Fork"),
           el("button", { type: "button", class: "small danger destroy", onclick: () => destroySandbox(s.id) }, "Destroy"),
           el(
             "span",
@@ -426,6 +429,85 @@
     }
     loadSandboxes();
   }
+
+  // ---- snapshots and forks (durable sandboxes) ----
+
+  async function snapshotSandbox(id) {
+    const name = window.prompt("Snapshot name (a-z, 0-9 and '-')", "snap-" + Date.now().toString(36));
+    if (!name) return;
+    try {
+      const snap = await api("POST", "/v1/sandboxes/" + enc(id) + "/snapshot", { name });
+      const report = contextsReport(snap.contexts, [], "saved");
+      setStatus(`snapshot ${snap.name} of ${id} recorded (${fmtBytes(snap.size_bytes)})` + (report ? ": " + report : ""));
+    } catch (e) {
+      setStatus("snapshot failed: " + e.message);
+    }
+    loadSnapshots();
+    loadSandboxes();
+  }
+
+  async function forkSandbox(id) {
+    const asked = window.prompt("How many copies (1-16)?", "1");
+    if (!asked) return;
+    try {
+      const forked = await api("POST", "/v1/sandboxes/" + enc(id) + "/fork", { count: Number(asked) });
+      const report = contextsReport(forked.contexts, [], "copied");
+      setStatus(`${forked.count} copies of ${id}: ${forked.sandboxes.map((s) => s.id).join(", ")}` + (report ? " · " + report : ""));
+    } catch (e) {
+      setStatus("fork failed: " + e.message);
+    }
+    loadSandboxes();
+  }
+
+  async function loadSnapshots() {
+    const ul = $("snapshots");
+    let list;
+    try {
+      list = await api("GET", "/v1/snapshots");
+    } catch (e) {
+      ul.replaceChildren(el("li", { class: "empty" }, "Could not list: " + e.message));
+      return;
+    }
+    if (!list.snapshots.length) {
+      ul.replaceChildren(el("li", { class: "empty" }, "None yet."));
+      return;
+    }
+    ul.replaceChildren(
+      ...list.snapshots.map((snap) =>
+        el(
+          "li",
+          { "data-name": snap.name },
+          el("code", { class: "name" }, snap.name),
+          el("button", { type: "button", class: "small from-snapshot", title: "A new sandbox with its files and variables", onclick: () => sandboxFromSnapshot(snap.name) }, "New sandbox"),
+          el("button", { type: "button", class: "small danger delete-snapshot", onclick: () => deleteSnapshot(snap.name) }, "Delete"),
+          el("span", { class: "meta" }, `of ${snap.sandbox_id} · ${fmtBytes(snap.size_bytes)} · ${(snap.contexts || []).map((c) => c.context).join(", ") || "no contexts"}`),
+        ),
+      ),
+    );
+  }
+
+  async function sandboxFromSnapshot(name) {
+    try {
+      const made = await api("POST", "/v1/sandboxes", { from_snapshot: name, labels: { client: "playground" } });
+      setStatus(`sandbox ${made.id} made from snapshot ${name}`);
+      await loadSandboxes();
+      openSandbox(made);
+    } catch (e) {
+      setStatus("create from the snapshot failed: " + e.message);
+    }
+  }
+
+  async function deleteSnapshot(name) {
+    try {
+      await api("DELETE", "/v1/snapshots/" + enc(name));
+      setStatus(`snapshot ${name} deleted`);
+    } catch (e) {
+      setStatus("delete failed: " + e.message);
+    }
+    loadSnapshots();
+  }
+
+  $("refresh-snapshots").addEventListener("click", () => loadSnapshots());
 
   async function destroySandbox(id) {
     try {
@@ -771,7 +853,7 @@
     } catch (e) {
       setStatus("could not load the profiles: " + e.message);
     }
-    await loadSandboxes();
+    await Promise.all([loadSandboxes(), loadSnapshots()]);
     showSandbox();
     document.body.dataset.ready = "true";
     editor.focus();

@@ -83,6 +83,16 @@ pub struct Destroyed {
     pub destroyed: bool,
 }
 
+/// A fork's answer: the copies made, and what their contexts have of the parent's state.
+#[derive(Debug, serde::Serialize, JsonSchema)]
+pub struct ForkList {
+    pub sandboxes: Vec<SandboxInfo>,
+    pub count: usize,
+    /// Each context of the copies, with what was saved of its state and what was not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<warden_types::EvictedContext>,
+}
+
 #[derive(Debug, serde::Serialize, JsonSchema)]
 pub struct SnapshotList {
     pub snapshots: Vec<SnapshotInfo>,
@@ -290,7 +300,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/snapshot",
-        summary: "Record a durable sandbox's workspace under a name (the API key's; counted against its snapshot quota: 507 past it)",
+        summary: "Record a durable sandbox's workspace, and what can be saved of its contexts' state, under a name (the API key's; counted against its snapshot quota: 507 past it)",
         request: Body::Json(schema::<crate::sandboxes::SnapshotBody>),
         status: 201,
         response: Body::Json(schema::<SnapshotInfo>),
@@ -298,10 +308,10 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/fork",
-        summary: "Make `count` independent copies of a durable sandbox as it is now (its files; no contexts)",
+        summary: "Make `count` independent copies of a durable sandbox as it is now (its files, and its contexts with what could be saved of their state)",
         request: Body::Json(schema::<crate::sandboxes::ForkBody>),
         status: 201,
-        response: Body::Json(schema::<SandboxList>),
+        response: Body::Json(schema::<ForkList>),
     },
     Operation {
         method: "get",

@@ -591,7 +591,11 @@ pub async fn fork(
     {
         Ok(made) => (
             StatusCode::CREATED,
-            Json(serde_json::json!({ "count": made.len(), "sandboxes": made })),
+            Json(crate::openapi::ForkList {
+                count: made.sandboxes.len(),
+                sandboxes: made.sandboxes,
+                contexts: made.contexts,
+            }),
         )
             .into_response(),
         Err(e) => ApiError::from(e).into_response(),

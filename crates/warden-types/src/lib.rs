@@ -782,6 +782,37 @@ pub struct RestoredContext {
     pub restoration: Restoration,
 }
 
+/// A snapshot of a durable sandbox as the API shows it (`POST …/snapshot`, `GET /v1/snapshots`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SnapshotInfo {
+    pub name: String,
+    /// The sandbox it was taken of.
+    pub sandbox_id: String,
+    /// What a sandbox made from it is built with, unless the request names others.
+    pub profile: String,
+    pub language: String,
+    /// Its workspace's size (the sandbox's `workspace_mb`), MiB.
+    pub workspace_mb: u64,
+    /// What it takes of the disk (counted against the key's quota), bytes.
+    pub size_bytes: u64,
+    pub created_at: String,
+    /// The contexts a sandbox made from it has, each with what was saved of its state and
+    /// what was not (`*`: nothing, it starts afresh). A context evicted when the snapshot was
+    /// taken is not listed here (its eviction's answer named what it saved) but comes back too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<EvictedContext>,
+}
+
+/// The sandboxes a fork made (`POST …/fork`), and what their contexts have of the parent's
+/// state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Forked {
+    pub sandboxes: Vec<SandboxInfo>,
+    /// As [`SnapshotInfo::contexts`]; the same for every copy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<EvictedContext>,
+}
+
 /// A sandbox with a lifetime, as the API shows it (`POST|GET /v1/sandboxes…`) and the SDK
 /// reads it. Times are RFC 3339 UTC ([`rfc3339`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -875,3 +875,237 @@ fn a_paused_durable_sandbox_comes_back_after_a_kill_9() {
     assert_eq!(out["stdout"], "a False\n", "{out}");
     assert_eq!(out["context_restarted"], true, "{out}");
 }
+
+fn cell_in(addr: &str, id: &str, context: &str, code: &str) -> Value {
+    exec(
+        addr,
+        id,
+        serde_json::json!({ "code": code, "context": context }),
+    )
+}
+
+/// The workspace's listing, as the user sees it.
+fn listing(addr: &str, id: &str) -> String {
+    let (status, v) = call(addr, ALICE, "GET", &format!("/v1/sandboxes/{id}/files"), "");
+    assert_eq!(status, 200, "{v}");
+    v.to_string()
+}
+
+/// `names` of one context's report in a snapshot's or a fork's `contexts`.
+fn reported<'a>(contexts: &'a Value, context: &str, field: &str) -> Vec<&'a str> {
+    let entry = contexts
+        .as_array()
+        .unwrap_or_else(|| panic!("no contexts: {contexts}"))
+        .iter()
+        .find(|c| c["context"] == context)
+        .unwrap_or_else(|| panic!("no context {context}: {contexts}"));
+    entry[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().or_else(|| n["name"].as_str()).unwrap())
+        .collect()
+}
+
+/// A context's state: a value, a function defined in a cell, and a lock (which pickle
+/// refuses: named, absent from the copies).
+const STATE: &str = "import threading\nx = 41\ndef inc(v):\n    return v + 1\nlock = threading.Lock()\nprint('ready')";
+
+#[test]
+fn snapshots_and_forks_carry_the_contexts_saved_state() {
+    require_root!();
+    let place = Place::new();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    let parent = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        cell_in(&addr, &parent, "default", STATE)["stdout"],
+        "ready\n"
+    );
+    let (status, other) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/contexts"),
+        "{}",
+    );
+    assert_eq!(status, 201, "{other}");
+    let other = other["id"].as_str().unwrap().to_owned();
+    cell_in(&addr, &parent, &other, "y = [1, 2]");
+
+    let (status, snap) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/snapshot"),
+        r#"{"name": "vars"}"#,
+    );
+    assert_eq!(status, 201, "{snap}");
+    let saved = reported(&snap["contexts"], "default", "saved");
+    for name in ["x", "inc", "threading"] {
+        assert!(saved.contains(&name), "{name} not saved: {snap}");
+    }
+    assert_eq!(reported(&snap["contexts"], "default", "unsaved"), ["lock"]);
+    assert!(
+        reported(&snap["contexts"], &other, "saved").contains(&"y"),
+        "{snap}"
+    );
+    // The listing shows what it recorded.
+    let (_, list) = call(&addr, ALICE, "GET", "/v1/snapshots", "");
+    assert_eq!(list["snapshots"][0]["contexts"], snap["contexts"], "{list}");
+    // The parent's interpreters went on (the lock too), and no state was left in its files.
+    let out = cell_in(&addr, &parent, "default", "x += 1\nprint(x, lock.locked())");
+    assert_eq!(out["stdout"], "42 False\n", "{out}");
+    assert_ne!(out["context_restarted"], true, "{out}");
+    assert!(
+        !listing(&addr, &parent).contains(".state"),
+        "state left in the parent"
+    );
+
+    // A sandbox made from it has both contexts, with their variables as at the snapshot.
+    let (status, copy) = call(
+        &addr,
+        ALICE,
+        "POST",
+        "/v1/sandboxes",
+        r#"{"from_snapshot": "vars"}"#,
+    );
+    assert_eq!(status, 201, "{copy}");
+    let copy = copy["id"].as_str().unwrap().to_owned();
+    let (_, contexts) = call(
+        &addr,
+        ALICE,
+        "GET",
+        &format!("/v1/sandboxes/{copy}/contexts"),
+        "",
+    );
+    assert_eq!(contexts["count"], 2, "{contexts}");
+    let out = cell_in(
+        &addr,
+        &copy,
+        "default",
+        "print(x, inc(x), threading.__name__, 'lock' in globals())",
+    );
+    assert_eq!(out["stdout"], "41 42 threading False\n", "{out}");
+    assert_ne!(out["context_restarted"], true, "{out}");
+    assert_eq!(
+        cell_in(&addr, &copy, &other, "print(y)")["stdout"],
+        "[1, 2]\n"
+    );
+    assert!(
+        !listing(&addr, &copy).contains(".state"),
+        "state left after its load"
+    );
+
+    // Forks: each its own copy of the variables as they are now.
+    let (status, forks) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/fork"),
+        r#"{"count": 4}"#,
+    );
+    assert_eq!(status, 201, "{forks}");
+    assert_eq!(reported(&forks["contexts"], "default", "unsaved"), ["lock"]);
+    let ids: Vec<String> = forks["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    for (n, id) in ids.iter().enumerate() {
+        let out = cell_in(&addr, id, "default", &format!("print(x)\nx = {n}"));
+        assert_eq!(out["stdout"], "42\n", "fork {n}: {out}");
+        assert_ne!(out["context_restarted"], true, "{out}");
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let out = cell_in(&addr, id, "default", "print(x)");
+        assert_eq!(out["stdout"], format!("{n}\n"), "fork {n}: {out}");
+        // The other context's state waits in the workspace until its first cell loads it.
+        assert!(listing(&addr, id).contains(&format!("{other}.state")));
+        assert_eq!(cell_in(&addr, id, &other, "print(y)")["stdout"], "[1, 2]\n");
+        assert!(
+            !listing(&addr, id).contains(".state"),
+            "state left in fork {n}"
+        );
+    }
+    assert_eq!(
+        cell_in(&addr, &parent, "default", "print(x)")["stdout"],
+        "42\n"
+    );
+    assert!(
+        !listing(&addr, &parent).contains(".state"),
+        "state left in the parent"
+    );
+}
+
+#[test]
+fn an_evicted_contexts_state_comes_back_after_a_kill_9_and_never_lingers() {
+    require_root!();
+    let place = Place::new();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(cell_in(&addr, &id, "default", STATE)["stdout"], "ready\n");
+    let mut others = Vec::new();
+    for _ in 0..2 {
+        let (status, v) = call(
+            &addr,
+            ALICE,
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            "{}",
+        );
+        assert_eq!(status, 201, "{v}");
+        let other = v["id"].as_str().unwrap().to_owned();
+        cell_in(&addr, &id, &other, "z = 'zed'");
+        others.push(other);
+    }
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": true}"#,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["evicted"].as_array().unwrap().len(), 3, "{v}");
+    kill_9(server);
+
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    // Loaded by the first cell, not lost.
+    let out = cell_in(
+        &addr,
+        &id,
+        "default",
+        "print(x, inc(x), 'lock' in globals())",
+    );
+    assert_eq!(out["stdout"], "41 42 False\n", "{out}");
+    assert_ne!(out["context_restarted"], true, "{out}");
+    // A context destroyed before its state was loaded takes its state with it; one restarted
+    // starts afresh and drops it.
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "DELETE",
+        &format!("/v1/sandboxes/{id}/contexts/{}", others[0]),
+        "",
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{id}/contexts/{}/restart", others[1]),
+        "",
+    );
+    assert_eq!(status, 200, "{v}");
+    let out = cell_in(&addr, &id, &others[1], "print('z' in globals())");
+    assert_eq!(out["stdout"], "False\n", "{out}");
+    let files = listing(&addr, &id);
+    assert!(!files.contains(".state"), "a state file lingers: {files}");
+}

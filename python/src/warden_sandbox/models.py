@@ -402,6 +402,9 @@ class SnapshotInfo(_Wire):
     size_bytes: int
     """What it takes of the daemon's disk, counted against the key's snapshot quota."""
     created_at: datetime
+    contexts: List[EvictedContext] = Field(default_factory=list)
+    """The contexts a sandbox made from it has, each with what was saved of its variables and
+    what was not (``*``: nothing, it starts afresh)."""
 
 
 class SnapshotList(_Wire):

@@ -13,7 +13,7 @@
 //! refuses past [`ATTACH_WAIT`]; the image is made by `mkfs.ext4` without discard, which
 //! would punch holes into the preallocation.
 
-use crate::sys;
+use crate::fsys as sys;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

@@ -69,7 +69,12 @@ pub fn make_image(dir: &Path, size_mb: u64, uid: u32, gid: u32) -> Result<(), Di
         drop(file);
         let out = std::process::Command::new(mkfs())
             .args(["-q", "-F", "-m", "0", "-L", "warden-ws", "-E"])
-            .arg(format!("root_owner={uid}:{gid},nodiscard"))
+            // Inode tables and journal written now: left lazy, the kernel's ext4lazyinit
+            // thread zeroes them after the mount, and the loop device turns those zeroes
+            // into holes punched in the preallocated image.
+            .arg(format!(
+                "root_owner={uid}:{gid},nodiscard,lazy_itable_init=0,lazy_journal_init=0"
+            ))
             .arg(&path)
             .env("LC_ALL", "C")
             .stdin(std::process::Stdio::null())

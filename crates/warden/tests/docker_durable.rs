@@ -353,6 +353,10 @@ fn a_paused_durable_docker_sandbox_resumes_and_comes_back_after_a_kill_9() {
     assert_eq!(read(&addr, &id, "a.txt"), "a");
     assert_eq!(containers_of(&id).len(), 1);
     assert_eq!(inspect("{{.State.Paused}}"), "false");
+    // Destroyed before the daemon goes (a killed daemon leaves its container and mount).
+    let (status, v) = call(&addr, "DELETE", &format!("/v1/sandboxes/{id}"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(mounts_under(&place.data()), Vec::<String>::new());
 }
 
 #[test]

@@ -341,9 +341,11 @@ pub struct Profile {
     /// its workspace kept on disk under `[server] data_dir` (a preallocated, loop-mounted
     /// ext4 image of `workspace_mb`) and its record in the daemon's database, so that a
     /// restart (after a crash or an upgrade) finds it again with its files; its contexts come
-    /// back restarted. One-shot runs are never durable. Default: true where the profile can
-    /// be (the jail backend, no pool), false otherwise; `true` on the docker or kubernetes
-    /// backend, or with a `pool_size`, is refused. See [`Settings::durable`].
+    /// back restarted. The docker backend binds the same image into the sandbox's container
+    /// and makes the container again after a restart. One-shot runs are never durable.
+    /// Default: true where the profile can be on the jail backend (no pool), false otherwise
+    /// (the docker backend's sandboxes are durable only with `durable = true`); `true` on the
+    /// kubernetes backend, or with a `pool_size`, is refused. See [`Settings::durable`].
     pub durable: Option<bool>,
 }
 
@@ -1191,11 +1193,11 @@ impl Settings {
             }
             if p.durable == Some(true) {
                 let backend = self.backend_of(p);
-                if backend != BackendKind::Jail {
+                if backend == BackendKind::Kubernetes {
                     return Err((
                         key("durable"),
                         format!(
-                            "the {} backend cannot keep a sandbox's workspace across a restart of the daemon (only the jail backend can); set durable = false",
+                            "the {} backend cannot keep a sandbox's workspace across a restart of the daemon (only the jail and docker backends can); set durable = false",
                             backend.as_str()
                         ),
                     ));

@@ -549,11 +549,13 @@ fn durable_is_on_where_it_can_be_and_refused_where_it_cannot() {
     let builtin = Settings::builtin();
     assert!(builtin.durable(builtin.profile("standard").unwrap()));
     assert!(!builtin.durable(builtin.profile("data_science").unwrap()));
+    let docker = Settings::from_toml(
+        "[sandbox.profiles.d]\nbackend = \"docker\"\ndurable = true\n[sandbox]\ndefault_profile = \"d\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert!(docker.durable(docker.profile("d").unwrap()));
     for (toml, why) in [
-        (
-            "[sandbox.profiles.d]\nbackend = \"docker\"\ndurable = true\n",
-            "the docker backend cannot keep",
-        ),
         (
             "[sandbox.profiles.d]\nbackend = \"kubernetes\"\ndurable = true\n",
             "the kubernetes backend cannot keep",

@@ -16,6 +16,7 @@
 //! firewall and resolver from a keeper ([`crate::network`]) after its start and before its
 //! program gets code; the keeper is stopped after the container is removed.
 
+use crate::durable::DiskWorkspace;
 use crate::error::DockerError;
 use crate::network::{self, Keeper};
 use crate::plan::{
@@ -520,6 +521,19 @@ impl Shared {
         )
         .await?;
         Ok(keeper)
+    }
+
+    /// Unpauses a container that may be paused (an error, e.g. it is not, is ignored).
+    async fn unpause_quietly(&self, container: &str) {
+        if let Ok(docker) = self.docker().await {
+            let _ = self
+                .call(
+                    "unpause container",
+                    container,
+                    docker.unpause_container(container),
+                )
+                .await;
+        }
     }
 
     async fn kill_container(&self, container: &str) {
@@ -1067,77 +1081,31 @@ impl Backend for DockerBackend {
         &self,
         spec: SandboxSpec,
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
-        if let Some(home) = &spec.home {
-            return Err(BackendError::Refused(format!(
-                "the docker backend does not mount the workspace at {home}"
-            )));
-        }
-        let sh = &self.shared;
-        let name = format!("warden-{}", spec.id);
-        // The sandbox's own host uid, until its container is removed.
-        let uid = lease_uid(sh.settings.uids).await?;
-        let cplan = ContainerPlan::build(self.plan_input(
-            name.clone(),
-            spec.id.clone(),
-            spec.image.as_deref(),
-            &spec.limits,
-            spec.network_enabled,
-            spec.container_runtime.as_deref(),
-            &spec.labels,
-            Role::Persistent,
-            vec![],
-            uid.uid(),
-        ))
-        .map_err(refuse)?;
-        let net = sh.net_request(spec.network_enabled, &spec.egress, true)?;
-        sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
-        let docker = sh.docker().await?;
-        let mut cplan = cplan;
-        let secret_env = match &net {
-            Some(req) => sh.net_files(&mut cplan, &name, req)?,
-            None => Vec::new(),
-        };
-        // Removed here on failure; the lease ends with it (cleanly once removed).
-        let undo = |e: BackendError, uid: UidLease| async {
-            end_lease(Some(uid), sh.remove(&name).await.is_ok());
-            network::remove_run_files(&sh.settings.network, &name);
-            e
-        };
-        if let Err(e) = sh.create(&cplan).await {
-            return Err(undo(e.into(), uid).await);
-        }
-        if let Err(e) = sh
-            .call(
-                "start container",
-                &name,
-                docker.start_container(&name, None),
-            )
+        self.build_sandbox(spec, WorkspaceAt::Memory).await
+    }
+
+    fn supports_durable(&self) -> bool {
+        true
+    }
+
+    async fn create_durable_sandbox(
+        &self,
+        spec: SandboxSpec,
+        dir: &std::path::Path,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        self.build_sandbox(spec, WorkspaceAt::NewImage(dir.to_path_buf()))
             .await
-        {
-            return Err(undo(e.into(), uid).await);
-        }
-        let keeper = match net {
-            None => None,
-            Some(req) => match sh.attach_network(&name, req).await {
-                Ok(k) => Some(k),
-                Err(e) => return Err(undo(e, uid).await),
-            },
-        };
-        Ok(Arc::new(DockerSandbox {
-            shared: self.shared.clone(),
-            env: spec.env.clone(),
-            secret_env,
-            gateway: spec.network_enabled && spec.egress.gateway.is_some(),
-            keeper: tokio::sync::Mutex::new(keeper),
-            user: uid.uid(),
-            uid: Mutex::new(Some(uid)),
-            name,
-            state: tokio::sync::Mutex::new(SandboxState {
-                counters: (0, 0),
-                destroyed: false,
-                paused: false,
-            }),
-        }))
+    }
+
+    /// A new container on the workspace an earlier process left (its container, if the
+    /// engine still has it, is removed first: processes do not outlive the daemon).
+    async fn restore_sandbox(
+        &self,
+        spec: SandboxSpec,
+        dir: &std::path::Path,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        self.build_sandbox(spec, WorkspaceAt::Image(dir.to_path_buf()))
+            .await
     }
 
     /// Removes the containers labelled by Warden whose sandbox id is not in `live`, unless
@@ -1192,11 +1160,211 @@ impl Backend for DockerBackend {
                 continue;
             }
             let Some(cid) = c.id.as_deref() else { continue };
+            if c.state == Some(bollard::models::ContainerSummaryStateEnum::PAUSED) {
+                // A frozen process cannot die: thawed first.
+                sh.unpause_quietly(cid).await;
+            }
             sh.remove(cid).await?;
             network::remove_run_files(&sh.settings.network, &name);
             removed += 1;
         }
         Ok(removed)
+    }
+}
+
+/// Where a sandbox's workspace is: a tmpfs in its container, or a durable image in the
+/// sandbox's folder (made now, or taken up again).
+enum WorkspaceAt {
+    Memory,
+    NewImage(std::path::PathBuf),
+    Image(std::path::PathBuf),
+}
+
+enum AtKind {
+    New,
+    Existing,
+}
+
+/// A durable workspace's failure: a full host disk is the caller's to know; the rest is a
+/// setup failure.
+fn disk_error(e: warden_net::disk::DiskError) -> BackendError {
+    match e {
+        warden_net::disk::DiskError::NoSpace { .. } => {
+            BackendError::NoSpace(format!("make the sandbox's workspace: {e}"))
+        }
+        e => BackendError::Setup(format!("the durable workspace: {e}")),
+    }
+}
+
+/// Lets a durable workspace go after its container was removed (or never made).
+fn release_disk(disk: Option<&DiskWorkspace>) {
+    if let Some(ws) = disk
+        && let Err(e) = ws.release()
+    {
+        eprintln!(
+            "warden: docker: letting the workspace at {} go: {e}",
+            ws.host_path().display()
+        );
+    }
+}
+
+impl DockerBackend {
+    /// A sandbox with its workspace `at` (see [`Backend::create_sandbox`] and
+    /// [`Backend::create_durable_sandbox`]).
+    async fn build_sandbox(
+        &self,
+        spec: SandboxSpec,
+        at: WorkspaceAt,
+    ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
+        if let Some(home) = &spec.home {
+            return Err(BackendError::Refused(format!(
+                "the docker backend does not mount the workspace at {home}"
+            )));
+        }
+        let at_kind = match &at {
+            WorkspaceAt::NewImage(_) => AtKind::New,
+            _ => AtKind::Existing,
+        };
+        let sh = &self.shared;
+        let name = format!("warden-{}", spec.id);
+        // The sandbox's own host uid, until its container is removed.
+        let uid = lease_uid(sh.settings.uids).await?;
+        let cplan = ContainerPlan::build(self.plan_input(
+            name.clone(),
+            spec.id.clone(),
+            spec.image.as_deref(),
+            &spec.limits,
+            spec.network_enabled,
+            spec.container_runtime.as_deref(),
+            &spec.labels,
+            Role::Persistent,
+            vec![],
+            uid.uid(),
+        ))
+        .map_err(refuse)?;
+        let net = sh.net_request(spec.network_enabled, &spec.egress, true)?;
+        sh.ensure_runtime(cplan.oci_runtime.as_deref()).await?;
+        let docker = sh.docker().await?;
+        let mut cplan = cplan;
+        // A durable workspace: its image mounted at its folder, bound on /workspace.
+        let disk = match at {
+            WorkspaceAt::Memory => None,
+            WorkspaceAt::NewImage(dir) | WorkspaceAt::Image(dir) => {
+                let new = matches!(at_kind, AtKind::New);
+                if !new {
+                    // The container of an earlier process goes before its mount does (thawed
+                    // first if it was left paused: a frozen process cannot die).
+                    sh.unpause_quietly(&name).await;
+                    if let Err(e) = sh.remove(&name).await {
+                        end_lease(Some(uid), false);
+                        return Err(e.into());
+                    }
+                }
+                let (size_mb, user) = (spec.limits.workspace_mb, uid.uid());
+                let made = tokio::task::spawn_blocking(move || {
+                    if new {
+                        DiskWorkspace::create(&dir, size_mb, user)
+                    } else {
+                        DiskWorkspace::open(&dir, user)
+                    }
+                })
+                .await
+                .map_err(|e| BackendError::Internal(format!("workspace task: {e}")))?;
+                match made {
+                    Ok(ws) => {
+                        cplan.workspace_bind = Some(ws.host_path().display().to_string());
+                        Some(Arc::new(ws))
+                    }
+                    Err(e) => {
+                        end_lease(Some(uid), true);
+                        return Err(disk_error(e));
+                    }
+                }
+            }
+        };
+        let secret_env = match &net {
+            Some(req) => match sh.net_files(&mut cplan, &name, req) {
+                Ok(env) => env,
+                Err(e) => {
+                    network::remove_run_files(&sh.settings.network, &name);
+                    release_disk(disk.as_deref());
+                    end_lease(Some(uid), true);
+                    return Err(e.into());
+                }
+            },
+            None => Vec::new(),
+        };
+        // Removed here on failure; the lease ends with it (cleanly once removed); a durable
+        // workspace is let go (its files stay in its image).
+        let undo = |e: BackendError, uid: UidLease| async {
+            end_lease(Some(uid), sh.remove(&name).await.is_ok());
+            network::remove_run_files(&sh.settings.network, &name);
+            release_disk(disk.as_deref());
+            e
+        };
+        if let Err(e) = sh.create(&cplan).await {
+            return Err(undo(e.into(), uid).await);
+        }
+        if let Err(e) = sh
+            .call(
+                "start container",
+                &name,
+                docker.start_container(&name, None),
+            )
+            .await
+        {
+            return Err(undo(e.into(), uid).await);
+        }
+        if let Some(ws) = &disk
+            && let Err(why) = self.check_workspace(&name, ws).await
+        {
+            return Err(undo(BackendError::Refused(why), uid).await);
+        }
+        let keeper = match net {
+            None => None,
+            Some(req) => match sh.attach_network(&name, req).await {
+                Ok(k) => Some(k),
+                Err(e) => return Err(undo(e, uid).await),
+            },
+        };
+        Ok(Arc::new(DockerSandbox {
+            shared: self.shared.clone(),
+            env: spec.env.clone(),
+            secret_env,
+            gateway: spec.network_enabled && spec.egress.gateway.is_some(),
+            keeper: tokio::sync::Mutex::new(keeper),
+            user: uid.uid(),
+            uid: Mutex::new(Some(uid)),
+            disk: Mutex::new(disk),
+            name,
+            state: tokio::sync::Mutex::new(SandboxState {
+                counters: (0, 0),
+                destroyed: false,
+                paused: false,
+            }),
+        }))
+    }
+
+    /// Whether the started container `name` sees the durable workspace on its `/workspace`
+    /// (see [`DiskWorkspace::check_seen_by`]).
+    async fn check_workspace(&self, name: &str, ws: &DiskWorkspace) -> Result<(), String> {
+        let sh = &self.shared;
+        let docker = sh.docker().await.map_err(|e| e.to_string())?;
+        let inspect = sh
+            .call(
+                "inspect container",
+                name,
+                docker.inspect_container(name, None),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let pid = inspect
+            .state
+            .as_ref()
+            .and_then(|s| s.pid)
+            .filter(|&p| p > 0)
+            .ok_or_else(|| format!("container {name} is not running"))?;
+        ws.check_seen_by(pid)
     }
 }
 
@@ -1245,6 +1413,9 @@ pub struct DockerSandbox {
     gateway: bool,
     /// Held while it reports (after an execution) and when destroyed.
     keeper: tokio::sync::Mutex<Option<Keeper>>,
+    /// A durable sandbox's workspace (its image's filesystem, bound on `/workspace`); let go
+    /// after the container is removed.
+    disk: Mutex<Option<Arc<DiskWorkspace>>>,
     state: tokio::sync::Mutex<SandboxState>,
 }
 
@@ -1632,9 +1803,10 @@ head -c {max_bytes} "./$last"
             return Err(self.gone());
         }
         self.unpause_if_paused(&mut state).await?;
-        // find does not follow symlinks (-P, the default); only files and folders are listed.
+        // find does not follow symlinks (-P, the default); only files and folders are listed;
+        // a durable workspace filesystem's own lost+found (root's) is not the sandbox's.
         let script = format!(
-            "cd /workspace && find . -mindepth 1 -maxdepth 64 \\( -type f -o -type d \\) -printf '%y %s %P\\0' | head -z -n {}",
+            "cd /workspace && find . -mindepth 1 -maxdepth 64 \\( -path ./lost+found -uid 0 -prune \\) -o \\( -type f -o -type d \\) -printf '%y %s %P\\0' | head -z -n {}",
             max_entries
         );
         let (out, code) = self
@@ -1684,8 +1856,12 @@ head -c {max_bytes} "./$last"
             let _ = self.unpause_if_paused(&mut state).await;
         }
         self.shared.remove(&self.name).await?;
-        // Removed: its processes and files are gone.
+        // Removed: its processes are gone, and its files but a durable workspace's.
         end_lease(self.uid.lock().expect("not poisoned").take(), true);
+        let disk = self.disk.lock().expect("not poisoned").take();
+        if let Some(ws) = disk {
+            ws.release().map_err(disk_error)?;
+        }
         network::remove_run_files(&self.shared.settings.network, &self.name);
         let keeper = self.keeper.lock().await.take();
         if let Some(k) = keeper {
@@ -1723,6 +1899,47 @@ head -c {max_bytes} "./$last"
             return Err(self.gone());
         }
         self.unpause_if_paused(&mut state).await
+    }
+
+    /// Copies the durable workspace's image as of one instant: after a running execution or
+    /// file operation (the sandbox's lock), with the container paused (the cgroup freezer:
+    /// no process writes meanwhile), the filesystem synced first. A paused sandbox stays
+    /// paused.
+    async fn snapshot_to(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let state = self.state.lock().await;
+        if state.destroyed {
+            return Err(self.gone());
+        }
+        let Some(ws) = self.disk.lock().expect("not poisoned").clone() else {
+            return Err(BackendError::Refused(warden_engine::NO_DURABLE.into()));
+        };
+        let sh = &self.shared;
+        let docker = sh.docker().await?;
+        if !state.paused {
+            sh.call(
+                "pause container",
+                &self.name,
+                docker.pause_container(&self.name),
+            )
+            .await?;
+        }
+        let dir = dir.to_path_buf();
+        let copied = tokio::task::spawn_blocking(move || ws.snapshot_to(&dir).map_err(disk_error))
+            .await
+            .map_err(|e| BackendError::Internal(format!("copy task: {e}")))
+            .and_then(|r| r);
+        if !state.paused
+            && let Err(e) = sh
+                .call(
+                    "unpause container",
+                    &self.name,
+                    docker.unpause_container(&self.name),
+                )
+                .await
+        {
+            eprintln!("warden: docker: unpausing {} after a copy: {e}", self.name);
+        }
+        copied
     }
 }
 

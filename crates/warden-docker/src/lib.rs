@@ -10,15 +10,21 @@
 //! controlled egress to a networked container; [`backend`] makes the engine calls, each under
 //! a deadline.
 //!
+//! A durable sandbox (a profile's `durable`) keeps its workspace in the jail's workspace image
+//! under the daemon's data directory, bound into its container ([`durable`]); after a restart
+//! its container is made again on the same workspace.
+//!
 //! Invariants: no host path is mounted (but a networked container's resolv.conf, read-only, a
-//! file Warden writes with its resolver's address) and nothing of a run is written to the
-//! host's disk (the code and the workspace live in tmpfs mounts inside the container); the root
+//! file Warden writes with its resolver's address, and a durable sandbox's own workspace
+//! filesystem) and nothing of a run is written to the host's disk outside that workspace (the
+//! code and a sandbox's workspace live in tmpfs mounts inside the container); the root
 //! is read-only, the network mode is `none` and the network disabled (a networked sandbox gets
 //! Warden's own link and firewall in that namespace, never Docker's bridge), capabilities are dropped, no-new-privileges is set and the user is
 //! not root; every container Warden creates carries the `dev.warden.sandbox` label and is
 //! removed on every path; images are never pulled.
 
 pub mod backend;
+pub mod durable;
 pub mod error;
 pub mod network;
 pub mod plan;

@@ -3,9 +3,10 @@
 //!
 //! Invariants (each one a field below, checked by a snapshot test of the create body): the root
 //! filesystem is read-only; the only writable places are size-capped tmpfs mounts
-//! (`/workspace`, `/tmp`, `/code`); no host path is mounted but a networked container's
-//! resolv.conf (read-only, a file Warden writes with its resolver's address, see
-//! [`crate::network`]); the network mode is `none` and the network disabled; every
+//! (`/workspace`, `/tmp`, `/code`) or, for a durable sandbox, its workspace image's
+//! filesystem (capped by its own size, see [`crate::durable`]) on `/workspace`; no other host
+//! path is mounted but a networked container's resolv.conf (read-only, a file Warden writes
+//! with its resolver's address, see [`crate::network`]); the network mode is `none` and the network disabled; every
 //! capability is dropped and `no-new-privileges` is set, under Warden's own seccomp table (as
 //! an OCI profile, the settings' `seccomp_profile`; the engine's default only when none is
 //! given); the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
@@ -98,6 +99,9 @@ pub struct ContainerPlan {
     pub ca_bundle: Option<String>,
     /// The OCI seccomp profile (JSON) the container runs under; `None`: the engine's default.
     pub seccomp_profile: Option<std::sync::Arc<str>>,
+    /// A durable sandbox's workspace: the host folder where its image's filesystem is mounted
+    /// (see [`crate::durable`]), bound on `/workspace` instead of a tmpfs.
+    pub workspace_bind: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -218,6 +222,7 @@ impl ContainerPlan {
             resolv_conf: None,
             ca_bundle: None,
             seccomp_profile: input.seccomp_profile,
+            workspace_bind: None,
         })
     }
 
@@ -259,18 +264,30 @@ impl ContainerPlan {
             ),
             privileged: Some(false),
             ipc_mode: Some("private".into()),
-            tmpfs: Some(HashMap::from([
-                (WORKSPACE_DIR.into(), tmpfs(self.workspace_mb, "0700")),
-                ("/tmp".into(), tmpfs(self.workspace_mb, "1777")),
-                (CODE_DIR.into(), tmpfs(CODE_TMPFS_MB, "0700")),
-            ])),
+            tmpfs: Some(
+                [
+                    (WORKSPACE_DIR, tmpfs(self.workspace_mb, "0700")),
+                    ("/tmp", tmpfs(self.workspace_mb, "1777")),
+                    (CODE_DIR, tmpfs(CODE_TMPFS_MB, "0700")),
+                ]
+                .into_iter()
+                .filter(|(at, _)| !(*at == WORKSPACE_DIR && self.workspace_bind.is_some()))
+                .map(|(at, opts)| (at.to_owned(), opts))
+                .collect::<HashMap<_, _>>(),
+            ),
             shm_size: Some((SHM_MB * 1024 * 1024) as i64),
             // No volumes and no bind mounts but a networked container's resolv.conf and CA
-            // bundle (files Warden writes): nothing else of the host's disk is visible.
+            // bundle (files Warden writes) and a durable sandbox's own workspace filesystem:
+            // nothing else of the host's disk is visible.
             binds: Some(
-                self.resolv_conf
+                self.workspace_bind
                     .iter()
-                    .map(|f| format!("{f}:/etc/resolv.conf:ro"))
+                    .map(|w| format!("{w}:{WORKSPACE_DIR}:rw,rprivate"))
+                    .chain(
+                        self.resolv_conf
+                            .iter()
+                            .map(|f| format!("{f}:/etc/resolv.conf:ro")),
+                    )
                     .chain(
                         self.ca_bundle
                             .iter()
@@ -419,6 +436,25 @@ mod tests {
             .to_create_body();
         assert_eq!(offline.network_disabled, Some(true));
         assert_eq!(offline.host_config.unwrap().binds, Some(vec![]));
+    }
+
+    #[test]
+    fn a_durable_container_binds_its_workspace_filesystem_instead_of_a_tmpfs() {
+        let l = limits();
+        let labels = BTreeMap::new();
+        let mut plan = ContainerPlan::build(input(&l, &labels)).unwrap();
+        plan.workspace_bind = Some("/var/lib/warden/sandboxes/sb-1/workspace".into());
+        let host = plan.to_create_body().host_config.unwrap();
+        assert_eq!(
+            host.binds,
+            Some(vec![
+                "/var/lib/warden/sandboxes/sb-1/workspace:/workspace:rw,rprivate".to_string()
+            ])
+        );
+        let tmpfs = host.tmpfs.unwrap();
+        assert!(!tmpfs.contains_key(WORKSPACE_DIR), "{tmpfs:?}");
+        assert!(tmpfs.contains_key("/tmp") && tmpfs.contains_key(CODE_DIR));
+        assert_eq!(host.readonly_rootfs, Some(true));
     }
 
     #[test]

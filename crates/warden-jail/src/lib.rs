@@ -15,7 +15,7 @@ pub mod cgroup;
 mod client;
 pub mod contain;
 pub mod context;
-pub mod disk;
+pub use warden_net::disk;
 pub mod gate;
 pub mod held;
 pub mod helper;

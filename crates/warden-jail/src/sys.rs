@@ -10,6 +10,10 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// The filesystem calls the docker backend shares (a durable workspace's image, see
+/// [`warden_net::disk`]).
+pub use warden_net::fsys::{attach_clone, detached_fs, open_beneath, umount_detach};
+
 pub fn cstring(path: impl AsRef<OsStr>) -> io::Result<CString> {
     CString::new(path.as_ref().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
@@ -375,13 +379,6 @@ pub fn mount_setattr(target: &Path, set: u64, recursive: bool) -> io::Result<()>
     Ok(())
 }
 
-pub fn umount_detach(target: &Path) -> io::Result<()> {
-    let target = cstring(target)?;
-    // SAFETY: `target` is a valid C string.
-    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
-    Ok(())
-}
-
 /// `pivot_root(".", ".")` in the current directory: the old root ends up stacked under the new
 /// one, and a lazy unmount of "." removes it without needing a put-old directory.
 pub fn pivot_root_here() -> io::Result<()> {
@@ -402,40 +399,6 @@ pub fn sethostname(name: &str) -> io::Result<()> {
     // SAFETY: the pointer and length describe `name`'s bytes.
     check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })?;
     Ok(())
-}
-
-/// Opens a path relative to `dir` with `openat2(2)`, refusing to leave `dir` and to follow any
-/// symlink or magic link on the way (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-/// RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV).
-pub fn open_beneath(dir: BorrowedFd<'_>, path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    const RESOLVE_NO_XDEV: u64 = 0x01;
-    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-    const RESOLVE_BENEATH: u64 = 0x08;
-    let path = cstring(path)?;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
-        mode: 0,
-        resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
-    // SAFETY: `path` is a valid C string and `how` a valid open_how of the size passed.
-    let fd = check_long(unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    })?;
-    // SAFETY: openat2 succeeded and returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// [`open_beneath`] with a creation mode, for `O_CREAT`.
@@ -526,57 +489,6 @@ pub fn detached_tmpfs(size_bytes: u64, mode: u32, uid: u32, gid: u32) -> io::Res
     )
 }
 
-/// A filesystem of `fstype` (with string options such as `source`) mounted nowhere, nosuid
-/// and nodev: the returned descriptor is its root (see [`detached_tmpfs`]).
-pub fn detached_fs(fstype: &str, options: &[(&str, String)]) -> io::Result<OwnedFd> {
-    const FSOPEN_CLOEXEC: libc::c_uint = 1;
-    const FSCONFIG_SET_STRING: libc::c_uint = 1;
-    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-    let fstype = cstring(fstype)?;
-    // SAFETY: a valid C string and flags.
-    let fs =
-        check_long(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
-    // SAFETY: fsopen returned a new descriptor that nobody else owns.
-    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
-    for (key, value) in options {
-        let (key, value) = (cstring(key)?, cstring(value)?);
-        // SAFETY: valid descriptor and C strings.
-        check_long(unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs.as_raw_fd(),
-                FSCONFIG_SET_STRING,
-                key.as_ptr(),
-                value.as_ptr(),
-                0,
-            )
-        })?;
-    }
-    // SAFETY: plain integers and null pointers, as the command takes no key or value.
-    check_long(unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_char>(),
-            0,
-        )
-    })?;
-    // SAFETY: plain integers.
-    let mnt = check_long(unsafe {
-        libc::syscall(
-            libc::SYS_fsmount,
-            fs.as_raw_fd(),
-            FSMOUNT_CLOEXEC,
-            (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) as libc::c_uint,
-        )
-    })?;
-    // SAFETY: fsmount returned a new descriptor that nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(mnt as RawFd) })
-}
-
 /// A detached, writable copy of the mount at `path` (its subtree from there): the root's code
 /// folder, handed to the supervisor before the root is made
 /// read-only (see [`crate::gate`]).
@@ -614,38 +526,6 @@ pub fn open_tree_clone(path: &Path) -> io::Result<OwnedFd> {
         )
     })?;
     Ok(clone)
-}
-
-/// Mounts a copy of the mount behind `tree` (e.g. a [`detached_tmpfs`]) at `target`: the
-/// same filesystem, attached in the caller's mount namespace.
-pub fn attach_clone(tree: BorrowedFd<'_>, target: &Path) -> io::Result<()> {
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-    let empty = cstring("")?;
-    // SAFETY: a valid descriptor and C string.
-    let clone = check_long(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint,
-        )
-    })?;
-    // SAFETY: open_tree returned a new descriptor that nobody else owns.
-    let clone = unsafe { OwnedFd::from_raw_fd(clone as RawFd) };
-    let target = cstring(target)?;
-    // SAFETY: valid descriptors and C strings.
-    check_long(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            clone.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    })?;
-    Ok(())
 }
 
 /// Sets close-on-exec on `fd` if it is open (a descriptor inherited on purpose must not reach

@@ -17,14 +17,17 @@
 //!
 //! Besides the network, the host resources the jail and docker backends lease per sandbox
 //! across processes live here: [`lease`] (numbered leases by lock files, the address slots'
-//! mechanism) and [`uids`] (each live sandbox's own host uid).
+//! mechanism), [`uids`] (each live sandbox's own host uid) and [`disk`] (a durable sandbox's
+//! workspace: a preallocated ext4 image on a loop device, with the filesystem calls of [`fsys`]).
 //!
 //! Invariants: the host's other tables are never changed (the one exception, Docker's
 //! DOCKER-USER chain, is documented on [`host`]); every object is named after its slot so a
 //! crash's leftovers are found by name; a missing per-sandbox chain means "drop".
 
 pub mod blocked;
+pub mod disk;
 pub mod dns;
+pub mod fsys;
 pub mod gateway;
 pub mod host;
 pub mod inside;

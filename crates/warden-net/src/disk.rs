@@ -13,7 +13,7 @@
 //! refuses past [`ATTACH_WAIT`]; the image is made by `mkfs.ext4` without discard, which
 //! would punch holes into the preallocation.
 
-use crate::sys;
+use crate::fsys as sys;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -69,7 +69,12 @@ pub fn make_image(dir: &Path, size_mb: u64, uid: u32, gid: u32) -> Result<(), Di
         drop(file);
         let out = std::process::Command::new(mkfs())
             .args(["-q", "-F", "-m", "0", "-L", "warden-ws", "-E"])
-            .arg(format!("root_owner={uid}:{gid},nodiscard"))
+            // Inode tables and journal written now: left lazy, the kernel's ext4lazyinit
+            // thread zeroes them after the mount, and the loop device turns those zeroes
+            // into holes punched in the preallocated image.
+            .arg(format!(
+                "root_owner={uid}:{gid},nodiscard,lazy_itable_init=0,lazy_journal_init=0"
+            ))
             .arg(&path)
             .env("LC_ALL", "C")
             .stdin(std::process::Stdio::null())

@@ -406,7 +406,7 @@ impl JailSandbox {
             &jail_plan,
             events,
             margin,
-            Some(inherited(&workspace)),
+            Some(inherited(&workspace)?),
             Some(cancel),
             stdin,
         )
@@ -416,7 +416,7 @@ impl JailSandbox {
     async fn start_context(&self, spec: &ContextSpec) -> Result<JailContext, BackendError> {
         let workspace = self.workspace()?;
         let plan = self.context_plan(spec)?;
-        JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)).await
+        JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)?).await
     }
 
     /// Removes the cgroups of helpers that had to be killed (their sandboxes are on their
@@ -449,13 +449,18 @@ fn state_request(op: StateOp, id: &str, timeout: Duration) -> CellRequest {
     }
 }
 
-/// A run's view of its sandbox: the workspace and the uid's lease, which its helper inherits.
-fn inherited(workspace: &Workspace) -> Inherited {
+/// A run's view of its sandbox: the workspace and a hold of the uid's lease, which its helper
+/// inherits.
+fn inherited(workspace: &Workspace) -> Result<Inherited, BackendError> {
     use std::os::fd::AsRawFd;
-    Inherited {
+    let lease = workspace
+        .uid_lease()
+        .for_child()
+        .map_err(|e| BackendError::Internal(format!("hold the sandbox's uid for a helper: {e}")))?;
+    Ok(Inherited {
         workspace: workspace.fd().as_raw_fd(),
-        lease: workspace.uid_lease().1.as_raw_fd(),
-    }
+        lease: std::sync::Arc::new(lease),
+    })
 }
 
 fn workspace_error(e: WorkspaceError) -> BackendError {

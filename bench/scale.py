@@ -25,6 +25,9 @@ max_connections = 256
 max_concurrent = {clients}
 [sandbox]
 default_profile = "idle"
+[sandbox.jail]
+# A uid range of its own: other daemons on the host lease from the default one.
+uid_base = {uid_base}
 [sandbox.profiles.idle]
 enabled_policies = []
 max_memory_mb = 64
@@ -112,9 +115,10 @@ def main():
     ap.add_argument("--sandboxes", type=int, default=10000)
     ap.add_argument("--contexts", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--uid-base", type=int, default=1_950_000_000)
     a = ap.parse_args()
     conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    conf.write(SETTINGS.format(max_sandboxes=a.sandboxes, clients=a.clients))
+    conf.write(SETTINGS.format(max_sandboxes=a.sandboxes, clients=a.clients, uid_base=a.uid_base))
     conf.close()
     srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
                             "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
@@ -129,7 +133,7 @@ def main():
             break
     threading.Thread(target=lambda: [log.append(l.rstrip()) for l in srv.stderr], daemon=True).start()
     for line in log:
-        if "lowered" in line:
+        if "lowered" in line or "room for" in line:
             print(line)
     apis = [Api(host, port) for _ in range(a.clients)]
     pid = srv.pid
@@ -175,19 +179,36 @@ def main():
         with_ctx = ids[: a.contexts]
         start = time.perf_counter()
 
+        failed = set()
+
         def define(api, i):
-            r = api.call("POST", f"/v1/sandboxes/{with_ctx[i]}/exec", {"code": f"x = {i}", "context": "default"})
+            try:
+                r = api.call("POST", f"/v1/sandboxes/{with_ctx[i]}/exec", {"code": f"x = {i}", "context": "default"})
+            except RuntimeError:
+                failed.add(with_ctx[i])
+                raise
             if r.get("error"):
                 raise RuntimeError(f"{with_ctx[i]}: {r}")
 
+        fds_before = len(os.listdir(f"/proc/{pid}/fd"))
         errors = fan_out(apis, list(range(len(with_ctx))), define)
         took = time.perf_counter() - start
         avail1 = meminfo_mib("MemAvailable")
+        started = len(with_ctx) - len(errors)
+        fds_after = len(os.listdir(f"/proc/{pid}/fd"))
+        codes = {}
+        for e in errors:
+            key = e.split(": ", 2)[1][:3] + " " + (e.split('"code":"', 1)[1].split('"', 1)[0] if '"code":"' in e else "?")
+            codes[key] = codes.get(key, 0) + 1
+        print(f"contexts started {started}, refused {len(errors)} by status and code {codes}; "
+              f"descriptors {fds_before} -> {fds_after}: {(fds_after - fds_before) / max(1, started):.2f} per context")
         print(f"{len(with_ctx)} live contexts started in {took:.1f} s, errors {len(errors)} {errors[:2]}; "
               f"host memory available {avail0:.0f} -> {avail1:.0f} MiB: "
-              f"{(avail0 - avail1) / max(1, len(with_ctx)):.1f} MiB per context")
+              f"{(avail0 - avail1) / max(1, started):.1f} MiB per context")
 
         def read(api, i):
+            if with_ctx[i] in failed:
+                return
             r = api.call("POST", f"/v1/sandboxes/{with_ctx[i]}/exec", {"code": "x", "context": "default"})
             if r.get("text") != str(i):
                 raise RuntimeError(f"{with_ctx[i]}: {r}")
@@ -205,6 +226,8 @@ def main():
         fds = len(os.listdir(f"/proc/{pid}/fd"))
         held = 0
         for name in os.listdir("/run/warden/uids"):
+            if not name.endswith(".record"):
+                continue
             try:
                 with open(f"/run/warden/uids/{name}") as f:
                     held += f"held by {pid}" in f.read()

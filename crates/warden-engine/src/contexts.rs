@@ -107,6 +107,11 @@ pub(crate) struct Contexts {
 }
 
 impl Contexts {
+    /// How many contexts the sandbox has (live, evicted or pending).
+    pub(crate) fn count(&self) -> usize {
+        self.live.lock().expect("not poisoned").len()
+    }
+
     /// The contexts of a sandbox taken from a warm pool: its default context, started (with
     /// the profile's preloaded modules) at `started_ms`.
     pub(crate) fn holding_default(language: Language, started_ms: u64) -> Contexts {
@@ -266,6 +271,7 @@ impl Sandboxes {
         if entry.contexts.live.lock().expect("not poisoned").len() >= MAX_CONTEXTS {
             return Err(EngineError::TooManyContexts { max: MAX_CONTEXTS });
         }
+        let _claim = self.claim_context()?;
         entry
             .handle
             .create_context(self.context_spec(
@@ -961,6 +967,65 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(plain.cell, CellOutput::default());
+    }
+
+    /// The daemon's room for contexts in all sandboxes (its descriptors): one past it is
+    /// refused with a code and a message naming what to raise, whichever way it is started,
+    /// and the room comes back when a context or its sandbox goes.
+    #[tokio::test]
+    async fn contexts_past_the_hosts_room_are_refused_cleanly() {
+        let (s, _fake, first) = setup(true).await;
+        let s = s.with_max_contexts(2);
+        let second = s
+            .create(&Caller::default(), CreateSandbox::default())
+            .await
+            .unwrap()
+            .id;
+        let third = s
+            .create(&Caller::default(), CreateSandbox::default())
+            .await
+            .unwrap()
+            .id;
+        let made = s
+            .create_context(&Caller::default(), &first, CreateContext::default())
+            .await
+            .unwrap();
+        exec(&s, &second, cell("x = 1", DEFAULT_CONTEXT))
+            .await
+            .unwrap();
+        let full = EngineError::HostContextsFull { max: 2 };
+        let err = s
+            .create_context(&Caller::default(), &third, CreateContext::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err, full);
+        assert_eq!(err.code(), "host_contexts_full");
+        let message = err.to_string();
+        assert!(
+            message.contains("max_sandboxes") && message.contains("LimitNOFILE"),
+            "{message}"
+        );
+        // The default context, made by the first cell that names it, too.
+        let err = exec(&s, &third, cell("x = 1", DEFAULT_CONTEXT))
+            .await
+            .unwrap_err();
+        assert_eq!(err, full);
+        assert!(s.list_contexts(None, &third).unwrap().is_empty());
+        // A context that goes gives its room back; so does a sandbox with its contexts.
+        s.destroy_context(None, &first, &made.id).await.unwrap();
+        s.create_context(&Caller::default(), &third, CreateContext::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            s.create_context(&Caller::default(), &first, CreateContext::default())
+                .await
+                .unwrap_err(),
+            full
+        );
+        s.destroy(None, &second).await.unwrap();
+        s.create_context(&Caller::default(), &first, CreateContext::default())
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -112,6 +112,11 @@ pub enum EngineError {
     },
     #[error("{max} contexts are live in this sandbox, the most allowed; destroy one first")]
     TooManyContexts { max: usize },
+    /// The daemon's room for contexts (each holds descriptors: its helper's channel) is full.
+    #[error(
+        "{max} contexts are live on this host, the most the daemon's descriptor limit holds beside [server] max_sandboxes; destroy one first, or raise the daemon's descriptor hard limit (LimitNOFILE= in its service unit, ulimit -Hn) or lower max_sandboxes"
+    )]
+    HostContextsFull { max: usize },
     #[error(
         "busy: {running} executions are running and {queued} waiting, the most allowed; try again shortly"
     )]
@@ -170,6 +175,7 @@ impl EngineError {
             EngineError::SnapshotNameTaken(_) => "name_taken",
             EngineError::SnapshotQuota { .. } => "snapshot_quota_exceeded",
             EngineError::TooManyContexts { .. } => "too_many_contexts",
+            EngineError::HostContextsFull { .. } => "host_contexts_full",
             EngineError::Busy { .. } | EngineError::KeyBusy { .. } => "too_many_requests",
             EngineError::ShuttingDown => "shutting_down",
             EngineError::Internal(_) => "internal",

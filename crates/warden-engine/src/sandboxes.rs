@@ -221,12 +221,27 @@ pub struct Sandboxes {
     engine: Engine,
     live: Arc<Mutex<BTreeMap<String, Arc<Entry>>>>,
     max_live: usize,
+    /// Contexts alive at once in all sandboxes together (see [`Sandboxes::with_max_contexts`]),
+    /// and how many are being started now.
+    pub(crate) max_contexts: usize,
+    pub(crate) starting_contexts: Arc<Mutex<usize>>,
     /// Warm sandboxes waiting for a caller; not in `live` (see [`crate::pool`]).
     pub(crate) pools: Arc<Pools>,
     /// Where durable sandboxes are kept; `None`: no sandbox outlives this process.
     pub(crate) store: Option<Arc<Store>>,
     /// Held while a snapshot is made or deleted (names and the quota are checked under it).
     pub(crate) snapshotting: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A context being started within the host's budget (see [`Sandboxes::claim_context`]).
+pub(crate) struct ContextClaim(Option<Arc<Mutex<usize>>>);
+
+impl Drop for ContextClaim {
+    fn drop(&mut self) {
+        if let Some(starting) = &self.0 {
+            *starting.lock().expect("not poisoned") -= 1;
+        }
+    }
 }
 
 /// What [`Sandboxes::restore`] found.
@@ -328,10 +343,45 @@ impl Sandboxes {
             engine,
             live: Arc::new(Mutex::new(BTreeMap::new())),
             max_live,
+            max_contexts: usize::MAX,
+            starting_contexts: Arc::new(Mutex::new(0)),
             pools: Arc::new(Pools::default()),
             store: None,
             snapshotting: Arc::new(tokio::sync::Mutex::new(())),
         }
+    }
+
+    /// Holds at most `max` contexts alive at once in all sandboxes together (each holds
+    /// descriptors of the daemon: `warden serve` sets this from its descriptor limit); past it
+    /// a new context is refused ([`EngineError::HostContextsFull`]) instead of failing half-way.
+    pub fn with_max_contexts(mut self, max: usize) -> Sandboxes {
+        self.max_contexts = max;
+        self
+    }
+
+    /// Room for one more context in the host's budget ([`Sandboxes::with_max_contexts`]),
+    /// held while it starts (its record then counts it). Every context of a live sandbox
+    /// counts, evicted and pending ones too: each keeps its room, so a resumed sandbox's
+    /// contexts always fit.
+    pub(crate) fn claim_context(&self) -> Result<ContextClaim, EngineError> {
+        if self.max_contexts == usize::MAX {
+            return Ok(ContextClaim(None));
+        }
+        let mut starting = self.starting_contexts.lock().expect("not poisoned");
+        let live: usize = self
+            .live
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .map(|entry| entry.contexts.count())
+            .sum();
+        if live + *starting >= self.max_contexts {
+            return Err(EngineError::HostContextsFull {
+                max: self.max_contexts,
+            });
+        }
+        *starting += 1;
+        Ok(ContextClaim(Some(self.starting_contexts.clone())))
     }
 
     /// Keeps the sandboxes of durable profiles in `store` (see the module docs).

@@ -403,7 +403,7 @@ impl JailBackend {
             }
         })
         .await?;
-        let uid = workspace.uid_lease().0;
+        let uid = workspace.uid_lease().uid();
         Ok(Arc::new(JailSandbox::new(
             spec.id,
             self.sandbox_part(landlock, uid),

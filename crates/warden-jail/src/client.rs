@@ -30,12 +30,13 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 /// What a sandbox with a lifetime gives each of its runs' helpers: its workspace (at
-/// [`crate::helper::INHERITED_WORKSPACE_FD`]) and its uid's lease (at
-/// [`crate::helper::INHERITED_LEASE_FD`]), as descriptors of this process.
-#[derive(Debug, Clone, Copy)]
+/// [`crate::helper::INHERITED_WORKSPACE_FD`], a descriptor of this process) and a hold of its
+/// uid's lease of the helper's own (at [`crate::helper::INHERITED_LEASE_FD`]; this process's
+/// copy closes with the command, once the helper is started).
+#[derive(Debug, Clone)]
 pub struct Inherited {
     pub workspace: std::os::fd::RawFd,
-    pub lease: std::os::fd::RawFd,
+    pub lease: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 /// The command that starts an exec'd helper in `mode` (`1`: one run; `session`: a context)
@@ -75,7 +76,9 @@ pub(crate) fn helper_command(
             {
                 return Err(std::io::Error::last_os_error());
             }
-            if let Some(Inherited { workspace, lease }) = inherited {
+            if let Some(Inherited { workspace, lease }) = &inherited {
+                use std::os::fd::AsRawFd;
+                let (workspace, lease) = (*workspace, lease.as_raw_fd());
                 // Either may sit at the other's target: copy both above the targets first
                 // (close-on-exec copies), then onto the targets (dup2 clears close-on-exec).
                 let above = targets[1] + 1;

@@ -418,7 +418,7 @@ impl JailSandbox {
             &jail_plan,
             events,
             margin,
-            Some(inherited(&workspace)),
+            Some(inherited(&workspace)?),
             Some(cancel),
             stdin,
         )
@@ -433,7 +433,7 @@ impl JailSandbox {
             .load(std::sync::atomic::Ordering::SeqCst);
         let plan = self.context_plan(spec)?;
         let mut live =
-            JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)).await?;
+            JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)?).await?;
         live.rules_generation = generation;
         Ok(live)
     }
@@ -491,13 +491,18 @@ fn state_request(op: StateOp, id: &str, timeout: Duration) -> CellRequest {
     }
 }
 
-/// A run's view of its sandbox: the workspace and the uid's lease, which its helper inherits.
-fn inherited(workspace: &Workspace) -> Inherited {
+/// A run's view of its sandbox: the workspace and a hold of the uid's lease, which its helper
+/// inherits.
+fn inherited(workspace: &Workspace) -> Result<Inherited, BackendError> {
     use std::os::fd::AsRawFd;
-    Inherited {
+    let lease = workspace
+        .uid_lease()
+        .for_child()
+        .map_err(|e| BackendError::Internal(format!("hold the sandbox's uid for a helper: {e}")))?;
+    Ok(Inherited {
         workspace: workspace.fd().as_raw_fd(),
-        lease: workspace.uid_lease().1.as_raw_fd(),
-    }
+        lease: std::sync::Arc::new(lease),
+    })
 }
 
 fn workspace_error(e: WorkspaceError) -> BackendError {

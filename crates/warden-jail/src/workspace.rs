@@ -156,10 +156,9 @@ impl Workspace {
         self.root.as_fd()
     }
 
-    /// The sandbox's host uid and its lease, for a run's helper to inherit.
-    pub fn uid_lease(&self) -> (u32, BorrowedFd<'_>) {
-        let lease = self.lease.0.as_ref().expect("held until dropped");
-        (lease.uid(), lease.as_fd())
+    /// The sandbox's host uid's lease, for a run's helper to inherit a hold of.
+    pub fn uid_lease(&self) -> &UidLease {
+        self.lease.0.as_ref().expect("held until dropped")
     }
 
     fn mkdir_owned(&self, dir: BorrowedFd<'_>, name: &str, mode: u32) -> io::Result<()> {

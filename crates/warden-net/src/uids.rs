@@ -15,7 +15,7 @@
 //! freed uid is not the next one handed out.
 
 use crate::lease::{Lease, LeaseError, LockLeases};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 /// Where the uid leases live: shared by every Warden process and backend on the host.
@@ -103,7 +103,7 @@ impl UidRange {
         users: &dyn UidUsers,
         seed: u32,
     ) -> Result<UidLease, LeaseError> {
-        let leases = LockLeases::new(dir, "uid", self.base, self.count);
+        let leases = self.leases(dir);
         let mut lease = leases.lease_spread(seed, SPREAD, |uid, record| {
             record.is_empty() || !users.in_use(uid)
         })?;
@@ -115,6 +115,13 @@ impl UidRange {
                 source,
             })?;
         Ok(UidLease { uid, lease })
+    }
+
+    /// The range's leases in `dir`: byte-range locks on one lock file (`uid.locks`), so a
+    /// daemon holding thousands of sandboxes holds no descriptor per uid, and a record per
+    /// uid ever used (`uid-<uid>.record`).
+    pub fn leases(&self, dir: &Path) -> LockLeases {
+        LockLeases::shared(dir, "uid", self.base, self.count)
     }
 
     /// Whether `uid` is in the range.
@@ -149,22 +156,15 @@ impl UidRange {
         found
     }
 
-    /// How many uids of the range are leased now in `dir` (probes the lock files there).
+    /// How many uids of the range are leased now in `dir` (probes their locks).
     pub fn leased_now(&self, dir: &Path) -> usize {
-        let leases = LockLeases::new(dir, "uid", self.base, self.count);
+        let leases = self.leases(dir);
         let Ok(entries) = std::fs::read_dir(dir) else {
             return 0;
         };
         entries
             .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_prefix("uid-")?
-                    .strip_suffix(".lock")?
-                    .parse::<u32>()
-                    .ok()
-            })
+            .filter_map(|e| leases.index_of(e.file_name().to_str()?))
             .filter(|&uid| self.contains(uid) && leases.is_leased(uid))
             .count()
     }
@@ -200,7 +200,7 @@ impl UidRange {
 
 /// Searches probe among the range's first `SPREAD` uids, a window that doubles while it is
 /// crowded ([`LockLeases::lease_spread`]): spread enough that consecutive sandboxes rarely get
-/// the uid just freed, few enough that the lock files (one per uid ever used, in a tmpfs)
+/// the uid just freed, few enough that the records (one per uid ever used, in a tmpfs)
 /// stay a few thousand, or about twice the most sandboxes held at once, whatever the range's
 /// size.
 const SPREAD: u32 = 4096;
@@ -227,18 +227,17 @@ impl UidLease {
         self.lease.release();
     }
 
+    /// A descriptor for a child that holds the uid as long as it lives ([`Lease::for_child`]).
+    pub fn for_child(&self) -> std::io::Result<OwnedFd> {
+        self.lease.for_child()
+    }
+
     /// A lease taken by another process and inherited at `fd` (see [`Lease::inherited`]).
     pub fn inherited(uid: u32, fd: OwnedFd) -> UidLease {
         UidLease {
             uid,
             lease: Lease::inherited(uid, fd),
         }
-    }
-}
-
-impl AsFd for UidLease {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.lease.as_fd()
     }
 }
 
@@ -340,11 +339,11 @@ mod tests {
         uids.sort();
         uids.dedup();
         assert_eq!(uids.len(), held.len(), "a uid leased twice");
-        // The window grew only as far as needed: at most twice the peak in lock files.
-        let files = std::fs::read_dir(tmp.path()).unwrap().count();
+        // The window grew only as far as needed: at most twice the peak in records.
+        let files = std::fs::read_dir(tmp.path()).unwrap().count() - 1;
         assert!(
             files <= 2 * held.len(),
-            "{files} lock files for {} leases",
+            "{files} records for {} leases",
             held.len()
         );
     }

@@ -67,6 +67,8 @@ impl From<EngineError> for ApiError {
             | EngineError::TooManySandboxes { .. }
             | EngineError::Busy { .. }
             | EngineError::KeyBusy { .. } => S::TOO_MANY_REQUESTS,
+            // The host's capacity, not the caller's rate: the message names the settings.
+            EngineError::HostContextsFull { .. } => S::SERVICE_UNAVAILABLE,
             EngineError::Backend(BackendError::Gone(_)) => S::GONE,
             // Not the caller's fault and not a bug of Warden's: the run may be tried again.
             // Its message says what was lost, never the host's details.

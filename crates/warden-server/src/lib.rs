@@ -52,6 +52,9 @@ pub struct ServerLimits {
     pub max_body_bytes: usize,
     /// Sandboxes with a lifetime alive at once.
     pub max_sandboxes: usize,
+    /// Contexts alive at once in all sandboxes together (`warden serve`: what its descriptor
+    /// limit holds beside `max_sandboxes`).
+    pub max_contexts: usize,
     /// Largest file the files API returns, bytes.
     pub max_download_bytes: u64,
 }
@@ -61,6 +64,7 @@ impl Default for ServerLimits {
         ServerLimits {
             max_body_bytes: 16 * 1024 * 1024,
             max_sandboxes: warden_config::ServerSettings::default().max_sandboxes,
+            max_contexts: usize::MAX,
             max_download_bytes: 64 * 1024 * 1024,
         }
     }
@@ -116,7 +120,8 @@ impl AppState {
         AppState {
             versions: Versions::new(engine.settings()),
             metrics,
-            sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes),
+            sandboxes: Sandboxes::new(engine.clone(), limits.max_sandboxes)
+                .with_max_contexts(limits.max_contexts),
             keys: Keys::from_settings(&engine.settings().server.api_keys),
             mcp_stop: warden_mcp::CancellationToken::new(),
             e2b: e2b::E2b::default(),

@@ -1128,3 +1128,19 @@ async fn profiles_lists_the_profiles_and_languages() {
 /// The E2B drop-in's routing, codecs and errors (a fake backend; the official SDK drives a
 /// real daemon in tests/e2b).
 mod e2b;
+
+/// A context past the daemon's room (its descriptor limit) is 503 with its own code and a
+/// message naming the settings that raise it, never a 500.
+#[test]
+fn a_full_hosts_contexts_are_503_naming_the_settings() {
+    let e = crate::error::ApiError::from(warden_engine::EngineError::HostContextsFull { max: 3 });
+    assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(e.code, "host_contexts_full");
+    assert!(
+        e.message.starts_with("3 contexts are live on this host")
+            && e.message.contains("LimitNOFILE")
+            && e.message.contains("max_sandboxes"),
+        "{}",
+        e.message
+    );
+}

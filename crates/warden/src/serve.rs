@@ -88,27 +88,40 @@ fn raise_descriptor_limit() -> u64 {
     limit.rlim_cur
 }
 
-/// Descriptors a live idle sandbox holds in the daemon: the jail's are its workspace's tmpfs
-/// and its host uid's lease (docker's, the lease only).
-const DESCRIPTORS_PER_SANDBOX: u64 = 2;
+/// Descriptors a live idle sandbox holds in the daemon: the jail's workspace tmpfs (its uid's
+/// lease is a byte-range lock on a shared file: none of its own; docker's sandboxes, none).
+const DESCRIPTORS_PER_SANDBOX: u64 = 1;
+
+/// Descriptors a live context holds in the daemon beside its sandbox's: its helper's two pipes
+/// and the pidfd tokio reaps the helper by (bench/scale.py measured 2.98 per context).
+const DESCRIPTORS_PER_CONTEXT: u64 = 3;
 
 /// Descriptors kept for all else: the listener, the audit log, the pipes of running
-/// executions and of the helpers being started, the warm pools' sandboxes.
+/// executions and of the helpers being started, the warm pools' sandboxes (and their
+/// contexts).
 const DESCRIPTOR_RESERVE: u64 = 1024;
 
-/// The most sandboxes the descriptor limit `nofile` lets the daemon hold beside
-/// `max_connections` connections: past it, creates would fail half-way (a uid's lease, a
-/// helper's pipes) instead of being refused cleanly at `max_sandboxes`.
-/// A host whose limit leaves less still gets `MIN_SANDBOXES` (its connections would run out
-/// first, and shedding handles those).
-fn sandboxes_within(nofile: u64, max_connections: usize) -> u64 {
-    let fit = nofile.saturating_sub(DESCRIPTOR_RESERVE + max_connections as u64)
-        / DESCRIPTORS_PER_SANDBOX;
-    fit.max(MIN_SANDBOXES)
+/// How the descriptor limit `nofile` is shared beside `max_connections` connections: the
+/// most sandboxes (`max_sandboxes`, lowered to leave room for one context each if it does not
+/// fit) and the most live contexts in all of them with what is left. Past either, a create
+/// would fail half-way (a helper's pipes, a workspace) instead of being refused cleanly.
+/// A host whose limit leaves less still gets `MIN_SANDBOXES` and `MIN_CONTEXTS` (its
+/// connections would run out first, and shedding handles those).
+fn descriptor_budget(nofile: u64, max_connections: usize, max_sandboxes: u64) -> (u64, u64) {
+    let budget = nofile.saturating_sub(DESCRIPTOR_RESERVE + max_connections as u64);
+    let sandboxes = if max_sandboxes.saturating_mul(DESCRIPTORS_PER_SANDBOX) > budget {
+        (budget / (DESCRIPTORS_PER_SANDBOX + DESCRIPTORS_PER_CONTEXT)).max(MIN_SANDBOXES)
+    } else {
+        max_sandboxes
+    };
+    let contexts = budget.saturating_sub(sandboxes.saturating_mul(DESCRIPTORS_PER_SANDBOX))
+        / DESCRIPTORS_PER_CONTEXT;
+    (sandboxes, contexts.max(MIN_CONTEXTS))
 }
 
-/// The fewest sandboxes the descriptor limit lowers `max_sandboxes` to.
+/// The fewest sandboxes and contexts the descriptor limit lowers their caps to.
 const MIN_SANDBOXES: u64 = 16;
+const MIN_CONTEXTS: u64 = 16;
 
 /// Ctrl-C or SIGTERM (what a service manager or `docker stop` sends).
 async fn shutdown_signal() {
@@ -154,16 +167,31 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         );
     }
     let nofile = raise_descriptor_limit();
-    let fit = sandboxes_within(nofile, settings.server.max_connections);
+    let (fit, contexts) = descriptor_budget(
+        nofile,
+        settings.server.max_connections,
+        settings.server.max_sandboxes as u64,
+    );
     if settings.server.max_sandboxes as u64 > fit {
         let server = &mut std::sync::Arc::make_mut(&mut settings).server;
         eprintln!(
-            "warden: max_sandboxes {} lowered to {fit}: the descriptor limit is {nofile}, each live sandbox holds {DESCRIPTORS_PER_SANDBOX} and max_connections is {}; raise the hard limit (LimitNOFILE= in the service's unit, ulimit -Hn) or lower max_connections to hold more",
+            "warden: max_sandboxes {} lowered to {fit}: the descriptor limit is {nofile}, each live sandbox holds {DESCRIPTORS_PER_SANDBOX} and each context {DESCRIPTORS_PER_CONTEXT}, and max_connections is {}; raise the hard limit (LimitNOFILE= in the service's unit, ulimit -Hn) or lower max_connections to hold more",
             server.max_sandboxes, server.max_connections
         );
         server.max_sandboxes = fit as usize;
     }
-    let limits = ServerLimits::from_settings(&settings.server);
+    // Each sandbox may start up to MAX_CONTEXTS: say so when they cannot all.
+    let per_sandbox = warden_engine::contexts::MAX_CONTEXTS as u64;
+    if contexts < fit.saturating_mul(per_sandbox) {
+        eprintln!(
+            "warden: room for {contexts} live contexts in all sandboxes (the descriptor limit is {nofile}, max_sandboxes {fit}, max_connections {}); past it a new context is refused with 503 host_contexts_full; raise the hard limit or lower max_sandboxes to hold more",
+            settings.server.max_connections
+        );
+    }
+    let limits = ServerLimits {
+        max_contexts: contexts as usize,
+        ..ServerLimits::from_settings(&settings.server)
+    };
     let state_settings = settings.server.clone();
     let admission = admission_of(&settings.server);
     let audit = warden_server::audit::open_log(&settings.server.audit, false)
@@ -242,10 +270,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_descriptor_limit_bounds_the_sandboxes() {
-        // This machine's hard limit, with the default connection cap: room for ~7,400.
-        assert_eq!(sandboxes_within(20_000, 4096), (20_000 - 1024 - 4096) / 2);
-        assert_eq!(sandboxes_within(1024, 4096), MIN_SANDBOXES);
-        assert_eq!(sandboxes_within(u64::MAX, 4096), (u64::MAX - 5120) / 2);
+    fn the_descriptor_limit_bounds_the_sandboxes_and_the_contexts() {
+        // This machine's hard limit: 10,000 sandboxes fit beside 256 connections, and the
+        // rest holds contexts.
+        let budget = 20_000 - 1024 - 256;
+        assert_eq!(
+            descriptor_budget(20_000, 256, 10_000),
+            (10_000, (budget - 10_000) / 2)
+        );
+        // Too many sandboxes: lowered to leave room for one context each.
+        assert_eq!(
+            descriptor_budget(20_000, 4096, 20_000),
+            (
+                (20_000 - 1024 - 4096) / 3,
+                ((20_000 - 1024 - 4096) - (20_000 - 5120) / 3) / 2
+            )
+        );
+        assert_eq!(
+            descriptor_budget(1024, 4096, 64),
+            (MIN_SANDBOXES, MIN_CONTEXTS)
+        );
+        assert_eq!(
+            descriptor_budget(u64::MAX, 4096, 64),
+            (64, (u64::MAX - 5120 - 64) / 3)
+        );
     }
 }

@@ -543,12 +543,8 @@ fn jail_sandboxes_hold_distinct_uids_released_when_they_end() {
         );
         assert_eq!(ua, uid_of(&in_a_again.stdout), "a sandbox keeps its uid");
         assert!(ua != ub && ua != uo && ub != uo, "{ua} {ub} {uo}");
-        let leases = warden_net::lease::LockLeases::new(
-            warden_net::uids::RUN_DIR,
-            "uid",
-            warden_net::uids::DEFAULT_UID_BASE,
-            warden_net::uids::DEFAULT_UID_COUNT,
-        );
+        let leases = warden_net::uids::UidRange::default()
+            .leases(std::path::Path::new(warden_net::uids::RUN_DIR));
         assert!(leases.is_leased(ua) && leases.is_leased(ub));
         a.destroy().await.unwrap();
         b.destroy().await.unwrap();
@@ -669,7 +665,11 @@ fn a_killed_helpers_uid_is_recovered() {
         // SAFETY: kill with a pid and a signal.
         assert_eq!(unsafe { libc::kill(init_parent, libc::SIGKILL) }, 0);
         assert!(running.await.unwrap().is_err(), "the run must end as lost");
-        let leases = warden_net::lease::LockLeases::new(warden_net::uids::RUN_DIR, "uid", uid, 1);
+        let leases = warden_net::uids::UidRange {
+            base: uid,
+            count: 1,
+        }
+        .leases(std::path::Path::new(warden_net::uids::RUN_DIR));
         assert!(
             leases.record_of(uid).starts_with("held by"),
             "a killed helper cannot release: {:?}",

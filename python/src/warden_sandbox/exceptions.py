@@ -179,6 +179,7 @@ _BY_CODE: Dict[str, Type[WardenAPIError]] = {
     "too_many_sandboxes": RateLimitedError,
     "context_not_found": NotFoundError,
     "too_many_contexts": RateLimitedError,
+    "host_contexts_full": ServiceUnavailableError,
     "unauthorized": AuthenticationError,
     "sandbox_gone": SandboxGoneError,
     "too_many_requests": RateLimitedError,

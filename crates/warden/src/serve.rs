@@ -273,18 +273,20 @@ mod tests {
     fn the_descriptor_limit_bounds_the_sandboxes_and_the_contexts() {
         // This machine's hard limit: 10,000 sandboxes fit beside 256 connections, and the
         // rest holds contexts.
-        let budget = 20_000 - 1024 - 256;
+        let (per_sandbox, per_context) = (DESCRIPTORS_PER_SANDBOX, DESCRIPTORS_PER_CONTEXT);
+        let budget = 20_000 - DESCRIPTOR_RESERVE - 256;
         assert_eq!(
             descriptor_budget(20_000, 256, 10_000),
-            (10_000, (budget - 10_000) / 2)
+            (10_000, (budget - 10_000 * per_sandbox) / per_context)
         );
+        // 1 and 3 as measured (bench/scale.py): 2,906 contexts beside 10,000 sandboxes.
+        assert_eq!(descriptor_budget(20_000, 256, 10_000), (10_000, 2_906));
         // Too many sandboxes: lowered to leave room for one context each.
+        let budget = 20_000 - DESCRIPTOR_RESERVE - 4096;
+        let lowered = budget / (per_sandbox + per_context);
         assert_eq!(
             descriptor_budget(20_000, 4096, 20_000),
-            (
-                (20_000 - 1024 - 4096) / 3,
-                ((20_000 - 1024 - 4096) - (20_000 - 5120) / 3) / 2
-            )
+            (lowered, (budget - lowered * per_sandbox) / per_context)
         );
         assert_eq!(
             descriptor_budget(1024, 4096, 64),
@@ -292,7 +294,7 @@ mod tests {
         );
         assert_eq!(
             descriptor_budget(u64::MAX, 4096, 64),
-            (64, (u64::MAX - 5120 - 64) / 3)
+            (64, (u64::MAX - 5120 - 64) / per_context)
         );
     }
 }

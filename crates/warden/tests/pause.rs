@@ -43,6 +43,15 @@ enabled_policies = []
   image = "warden-python:3.11"
 "#;
 
+/// The tests here run one at a time: the jail test checks the whole freezer hierarchy for
+/// frozen leftovers, which another test's sandbox, paused on purpose at that moment, would be.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn call(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
     let (status, body) = http_request(addr, method, path, "", body);
     (
@@ -163,6 +172,7 @@ fn paused_processes_stop_and_keep_their_state(profile: &str) {
 
 #[test]
 fn a_paused_jail_sandbox_stops_keeps_its_state_and_resumes() {
+    let _one_at_a_time = serial();
     require_root!();
     paused_processes_stop_and_keep_their_state("ctx");
     // Nothing of the daemon's sandboxes is left frozen or alive in the freezer hierarchy.
@@ -205,6 +215,7 @@ fn container_paused(id: &str) -> Option<bool> {
 /// process, which `docker pause` freezes; files stay and the next execution unpauses it.
 #[test]
 fn a_paused_docker_sandbox_is_a_paused_container_until_its_next_use() {
+    let _one_at_a_time = serial();
     require_docker!();
     let (server, _dir) = start();
     let addr = server.addr.as_str();
@@ -237,6 +248,7 @@ fn a_paused_docker_sandbox_is_a_paused_container_until_its_next_use() {
 
 #[test]
 fn an_idle_sandbox_of_an_on_idle_pause_profile_is_paused_not_destroyed() {
+    let _one_at_a_time = serial();
     require_root!();
     let (server, _dir) = start();
     let addr = server.addr.as_str();
@@ -275,6 +287,7 @@ fn names(v: &Value) -> Vec<&str> {
 
 #[test]
 fn an_evicting_pause_saves_what_it_can_ends_the_interpreters_and_the_resume_loads_it() {
+    let _one_at_a_time = serial();
     require_root!();
     let (server, _dir) = start();
     let addr = server.addr.as_str();
@@ -407,6 +420,7 @@ const CRAFTED_STATE: &str = "8004953d000000000000007d94288c0776657273696f6e944b0
 
 #[test]
 fn a_saved_state_is_loaded_as_user_code_under_the_import_guard() {
+    let _one_at_a_time = serial();
     require_root!();
     let (server, _dir) = start();
     let addr = server.addr.as_str();

@@ -29,6 +29,7 @@ from warden_sandbox.models import (
     SandboxExecRequest,
     SandboxInfo,
     SandboxList,
+    Forked,
     SnapshotDeleted,
     SnapshotInfo,
     SnapshotList,
@@ -51,7 +52,7 @@ OPERATIONS = [
     ("put", "/v1/sandboxes/{}/files/{}", None, "201", WrittenFile),
     ("get", "/v1/sandboxes/{}/files", None, "200", FileList),
     ("post", "/v1/sandboxes/{}/snapshot", SnapshotRequest, "201", SnapshotInfo),
-    ("post", "/v1/sandboxes/{}/fork", ForkRequest, "201", SandboxList),
+    ("post", "/v1/sandboxes/{}/fork", ForkRequest, "201", Forked),
     ("get", "/v1/snapshots", None, "200", SnapshotList),
     ("delete", "/v1/snapshots/{}", None, "200", SnapshotDeleted),
 ]

@@ -37,6 +37,7 @@ from .models import (
     SandboxExecRequest,
     SandboxInfo,
     SandboxList,
+    Forked,
     SnapshotDeleted,
     SnapshotInfo,
     SnapshotList,
@@ -253,7 +254,7 @@ def list_sandboxes(labels: Union[None, Mapping[str, str], Sequence[str]] = None)
         selectors = list(labels)
 
     def parse(response: httpx.Response) -> List[SandboxInfo]:
-        return model_parser(SandboxList)(response).sandboxes
+        return model_parser(Forked)(response).sandboxes
 
     return Call("GET", "/v1/sandboxes", params={"label": selectors} if selectors else None, parse=parse)
 
@@ -307,7 +308,7 @@ def delete_snapshot(name: str) -> Call[SnapshotDeleted]:
 
 def fork_sandbox(sandbox_id: str, request: ForkRequest) -> Call[List[SandboxInfo]]:
     def parse(response: httpx.Response) -> List[SandboxInfo]:
-        return model_parser(SandboxList)(response).sandboxes
+        return model_parser(Forked)(response).sandboxes
 
     return Call(
         "POST",

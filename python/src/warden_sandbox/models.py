@@ -30,6 +30,7 @@ __all__ = [
     "Limits",
     "SandboxInfo",
     "SandboxList",
+    "Forked",
     "FileEntry",
     "FileList",
     "WrittenFile",
@@ -387,6 +388,15 @@ class SandboxState(str, Enum):
 class SandboxList(_Wire):
     sandboxes: List[SandboxInfo]
     count: int
+
+
+class Forked(_Wire):
+    """A fork's answer (``POST /v1/sandboxes/{id}/fork``): the copies made, and what their
+    contexts have of the parent's state (the same for every copy)."""
+
+    sandboxes: List[SandboxInfo]
+    count: int
+    contexts: List[EvictedContext] = Field(default_factory=list)
 
 
 class SnapshotInfo(_Wire):

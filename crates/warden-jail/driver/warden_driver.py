@@ -394,7 +394,9 @@ class Driver:
         values, modules, sources, unsaved = {}, {}, {}, []
         sink = pickle.Pickler(_Discard(), pickle.HIGHEST_PROTOCOL)
         for name, value in list(self.namespace.items()):
-            if name in ("__builtins__", "__name__"):
+            # The interpreter's own entries, not the user's state (the warnings module's
+            # cache of this namespace is remade by the next warning).
+            if name in ("__builtins__", "__name__", "__warningregistry__"):
                 continue
             if isinstance(value, types.ModuleType):
                 modules[name] = value.__name__

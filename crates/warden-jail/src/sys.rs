@@ -4,36 +4,18 @@
 //! descriptors it creates (`OwnedFd`), so no descriptor leaks into a sandbox by accident: all
 //! of them are opened close-on-exec.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// The filesystem calls the docker backend shares (a durable workspace's image, see
 /// [`warden_net::disk`]).
 pub use warden_net::fsys::{attach_clone, detached_fs, open_beneath, umount_detach};
 
-pub fn cstring(path: impl AsRef<OsStr>) -> io::Result<CString> {
-    CString::new(path.as_ref().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
-}
-
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
+/// The same helpers as the shared calls above (one definition, in warden-net).
+pub use warden_net::fsys::cstring;
+use warden_net::fsys::{check, check_long};
 
 /// This process's effective uid and gid set to another user's for a while (its real and
 /// saved ids stay root's, so [`EffectiveIds::restore`] can switch back): what a namespace

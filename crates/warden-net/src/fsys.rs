@@ -14,12 +14,14 @@ use std::path::Path;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
 
-fn cstring(path: impl AsRef<OsStr>) -> io::Result<CString> {
+/// `path` as a C string; a NUL byte inside is an `InvalidInput` error.
+pub fn cstring(path: impl AsRef<OsStr>) -> io::Result<CString> {
     CString::new(path.as_ref().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
 }
 
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+/// A system call's `-1` as the `errno` error.
+pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {
@@ -27,7 +29,8 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+/// [`check`] for calls that answer a `long` (`syscall(2)`).
+pub fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {

@@ -12,7 +12,11 @@ its case's clients), during which the pool refills: the refill (building and sta
 sandbox), and the teardown of the used one, happen there, outside the request's latency but on
 the same two cores while other clients' requests run. The baseline's clients pause alike.
 
+With --baseline OLD_WARDEN, a pooled daemon of that build (the same settings) is a fourth case
+in the same blocks: a before/after of a change in one run.
+
 usage: pool.py WARDEN [--rounds N] [--size SIZE] [--think-ms-1 MS] [--think-ms-8 MS]
+               [--baseline OLD_WARDEN]
 """
 import argparse, concurrent.futures, http.client, json, os, random, shutil, statistics
 import subprocess, sys, tempfile, threading, time
@@ -26,7 +30,9 @@ def pct(xs, p):
 
 
 def start_daemon(warden, settings):
+    # A data directory of its own: one daemon per data_dir (the other daemon's is another).
     srv = subprocess.Popen([warden, "--config", settings, "serve", "--listen", "127.0.0.1:0",
+                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"),
                             "--max-concurrent", "16", "--max-queued", "64"],
                            stderr=subprocess.PIPE, text=True)
     line = ""
@@ -84,6 +90,8 @@ def main():
     ap.add_argument("--size", type=int, default=8, help="the pooled daemon's oneshot_pool_size")
     ap.add_argument("--think-ms-1", type=float, default=60)
     ap.add_argument("--think-ms-8", type=float, default=250)
+    ap.add_argument("--baseline", metavar="OLD_WARDEN",
+                    help="another build (e.g. main's) whose pooled daemon runs as a fourth case")
     a = ap.parse_args()
     work = tempfile.mkdtemp()
     base = open(os.path.join(HERE, "..", "profiles", "settings.toml")).read()
@@ -97,12 +105,16 @@ def main():
     try:
         for name in ("pooled", "cold"):
             daemons[name] = start_daemon(a.warden, settings[name])
+        if a.baseline:
+            daemons["baseline"] = start_daemon(a.baseline, settings["pooled"])
         time.sleep(3)  # the pool fills
         cases = {
             "pooled one-shot (HTTP)": lambda: one_shot(daemons["pooled"][1]),
             "cold one-shot (HTTP)": lambda: one_shot(daemons["cold"][1]),
             "bare python3 -c (process)": lambda: bare,
         }
+        if a.baseline:
+            cases["pooled one-shot, baseline build (HTTP)"] = lambda: one_shot(daemons["baseline"][1])
         print(f"{os.cpu_count()} cores, {os.uname().release}, pool size {a.size}, "
               f"{a.rounds} interleaved blocks per case, {time.strftime('%F', time.gmtime())}\n")
         results = {}
@@ -127,6 +139,10 @@ def main():
             p = samples["pooled one-shot (HTTP)"]
             print(f"\npooled p50 / bare p50 = {pct(p, 50) / b:.2f} (target <= 0.25); "
                   f"pooled p99 / bare p50 = {pct(p, 99) / b:.2f} (target <= 1.0)\n")
+            if a.baseline:
+                o = samples["pooled one-shot, baseline build (HTTP)"]
+                print(f"baseline build: pooled p50 / bare p50 = {pct(o, 50) / b:.2f}; "
+                      f"pooled p99 / bare p50 = {pct(o, 99) / b:.2f}\n")
         for name in daemons:
             print(f"left under the {name} daemon after the run: "
                   f"{len(descendants(daemons[name][0].pid))} processes (its held sandboxes)")

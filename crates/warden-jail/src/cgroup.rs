@@ -19,6 +19,37 @@ pub struct CgroupPlan {
     pub cpus: f64,
 }
 
+/// A sandbox's CPU weight: how the scheduler shares busy cores between it and the host's
+/// other work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuWeight {
+    /// The kernel's default, as every cgroup gets it: a run's program.
+    Normal,
+    /// Work that no caller waits for — a pooled sandbox built ahead of its code, a sandbox
+    /// being torn down after its result was sent: it gets the cores' idle time first, and
+    /// 1/16 of a normal share when they are busy (never nothing: a refill still ends under
+    /// a steady load).
+    Background,
+}
+
+impl CpuWeight {
+    /// `cpu.shares` (cgroup v1: default 1024).
+    fn v1_shares(self) -> u64 {
+        match self {
+            CpuWeight::Normal => 1024,
+            CpuWeight::Background => 64,
+        }
+    }
+
+    /// `cpu.weight` (cgroup v2: default 100).
+    fn v2_weight(self) -> u64 {
+        match self {
+            CpuWeight::Normal => 100,
+            CpuWeight::Background => 6,
+        }
+    }
+}
+
 /// The name of Warden's parent cgroup under the helper's own cgroup.
 pub const PARENT: &str = "warden";
 
@@ -47,6 +78,10 @@ pub enum CgroupError {
 pub trait Cgroup: std::fmt::Debug {
     /// Writes the limits; every one must be written or the run is refused.
     fn set_limits(&self, plan: &CgroupPlan) -> Result<(), CgroupError>;
+    /// Sets the cgroup's CPU weight against the host's other work. Not a limit (the CPU
+    /// quota is): which of the runnable tasks the scheduler picks first when the cores are
+    /// all busy.
+    fn set_cpu_weight(&self, weight: CpuWeight) -> Result<(), CgroupError>;
     /// Moves a process into the cgroup (all controllers).
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError>;
     /// Whether the kernel's OOM killer ended a process of this cgroup.
@@ -631,6 +666,13 @@ impl Cgroup for V1Cgroup {
         Ok(())
     }
 
+    fn set_cpu_weight(&self, weight: CpuWeight) -> Result<(), CgroupError> {
+        write(
+            &self.cpu.join("cpu.shares"),
+            &weight.v1_shares().to_string(),
+        )
+    }
+
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
         for dir in [&self.memory, &self.pids, &self.cpu]
             .into_iter()
@@ -690,6 +732,13 @@ impl Cgroup for V2Cgroup {
             &format!("{} {CFS_PERIOD_US}", cfs_quota_us(plan.cpus)),
         )?;
         Ok(())
+    }
+
+    fn set_cpu_weight(&self, weight: CpuWeight) -> Result<(), CgroupError> {
+        write(
+            &self.path.join("cpu.weight"),
+            &weight.v2_weight().to_string(),
+        )
     }
 
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
@@ -834,6 +883,34 @@ mod tests {
         assert!(!tmp.path().join("memory/warden/sb1").exists());
         assert!(!tmp.path().join("cpu/warden/sb1").exists());
         assert!(!tmp.path().join("freezer/warden/sb1").exists());
+    }
+
+    #[test]
+    fn the_cpu_weight_is_the_default_or_a_sixteenth_of_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let v1 = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+            freezer: None,
+        };
+        let v2_base = tmp.path().join("unified");
+        let v2 = Hierarchy::V2 {
+            base: v2_base.clone(),
+            controllers: vec!["memory".into(), "pids".into(), "cpu".into()],
+        };
+        fs::create_dir_all(&v2_base).unwrap();
+        let read = |p: &str| fs::read_to_string(tmp.path().join(p)).unwrap();
+        let (a, b) = (v1.create("sb1").unwrap(), v2.create("sb1").unwrap());
+        for (weight, shares, cpu_weight) in [
+            (CpuWeight::Background, "64", "6"),
+            (CpuWeight::Normal, "1024", "100"),
+        ] {
+            a.set_cpu_weight(weight).unwrap();
+            b.set_cpu_weight(weight).unwrap();
+            assert_eq!(read("cpu/warden/sb1/cpu.shares"), shares);
+            assert_eq!(read("unified/warden/sb1/cpu.weight"), cpu_weight);
+        }
     }
 
     #[test]

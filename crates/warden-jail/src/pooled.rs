@@ -10,12 +10,16 @@
 //!
 //! Invariants: the sandbox is built by the same steps as a cold run of the same plan
 //! ([`supervisor::launch`]; only the gate is held); `Ready` is sent once the interpreter has
-//! reached its gate (the import guard's first report has come), so a pooled run's time limit
+//! reached its gate (the import guard's first report has come); while it waits its cgroup has
+//! the background CPU weight ([`CpuWeight::Background`]: the refill yields to runs somebody
+//! waits for) and gets the normal one back before its gate opens, so its program runs at the
+//! weight of a cold run's; a pooled run's time limit
 //! counts from the opening of the gate, when the program's own code starts; the program's
 //! file, stdin and time limit are the `Start`'s; one `Start` per sandbox, then it is torn
 //! down like any run; a sandbox whose interpreter died while it waited sends an `Error` at
 //! once (the engine sees its output pipe readable and discards it).
 
+use crate::cgroup::CpuWeight;
 use crate::helper::HelperFailure;
 use crate::plan::JailPlan;
 use crate::protocol::{Tag, read_frame, write_frame};
@@ -136,6 +140,10 @@ fn run(
     plan.stdin = start.stdin;
     plan.limits.timeout = Duration::from_millis(start.timeout_ms.max(1));
     let gate = launched.gate.take()?;
+    // Taken: from here the run is waited for, at the weight every cold run has.
+    if let Err(e) = launched.cgroup.0.set_cpu_weight(CpuWeight::Normal) {
+        return Some(Err(e.into()));
+    }
     if let Err(e) = gate.open(&plan.code_path, &plan.code) {
         return Some(Err(e.into()));
     }

@@ -9,7 +9,7 @@
 //! workspace tmpfs dies with the last descriptor to it, so nothing is left behind.
 
 use crate::artifacts;
-use crate::cgroup::{Cgroup, CgroupError, Hierarchy};
+use crate::cgroup::{Cgroup, CgroupError, CpuWeight, Hierarchy};
 use crate::init::{self, Report};
 use crate::netns::NetnsMaker;
 use crate::plan::{JailPlan, NetAttachment, ToInit};
@@ -80,6 +80,15 @@ impl Drop for CgroupGuard {
 pub struct Teardown {
     pub(crate) _init: KillOnDrop,
     pub(crate) _cgroup: CgroupGuard,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        // Nobody waits for what follows (the kill, the processes' exit, the cgroup's
+        // removal): let the runs that somebody waits for have the cores first. Best effort:
+        // the teardown happens at either weight.
+        let _ = self._cgroup.0.set_cpu_weight(CpuWeight::Background);
+    }
 }
 
 impl std::fmt::Debug for Teardown {
@@ -374,6 +383,11 @@ pub(crate) fn launch(
         crate::cgroup::ensure_fast_attach();
     }
     cgroup.0.set_limits(&plan.cgroup)?;
+    if hold {
+        // Built ahead of its code: nobody waits for it until it is taken, when the weight
+        // goes back to normal before the gate opens (see `crate::pooled`).
+        cgroup.0.set_cpu_weight(CpuWeight::Background)?;
+    }
     if let Some(e) = init_gone {
         return Err(e);
     }

@@ -1097,6 +1097,12 @@ impl Backend for DockerBackend {
             .await
     }
 
+    /// Detaches the workspace's mount that a daemon killed while making or taking up the
+    /// sandbox left at `dir` (its container, if any, goes with the orphans).
+    fn release_leftover(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        crate::durable::detach_leftover(dir).map_err(disk_error)
+    }
+
     /// A new container on the workspace an earlier process left (its container, if the
     /// engine still has it, is removed first: processes do not outlive the daemon).
     async fn restore_sandbox(
@@ -1346,7 +1352,7 @@ impl DockerBackend {
     }
 
     /// Whether the started container `name` sees the durable workspace on its `/workspace`
-    /// (see [`DiskWorkspace::check_seen_by`]).
+    /// (see [`DiskWorkspace::check_seen_by_container`]).
     async fn check_workspace(&self, name: &str, ws: &DiskWorkspace) -> Result<(), String> {
         let sh = &self.shared;
         let docker = sh.docker().await.map_err(|e| e.to_string())?;
@@ -1364,7 +1370,8 @@ impl DockerBackend {
             .and_then(|s| s.pid)
             .filter(|&p| p > 0)
             .ok_or_else(|| format!("container {name} is not running"))?;
-        ws.check_seen_by(pid)
+        let id = inspect.id.as_deref().unwrap_or_default();
+        ws.check_seen_by_container(pid, id)
     }
 }
 

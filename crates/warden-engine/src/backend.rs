@@ -520,6 +520,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Err(BackendError::Refused(NO_DURABLE.into()))
     }
 
+    /// Lets go of what an earlier process, killed while it made or took up a durable sandbox,
+    /// left in `dir` (a sandbox's folder without a record, which the engine removes next):
+    /// e.g. a mount of the workspace at the folder, which removing it would otherwise cross
+    /// (deleting the files through it) and fail on. Default: nothing to let go.
+    fn release_leftover(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let _ = dir;
+        Ok(())
+    }
+
     /// Removes what an earlier process of this host left (after a crash): sandboxes whose
     /// labels/names say they are Warden's and whose id is not in `live`. Returns how many.
     async fn remove_orphans(&self, live: &[String]) -> Result<usize, BackendError>;

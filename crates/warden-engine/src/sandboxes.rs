@@ -906,7 +906,7 @@ impl Sandboxes {
                 Err(why) => out.failed.push((id, why)),
             }
         }
-        out.swept = store.sweep(&known);
+        out.swept = store.sweep(&known, |dir| self.engine.release_leftover(dir));
         // Snapshots cut off by a crash before their record: never listed, removed now.
         out.swept
             .extend(store.sweep_snapshots().map_err(EngineError::Storage)?);

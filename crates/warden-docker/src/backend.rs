@@ -96,6 +96,9 @@ struct Shared {
     client: tokio::sync::OnceCell<Docker>,
     /// The engine's OCI runtimes, read once.
     runtimes: tokio::sync::OnceCell<Vec<String>>,
+    /// Whether the engine shares the daemon's mount namespace (so sandboxes are durable by
+    /// default), once told (an unreachable engine is asked again next time).
+    shares_mounts: std::sync::OnceLock<bool>,
     /// One-shot containers of this process still running: never orphans.
     in_flight: Mutex<HashSet<String>>,
 }
@@ -113,6 +116,7 @@ impl DockerBackend {
                 settings,
                 client: tokio::sync::OnceCell::new(),
                 runtimes: tokio::sync::OnceCell::new(),
+                shares_mounts: std::sync::OnceLock::new(),
                 in_flight: Mutex::new(HashSet::new()),
             }),
         }
@@ -1086,6 +1090,23 @@ impl Backend for DockerBackend {
 
     fn supports_durable(&self) -> bool {
         true
+    }
+
+    /// Where the engine binds the daemon's mounts: it shares the daemon's mount namespace
+    /// (see [`crate::durable::engine_shares_mount_namespace`]). An engine elsewhere (the
+    /// daemon in a container beside it, a rootless engine) would bind the empty folder under
+    /// the workspace's mount, which [`DiskWorkspace::check_seen_by_container`] refuses: there
+    /// sandboxes are durable only when a profile asks, and then refused with the reason.
+    fn durable_by_default(&self) -> bool {
+        let sh = &self.shared;
+        if let Some(&shares) = sh.shares_mounts.get() {
+            return shares;
+        }
+        let socket = sh.settings.host.trim_start_matches("unix://");
+        match crate::durable::engine_shares_mount_namespace(std::path::Path::new(socket)) {
+            Ok(shares) => *sh.shares_mounts.get_or_init(|| shares),
+            Err(_) => false,
+        }
     }
 
     async fn create_durable_sandbox(

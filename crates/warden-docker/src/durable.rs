@@ -128,6 +128,38 @@ impl DiskWorkspace {
     }
 }
 
+/// Whether the engine listening on the unix socket `socket` runs in this process's mount
+/// namespace, so that a mount the daemon makes is what the engine binds into a container:
+/// the socket's peer (the engine, by `SO_PEERCRED`; pid 0 when it is in another pid
+/// namespace) has the same `/proc/<pid>/ns/mnt`. `false` when it cannot be told (an engine
+/// in another pid namespace, a proxy in front of it in a container of its own).
+pub fn engine_shares_mount_namespace(socket: &Path) -> io::Result<bool> {
+    let stream = std::os::unix::net::UnixStream::connect(socket)?;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a connected socket, and a ucred buffer of the length given.
+    let ret = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    fsys::check(ret)?;
+    if cred.pid <= 0 {
+        return Ok(false);
+    }
+    let ns =
+        |pid: &str| std::fs::metadata(format!("/proc/{pid}/ns/mnt")).map(|m| (m.dev(), m.ino()));
+    Ok(ns(&cred.pid.to_string())? == ns("self")?)
+}
+
 /// Detaches every mount a killed daemon left at the folder `dir`'s [`MOUNT_DIR`] (made before
 /// its container, so mounted while the daemon died making or taking up the sandbox); the
 /// filesystem goes with its last reference (the container's, once it is removed).

@@ -495,6 +495,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether a profile that does not say (`durable` unset) gets durable sandboxes here: the
+    /// backend can keep one on this host without the operator's word. Default:
+    /// [`Backend::supports_durable`].
+    fn durable_by_default(&self) -> bool {
+        self.supports_durable()
+    }
+
     /// Creates a sandbox whose workspace lives in `dir` (an empty folder the engine made, and
     /// removes after [`BackendSandbox::destroy`]), with the spec's workspace size enforced
     /// there, so that it outlives this process: [`Backend::restore_sandbox`] takes it up

@@ -28,7 +28,6 @@ max_memory_mb = 128
 workspace_mb = 24
 max_file_size_mb = 16
 enabled_policies = []
-durable = true
   [sandbox.profiles.keep.runtime]
   image = "warden-python:3.11"
 
@@ -47,6 +46,7 @@ timeout_seconds = 20
 max_memory_mb = 128
 workspace_mb = 24
 enabled_policies = []
+durable = false
   [sandbox.profiles.fleeting.runtime]
   image = "warden-python:3.11"
 
@@ -205,11 +205,20 @@ fn a_durable_docker_sandbox_outlives_kill_9_stays_full_and_leaves_nothing_when_d
     );
     assert_eq!(status, 201, "{made}");
     let id = made["id"].as_str().unwrap().to_owned();
+    // Durable by default ("keep" does not say: this engine shares the daemon's mounts); not
+    // with durable = false, nor a one-shot run.
+    assert!(place.folder(&id).join("workspace.ext4").exists());
     let fleeting = create(&addr, r#"{"profile": "fleeting"}"#);
     assert!(
         !place.folder(&fleeting).exists(),
         "a durable = false profile's sandbox has a folder"
     );
+    let (status, v) = call(&addr, "POST", "/v1/execute", r#"{"code": "print(1)"}"#);
+    assert_eq!((status, v["stdout"].as_str()), (200, Some("1\n")), "{v}");
+    let folders = std::fs::read_dir(place.data().join("sandboxes"))
+        .unwrap()
+        .count();
+    assert_eq!(folders, 1, "a one-shot run left a folder");
     // The container's /workspace is the image's ext4 filesystem, not a tmpfs.
     let out = exec(
         &addr,
@@ -623,4 +632,33 @@ fn a_durable_sandbox_under_gvisor_keeps_its_files_its_cap_and_its_copies() {
     });
     let (status, _) = call(&addr, "DELETE", "/v1/snapshots/g", "");
     assert_eq!(status, 200);
+}
+
+#[test]
+fn an_engine_is_told_to_share_the_daemons_mounts_only_when_it_does() {
+    require_root!();
+    use warden_docker::durable::engine_shares_mount_namespace;
+    let dir = tempfile::tempdir().unwrap();
+    // A listener of this process: the same mount namespace.
+    let here = dir.path().join("here.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&here).unwrap();
+    assert!(engine_shares_mount_namespace(&here).unwrap());
+    // A listener in a mount namespace of its own (as an engine in a container beside the
+    // daemon, or a rootless one): not.
+    let there = dir.path().join("there.sock");
+    let mut other = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "python3", "-c"])
+        .arg("import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\ntime.sleep(60)")
+        .arg(&there)
+        .spawn()
+        .unwrap();
+    wait_for("the other namespace's listener", || {
+        std::os::unix::net::UnixStream::connect(&there).is_ok()
+    });
+    let told = engine_shares_mount_namespace(&there);
+    other.kill().unwrap();
+    other.wait().unwrap();
+    assert!(!told.unwrap());
+    // No engine: an error, never a guess.
+    assert!(engine_shares_mount_namespace(&dir.path().join("none.sock")).is_err());
 }

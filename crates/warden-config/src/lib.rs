@@ -343,9 +343,11 @@ pub struct Profile {
     /// restart (after a crash or an upgrade) finds it again with its files; its contexts come
     /// back restarted. The docker backend binds the same image into the sandbox's container
     /// and makes the container again after a restart. One-shot runs are never durable.
-    /// Default: true where the profile can be on the jail backend (no pool), false otherwise
-    /// (the docker backend's sandboxes are durable only with `durable = true`); `true` on the
-    /// kubernetes backend, or with a `pool_size`, is refused. See [`Settings::durable`].
+    /// Default: true where the profile can be — the jail or docker backend and no pool (on
+    /// docker, only where its engine shares the daemon's mount namespace, which the backend
+    /// finds out: elsewhere the default is false and `true` is refused at create), false
+    /// otherwise; `true` on the kubernetes backend, or with a `pool_size`, is refused. See
+    /// [`Settings::durable`].
     pub durable: Option<bool>,
 }
 
@@ -1230,11 +1232,15 @@ impl Settings {
     }
 
     /// Whether a profile's sandboxes with a lifetime are durable: its `durable`, or by default
-    /// where it can be (the jail backend and no pool).
+    /// where it can be (the jail or docker backend, no pool; the engine also asks the backend,
+    /// `Backend::durable_by_default`, when the profile does not say).
     pub fn durable(&self, profile: &Profile) -> bool {
-        profile
-            .durable
-            .unwrap_or(self.backend_of(profile) == BackendKind::Jail && profile.pool_size == 0)
+        profile.durable.unwrap_or(
+            matches!(
+                self.backend_of(profile),
+                BackendKind::Jail | BackendKind::Docker
+            ) && profile.pool_size == 0,
+        )
     }
 
     /// The backend a profile runs on.

@@ -543,7 +543,7 @@ fn durable_is_on_where_it_can_be_and_refused_where_it_cannot() {
     let durable = |name: &str| s.durable(s.profile(name).unwrap());
     assert!(durable("j"));
     assert!(!durable("pooled"));
-    assert!(!durable("d"));
+    assert!(durable("d"));
     assert!(!durable("off"));
     assert_eq!(s.server.data_dir, std::path::Path::new("/var/lib/warden"));
     let builtin = Settings::builtin();

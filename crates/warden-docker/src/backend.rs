@@ -96,6 +96,9 @@ struct Shared {
     client: tokio::sync::OnceCell<Docker>,
     /// The engine's OCI runtimes, read once.
     runtimes: tokio::sync::OnceCell<Vec<String>>,
+    /// Whether the engine shares the daemon's mount namespace (so sandboxes are durable by
+    /// default), once told (an unreachable engine is asked again next time).
+    shares_mounts: std::sync::OnceLock<bool>,
     /// One-shot containers of this process still running: never orphans.
     in_flight: Mutex<HashSet<String>>,
 }
@@ -113,6 +116,7 @@ impl DockerBackend {
                 settings,
                 client: tokio::sync::OnceCell::new(),
                 runtimes: tokio::sync::OnceCell::new(),
+                shares_mounts: std::sync::OnceLock::new(),
                 in_flight: Mutex::new(HashSet::new()),
             }),
         }
@@ -1088,6 +1092,23 @@ impl Backend for DockerBackend {
         true
     }
 
+    /// Where the engine binds the daemon's mounts: it shares the daemon's mount namespace
+    /// (see [`crate::durable::engine_shares_mount_namespace`]). An engine elsewhere (the
+    /// daemon in a container beside it, a rootless engine) would bind the empty folder under
+    /// the workspace's mount, which [`DiskWorkspace::check_seen_by_container`] refuses: there
+    /// sandboxes are durable only when a profile asks, and then refused with the reason.
+    fn durable_by_default(&self) -> bool {
+        let sh = &self.shared;
+        if let Some(&shares) = sh.shares_mounts.get() {
+            return shares;
+        }
+        let socket = sh.settings.host.trim_start_matches("unix://");
+        match crate::durable::engine_shares_mount_namespace(std::path::Path::new(socket)) {
+            Ok(shares) => *sh.shares_mounts.get_or_init(|| shares),
+            Err(_) => false,
+        }
+    }
+
     async fn create_durable_sandbox(
         &self,
         spec: SandboxSpec,
@@ -1095,6 +1116,12 @@ impl Backend for DockerBackend {
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
         self.build_sandbox(spec, WorkspaceAt::NewImage(dir.to_path_buf()))
             .await
+    }
+
+    /// Detaches the workspace's mount that a daemon killed while making or taking up the
+    /// sandbox left at `dir` (its container, if any, goes with the orphans).
+    fn release_leftover(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        crate::durable::detach_leftover(dir).map_err(disk_error)
     }
 
     /// A new container on the workspace an earlier process left (its container, if the
@@ -1346,7 +1373,7 @@ impl DockerBackend {
     }
 
     /// Whether the started container `name` sees the durable workspace on its `/workspace`
-    /// (see [`DiskWorkspace::check_seen_by`]).
+    /// (see [`DiskWorkspace::check_seen_by_container`]).
     async fn check_workspace(&self, name: &str, ws: &DiskWorkspace) -> Result<(), String> {
         let sh = &self.shared;
         let docker = sh.docker().await.map_err(|e| e.to_string())?;
@@ -1364,7 +1391,8 @@ impl DockerBackend {
             .and_then(|s| s.pid)
             .filter(|&p| p > 0)
             .ok_or_else(|| format!("container {name} is not running"))?;
-        ws.check_seen_by(pid)
+        let id = inspect.id.as_deref().unwrap_or_default();
+        ws.check_seen_by_container(pid, id)
     }
 }
 

@@ -10,9 +10,10 @@
 //! controlled egress to a networked container; [`backend`] makes the engine calls, each under
 //! a deadline.
 //!
-//! A durable sandbox (a profile's `durable`) keeps its workspace in the jail's workspace image
-//! under the daemon's data directory, bound into its container ([`durable`]); after a restart
-//! its container is made again on the same workspace.
+//! A durable sandbox (a profile's `durable`; by default every sandbox with a lifetime, where
+//! the engine shares the daemon's mount namespace) keeps its workspace in the jail's workspace
+//! image under the daemon's data directory, bound into its container ([`durable`]); after a
+//! restart its container is made again on the same workspace.
 //!
 //! Invariants: no host path is mounted (but a networked container's resolv.conf, read-only, a
 //! file Warden writes with its resolver's address, and a durable sandbox's own workspace

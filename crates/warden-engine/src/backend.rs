@@ -495,6 +495,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether a profile that does not say (`durable` unset) gets durable sandboxes here: the
+    /// backend can keep one on this host without the operator's word. Default:
+    /// [`Backend::supports_durable`].
+    fn durable_by_default(&self) -> bool {
+        self.supports_durable()
+    }
+
     /// Creates a sandbox whose workspace lives in `dir` (an empty folder the engine made, and
     /// removes after [`BackendSandbox::destroy`]), with the spec's workspace size enforced
     /// there, so that it outlives this process: [`Backend::restore_sandbox`] takes it up
@@ -518,6 +525,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> Result<Arc<dyn BackendSandbox>, BackendError> {
         let _ = (spec, dir);
         Err(BackendError::Refused(NO_DURABLE.into()))
+    }
+
+    /// Lets go of what an earlier process, killed while it made or took up a durable sandbox,
+    /// left in `dir` (a sandbox's folder without a record, which the engine removes next):
+    /// e.g. a mount of the workspace at the folder, which removing it would otherwise cross
+    /// (deleting the files through it) and fail on. Default: nothing to let go.
+    fn release_leftover(&self, dir: &std::path::Path) -> Result<(), BackendError> {
+        let _ = dir;
+        Ok(())
     }
 
     /// Removes what an earlier process of this host left (after a crash): sandboxes whose

@@ -404,6 +404,18 @@ impl Engine {
         ))
     }
 
+    /// Lets every backend of durable sandboxes go of what it left in `dir`, a sandbox's
+    /// folder without a record (see [`Backend::release_leftover`]): the folder has no record
+    /// to say whose it was.
+    pub(crate) fn release_leftover(&self, dir: &std::path::Path) -> Result<(), String> {
+        for backend in self.backends.values().filter(|b| b.supports_durable()) {
+            backend
+                .release_leftover(dir)
+                .map_err(|e| format!("{}: {e}", backend.name()))?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn backend_for(&self, profile_name: &str) -> Result<&Arc<dyn Backend>, EngineError> {
         let profile = self
             .settings

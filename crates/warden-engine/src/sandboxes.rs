@@ -539,9 +539,11 @@ impl Sandboxes {
             "max_lifetime_seconds",
         )?;
         let backend = self.engine.backend_for(&profile_name)?.clone();
+        // Durable as the profile asks, or by default where the backend can keep it here.
         let durable = self.store.is_some()
             && self.engine.settings().durable(profile)
-            && backend.supports_durable();
+            && backend.supports_durable()
+            && (profile.durable.is_some() || backend.durable_by_default());
         if seed.is_some() && !durable {
             return Err(EngineError::InvalidRequest {
                 field: "from_snapshot",
@@ -906,7 +908,7 @@ impl Sandboxes {
                 Err(why) => out.failed.push((id, why)),
             }
         }
-        out.swept = store.sweep(&known);
+        out.swept = store.sweep(&known, |dir| self.engine.release_leftover(dir));
         // Snapshots cut off by a crash before their record: never listed, removed now.
         out.swept
             .extend(store.sweep_snapshots().map_err(EngineError::Storage)?);

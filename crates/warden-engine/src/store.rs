@@ -315,19 +315,32 @@ impl Store {
     /// before its record was saved (so it was never listed). Returns their names.
     pub fn sweep_snapshots(&self) -> Result<Vec<String>, StoreError> {
         let known: BTreeSet<String> = self.snapshots()?.into_iter().map(|r| r.id).collect();
-        Ok(sweep_folder(&self.dir.join(SNAPSHOTS_DIR), &known))
+        Ok(sweep_folder(&self.dir.join(SNAPSHOTS_DIR), &known, |_| {
+            Ok(())
+        }))
     }
 
     /// Removes the folders of sandboxes that have no record (a crash between making a
     /// sandbox's folder and saving its record, or between removing the record and the
-    /// folder). Returns their names.
-    pub fn sweep(&self, known: &BTreeSet<String>) -> Vec<String> {
-        sweep_folder(&self.dir.join(SANDBOXES_DIR), known)
+    /// folder), each after `release` let go of what its backend left in it (a mount: see
+    /// [`crate::Backend::release_leftover`]); a folder `release` fails on is kept (and said),
+    /// never removed through a mount. Returns their names.
+    pub fn sweep(
+        &self,
+        known: &BTreeSet<String>,
+        release: impl Fn(&Path) -> Result<(), String>,
+    ) -> Vec<String> {
+        sweep_folder(&self.dir.join(SANDBOXES_DIR), known, release)
     }
 }
 
-/// Removes the entries of `folder` not named in `known`; returns their names.
-fn sweep_folder(folder: &Path, known: &BTreeSet<String>) -> Vec<String> {
+/// Removes the entries of `folder` not named in `known`, each after `release`; returns their
+/// names.
+fn sweep_folder(
+    folder: &Path,
+    known: &BTreeSet<String>,
+    release: impl Fn(&Path) -> Result<(), String>,
+) -> Vec<String> {
     let mut removed = Vec::new();
     let Ok(entries) = std::fs::read_dir(folder) else {
         return removed;
@@ -335,6 +348,13 @@ fn sweep_folder(folder: &Path, known: &BTreeSet<String>) -> Vec<String> {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !known.contains(&name) {
+            if let Err(e) = release(&entry.path()) {
+                eprintln!(
+                    "warden: keeping the leftover {}: {e}",
+                    entry.path().display()
+                );
+                continue;
+            }
             match std::fs::remove_dir_all(entry.path()) {
                 Ok(()) => removed.push(name),
                 Err(e) => eprintln!(
@@ -403,12 +423,28 @@ mod tests {
     fn folders_without_a_record_are_swept() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        for id in ["sb-kept", "sb-left"] {
+        for id in ["sb-kept", "sb-left", "sb-held"] {
             std::fs::create_dir_all(store.sandbox_dir(id).join("x")).unwrap();
         }
-        let removed = store.sweep(&BTreeSet::from(["sb-kept".to_owned()]));
+        let released = std::sync::Mutex::new(Vec::new());
+        let removed = store.sweep(&BTreeSet::from(["sb-kept".to_owned()]), |dir| {
+            released.lock().unwrap().push(dir.to_path_buf());
+            if dir.ends_with("sb-held") {
+                Err("still mounted".into())
+            } else {
+                Ok(())
+            }
+        });
         assert_eq!(removed, vec!["sb-left".to_owned()]);
+        let mut released = released.into_inner().unwrap();
+        released.sort();
+        assert_eq!(
+            released,
+            vec![store.sandbox_dir("sb-held"), store.sandbox_dir("sb-left")]
+        );
         assert!(store.sandbox_dir("sb-kept").exists());
         assert!(!store.sandbox_dir("sb-left").exists());
+        // What could not be let go is kept, not removed through it.
+        assert!(store.sandbox_dir("sb-held").join("x").exists());
     }
 }

@@ -146,7 +146,8 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
         std::sync::Arc::make_mut(&mut settings).server.data_dir = dir;
     }
     // Durable sandboxes' records and workspaces: refused at once if another daemon holds them.
-    // Opened only when a profile is durable (a daemon of docker profiles needs no data_dir).
+    // Opened only when a profile is durable (a daemon of kubernetes profiles, or of profiles
+    // with `durable = false`, needs no data_dir).
     let durable = settings
         .sandbox
         .profiles

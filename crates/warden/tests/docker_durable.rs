@@ -4,7 +4,9 @@
 //! back with its files, in a new container; a full workspace is full on disk too and takes
 //! not a byte more of the host's disk; pause and resume, snapshots, `from_snapshot` and forks
 //! work as the jail's, and a fork shares no writable byte with its parent; a destroyed
-//! sandbox leaves nothing on disk (image, mount, loop device, record) nor in the engine.
+//! sandbox leaves nothing on disk (image, mount, loop device, record) nor in the engine, nor
+//! does one whose making a `kill -9` cut; under gVisor (runsc) the same image serves as the
+//! workspace, through its gofer.
 
 mod common;
 
@@ -26,8 +28,17 @@ max_memory_mb = 128
 workspace_mb = 24
 max_file_size_mb = 16
 enabled_policies = []
-durable = true
   [sandbox.profiles.keep.runtime]
+  image = "warden-python:3.11"
+
+[sandbox.profiles.gvisor]
+timeout_seconds = 20
+max_memory_mb = 256
+workspace_mb = 24
+enabled_policies = []
+durable = true
+container_runtime = "runsc"
+  [sandbox.profiles.gvisor.runtime]
   image = "warden-python:3.11"
 
 [sandbox.profiles.fleeting]
@@ -35,6 +46,7 @@ timeout_seconds = 20
 max_memory_mb = 128
 workspace_mb = 24
 enabled_policies = []
+durable = false
   [sandbox.profiles.fleeting.runtime]
   image = "warden-python:3.11"
 
@@ -117,6 +129,10 @@ fn write(addr: &str, id: &str, file: &str, text: &str) {
     assert_eq!(out["exit_code"], 0, "{out}");
 }
 
+/// Fills the workspace with files of 8 MiB (under the profiles' `max_file_size_mb`) until
+/// `ENOSPC`; prints the errno and whether 16 MiB went in.
+const FILL: &str = "n = 0\ntry:\n    for i in range(100):\n        with open(f'fill{i}.bin', 'wb') as f:\n            for _ in range(128):\n                f.write(b'x' * 65536)\n                f.flush()\n                n += 1\nexcept OSError as e:\n    print(e.errno, n * 65536 >= 16 * 1024 * 1024)\n";
+
 fn kill_9(mut server: common::Server) {
     server.child.kill().unwrap(); // SIGKILL
     server.child.wait().unwrap();
@@ -189,11 +205,20 @@ fn a_durable_docker_sandbox_outlives_kill_9_stays_full_and_leaves_nothing_when_d
     );
     assert_eq!(status, 201, "{made}");
     let id = made["id"].as_str().unwrap().to_owned();
+    // Durable by default ("keep" does not say: this engine shares the daemon's mounts); not
+    // with durable = false, nor a one-shot run.
+    assert!(place.folder(&id).join("workspace.ext4").exists());
     let fleeting = create(&addr, r#"{"profile": "fleeting"}"#);
     assert!(
         !place.folder(&fleeting).exists(),
         "a durable = false profile's sandbox has a folder"
     );
+    let (status, v) = call(&addr, "POST", "/v1/execute", r#"{"code": "print(1)"}"#);
+    assert_eq!((status, v["stdout"].as_str()), (200, Some("1\n")), "{v}");
+    let folders = std::fs::read_dir(place.data().join("sandboxes"))
+        .unwrap()
+        .count();
+    assert_eq!(folders, 1, "a one-shot run left a folder");
     // The container's /workspace is the image's ext4 filesystem, not a tmpfs.
     let out = exec(
         &addr,
@@ -262,8 +287,8 @@ fn a_durable_docker_sandbox_outlives_kill_9_stays_full_and_leaves_nothing_when_d
     assert!(files.to_string().contains("made.txt"), "{files}");
 
     // Filled to the cap: ENOSPC inside, and not a byte more of the host's disk.
-    let fill = "n = 0\ntry:\n    for i in range(100):\n        with open(f'fill{i}.bin', 'wb') as f:\n            for _ in range(128):\n                f.write(b'x' * 65536)\n                f.flush()\n                n += 1\nexcept OSError as e:\n    print(e.errno, n * 65536 >= 16 * 1024 * 1024)\n";
-    let out = exec(&addr, &id, fill);
+
+    let out = exec(&addr, &id, FILL);
     assert_eq!(out["stdout"], "28 True\n", "{out}");
     assert_eq!(allocated(&image), made_blocks, "the full workspace grew");
     kill_9(server);
@@ -444,4 +469,196 @@ fn docker_snapshots_and_ten_forks_are_independent_copies() {
     });
     let (status, _) = call(&addr, "DELETE", "/v1/snapshots/first", "");
     assert_eq!(status, 200);
+}
+
+#[test]
+fn a_kill_9_while_a_durable_docker_sandbox_is_made_leaves_no_mount_after_the_restart() {
+    require_docker!();
+    let place = Place::new();
+    let sandboxes = place.data().join("sandboxes");
+    // The workspace is mounted at the sandbox's folder before its container is made and its
+    // record saved: the daemon killed once the mount is there dies in between. (Should a kill
+    // land after the record, the sandbox comes back whole: destroyed, and tried again.)
+    let mut cut = None;
+    for _ in 0..5 {
+        let server = place.serve();
+        let addr = server.addr.clone();
+        let creating = std::thread::spawn(move || {
+            // The kill cuts the request: the helper panics, which is the expected end.
+            std::panic::catch_unwind(|| call(&addr, "POST", "/v1/sandboxes", "{}")).ok()
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while mounts_under(&sandboxes).is_empty() {
+            assert!(Instant::now() < deadline, "the workspace was never mounted");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        kill_9(server);
+        let answer = creating.join().unwrap();
+        let folders: Vec<String> = std::fs::read_dir(&sandboxes)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(folders.len(), 1, "{folders:?}");
+        let id = folders[0].clone();
+        assert_eq!(mounts_under(&sandboxes).len(), 1, "the mount was left");
+
+        let server = place.serve();
+        let (status, list) = call(&server.addr, "GET", "/v1/sandboxes", "");
+        assert_eq!(status, 200, "{list}");
+        if list["sandboxes"].as_array().unwrap().is_empty() {
+            // Cut before the record: the sweep removed its mount and folder, the orphan
+            // sweep its container, and the image went with them.
+            assert!(answer.is_none(), "answered yet not listed: {answer:?}");
+            assert_eq!(mounts_under(&place.data()), Vec::<String>::new());
+            assert!(!place.folder(&id).exists(), "its folder is left");
+            assert!(containers_of(&id).is_empty(), "its container is left");
+            wait_for("the image's loop device released", || {
+                loops_under(&place.data()).is_empty()
+            });
+            // The daemon makes sandboxes as before.
+            let made = create(&server.addr, "{}");
+            write(&server.addr, &made, "a.txt", "a");
+            assert_eq!(read(&server.addr, &made, "a.txt"), "a");
+            let (status, v) = call(&server.addr, "DELETE", &format!("/v1/sandboxes/{made}"), "");
+            assert_eq!(status, 200, "{v}");
+            cut = Some(id);
+            break;
+        }
+        let (status, v) = call(&server.addr, "DELETE", &format!("/v1/sandboxes/{id}"), "");
+        assert_eq!(status, 200, "{v}");
+    }
+    assert!(cut.is_some(), "no kill landed before the record in 5 tries");
+    assert_eq!(mounts_under(&place.data()), Vec::<String>::new());
+}
+
+#[test]
+fn a_durable_sandbox_under_gvisor_keeps_its_files_its_cap_and_its_copies() {
+    require_root!();
+    prerequisite!(common::missing_runsc());
+    let place = Place::new();
+    let server = place.serve();
+    let addr = server.addr.clone();
+    let id = create(&addr, r#"{"profile": "gvisor"}"#);
+    // Under the sentry: gVisor's kernel, and the image's filesystem served by its gofer.
+    let out = exec(
+        &addr,
+        &id,
+        "import os\nprint(os.uname().release, os.statvfs('/workspace').f_blocks * os.statvfs('/workspace').f_frsize // 2**20)",
+    );
+    let fields: Vec<&str> = out["stdout"].as_str().unwrap().split_whitespace().collect();
+    assert_eq!(fields.len(), 2, "{out}");
+    let host = Command::new("uname").arg("-r").output().unwrap();
+    assert_ne!(
+        fields[0],
+        String::from_utf8_lossy(&host.stdout).trim(),
+        "not under gVisor: {out}"
+    );
+    let size_mb: u64 = fields[1].parse().unwrap();
+    assert!(
+        (16..=24).contains(&size_mb),
+        "/workspace is not the 24 MiB image: {out}"
+    );
+    write(&addr, &id, "a.txt", "kept");
+    let image = place.folder(&id).join("workspace.ext4");
+    let made_blocks = allocated(&image);
+    // Full at the cap, and not a byte more of the host's disk.
+    let out = exec(&addr, &id, FILL);
+    assert_eq!(out["stdout"], "28 True\n", "{out}");
+    assert_eq!(allocated(&image), made_blocks, "the full workspace grew");
+    exec(
+        &addr,
+        &id,
+        "import glob, os\nfor f in glob.glob('fill*.bin'):\n    os.remove(f)",
+    );
+    // Paused and resumed; then the daemon killed: a new runsc container on the same files.
+    let (status, v) = call(&addr, "POST", &format!("/v1/sandboxes/{id}/pause"), "");
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(&addr, "POST", &format!("/v1/sandboxes/{id}/resume"), "");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(read(&addr, &id, "a.txt"), "kept");
+    let first = containers_of(&id);
+    kill_9(server);
+    let server = place.serve();
+    let addr = server.addr.clone();
+    assert_eq!(read(&addr, &id, "a.txt"), "kept");
+    let now = containers_of(&id);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, first, "the old container was taken up");
+    let runtime = Command::new("docker")
+        .args(["inspect", "--format", "{{.HostConfig.Runtime}}", &now[0]])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&runtime.stdout).trim(), "runsc");
+    // A snapshot and two forks: each its own copy.
+    let (status, snap) = call(
+        &addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/snapshot"),
+        r#"{"name": "g"}"#,
+    );
+    assert_eq!(status, 201, "{snap}");
+    let (status, forks) = call(
+        &addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/fork"),
+        r#"{"count": 2}"#,
+    );
+    assert_eq!(status, 201, "{forks}");
+    let copies: Vec<String> = forks["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .chain([create(&addr, r#"{"from_snapshot": "g"}"#)])
+        .collect();
+    for (n, copy) in copies.iter().enumerate() {
+        assert_eq!(read(&addr, copy, "a.txt"), "kept");
+        write(&addr, copy, "a.txt", &format!("copy {n}"));
+    }
+    assert_eq!(read(&addr, &id, "a.txt"), "kept");
+    for (n, copy) in copies.iter().enumerate() {
+        assert_eq!(read(&addr, copy, "a.txt"), format!("copy {n}"));
+    }
+    // Destroyed: nothing left.
+    for sandbox in copies.iter().chain([&id]) {
+        let (status, v) = call(&addr, "DELETE", &format!("/v1/sandboxes/{sandbox}"), "");
+        assert_eq!(status, 200, "{v}");
+        assert!(containers_of(sandbox).is_empty());
+    }
+    assert_eq!(mounts_under(&place.data()), Vec::<String>::new());
+    wait_for("the loop devices released", || {
+        loops_under(&place.data().join("sandboxes")).is_empty()
+    });
+    let (status, _) = call(&addr, "DELETE", "/v1/snapshots/g", "");
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn an_engine_is_told_to_share_the_daemons_mounts_only_when_it_does() {
+    require_root!();
+    use warden_docker::durable::engine_shares_mount_namespace;
+    let dir = tempfile::tempdir().unwrap();
+    // A listener of this process: the same mount namespace.
+    let here = dir.path().join("here.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&here).unwrap();
+    assert!(engine_shares_mount_namespace(&here).unwrap());
+    // A listener in a mount namespace of its own (as an engine in a container beside the
+    // daemon, or a rootless one): not.
+    let there = dir.path().join("there.sock");
+    let mut other = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "python3", "-c"])
+        .arg("import socket, sys, time\ns = socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen()\ntime.sleep(60)")
+        .arg(&there)
+        .spawn()
+        .unwrap();
+    wait_for("the other namespace's listener", || {
+        std::os::unix::net::UnixStream::connect(&there).is_ok()
+    });
+    let told = engine_shares_mount_namespace(&there);
+    other.kill().unwrap();
+    other.wait().unwrap();
+    assert!(!told.unwrap());
+    // No engine: an error, never a guess.
+    assert!(engine_shares_mount_namespace(&dir.path().join("none.sock")).is_err());
 }

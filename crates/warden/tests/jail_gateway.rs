@@ -97,6 +97,24 @@ impl World {
         assert_eq!(v["exit_code"], 0, "{v}");
         v
     }
+
+    /// Runs `code` (whose report `R` has the placeholder it got in `R["placeholder"]`), then
+    /// `SEARCH_FOR_THE_VALUE`; the result, the report and the placeholder, which must look
+    /// like one.
+    fn py_with_secret(
+        &self,
+        profile: &str,
+        code: &str,
+    ) -> (serde_json::Value, serde_json::Value, String) {
+        let v = self.py(
+            profile,
+            &format!("{code}{SEARCH_FOR_THE_VALUE}\nprint(json.dumps(R))"),
+        );
+        let r = report(&v);
+        let placeholder = r["placeholder"].as_str().unwrap().to_owned();
+        assert!(placeholder.starts_with("WARDEN_SECRET_API_KEY_"), "{r}");
+        (v, r, placeholder)
+    }
 }
 
 /// What every program starts with: the test CA in `ca.pem`, a `curl` helper and a report.
@@ -413,13 +431,7 @@ for path in ["/proc/self/environ", "/proc/self/cmdline", "/proc/1/environ", "/pr
 print(json.dumps(seen))
 "#;
     // (Init's and the gateway's memory: the attack suite's gw_read_ca_key.py.)
-    let v = world.py(
-        "sec",
-        &format!("{code}{SEARCH_FOR_THE_VALUE}\nprint(json.dumps(R))"),
-    );
-    let r = report(&v);
-    let placeholder = r["placeholder"].as_str().unwrap().to_owned();
-    assert!(placeholder.starts_with("WARDEN_SECRET_API_KEY_"), "{r}");
+    let (v, r, placeholder) = world.py_with_secret("sec", code);
     for client in ["curl", "requests", "urllib"] {
         let got = match &r[client] {
             serde_json::Value::String(s) => s.clone(),
@@ -508,13 +520,7 @@ def get(url, headers):
 R["bound"] = get("https://api.test/docker-secret", {"Authorization": "Bearer " + ph})
 R["other_header"] = get("https://api.test/docker-other-header", {"X-Api-Key": ph})
 "#;
-    let v = world.py(
-        "d_sec",
-        &format!("{code}{SEARCH_FOR_THE_VALUE}\nprint(json.dumps(R))"),
-    );
-    let r = report(&v);
-    let placeholder = r["placeholder"].as_str().unwrap().to_owned();
-    assert!(placeholder.starts_with("WARDEN_SECRET_API_KEY_"), "{r}");
+    let (v, r, placeholder) = world.py_with_secret("d_sec", code);
     for var in [
         "SSL_CERT_FILE",
         "REQUESTS_CA_BUNDLE",

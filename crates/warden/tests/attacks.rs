@@ -21,9 +21,17 @@
 //!   list is pinned here (`UNCONTROLLED`);
 //! - a backend that is not on this host (no engine, no runsc), or no root, is a reported skip
 //!   (`prerequisite!`: `SKIPPED: …` in the skip log; under CI a failure), never a pass; an
-//!   engine without the suite's image fails.
+//!   engine without the suite's image fails;
+//! - the egress gateway's attacks (`gateway` in the table) run, after the others, in a
+//!   networked profile behind the gateway against the gateway's test internet
+//!   (`common::gateway_world`, up only for them), through a daemon of their own with the same
+//!   host checks, and besides their refusals (`denied`) the internet's own logs are checked
+//!   (`Check::Internet`): what a refused request would have reached says so even if the
+//!   program missed it.
 
 mod common;
+
+use common::gateway_world::{API, API6, GatewayWorld, OTHER, PRIVATE, SECRET};
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -63,6 +71,37 @@ struct Attack {
     gaps: BTreeMap<String, Gap>,
     control: Option<Control>,
     uncontrolled: Option<String>,
+    gateway: Option<GatewayProfile>,
+    #[serde(default)]
+    denied: Vec<Denied>,
+    #[serde(default)]
+    echoes_secret: bool,
+}
+
+/// The profile a gateway attack runs in (the table's header says what each allows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum GatewayProfile {
+    Rules,
+    Secret,
+}
+
+impl GatewayProfile {
+    fn profile(self) -> &'static str {
+        match self {
+            GatewayProfile::Rules => "attack_gateway",
+            GatewayProfile::Secret => "attack_secret",
+        }
+    }
+}
+
+/// A refusal the result's `egress_denied` must hold: its host and port, and a part of its why.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Denied {
+    host: String,
+    port: u16,
+    why: String,
 }
 
 /// A promise a backend does not keep for one attack: the one check it waives, and why.
@@ -123,6 +162,8 @@ const UNCONTROLLED: &[&str] = &[
     "artifact_ten_thousand.py",
     "cpu_spin.py",
     "fork_bomb.sh",
+    "gw_echo_exfiltration.py",
+    "gw_gateway_ports.py",
     "syscall_clock_settime.py",
     "syscall_reboot.py",
 ];
@@ -143,6 +184,8 @@ enum Check {
     Forbidden,
     /// The artifacts are exactly `artifacts`.
     Artifacts,
+    /// The result's `egress_denied` holds every refusal of `denied`.
+    Denied,
     /// A `BROKEN:` line: the attack got what it was after.
     Broken,
     /// The daemon: alive, answering, neither stopped nor traced.
@@ -157,6 +200,10 @@ enum Check {
     Witness,
     /// The host's TCP and UDP services not reached.
     HostServices,
+    /// The gateway's test internet got only what the gateway lets through: under the `rules`
+    /// profile no request at an address but the allowed name's, none at the LAN, no UDP; the
+    /// brokered value only at its bound host, in its bound header.
+    Internet,
 }
 
 impl Check {
@@ -169,6 +216,7 @@ impl Check {
                 | Check::Shows
                 | Check::Forbidden
                 | Check::Artifacts
+                | Check::Denied
         )
     }
 
@@ -249,9 +297,10 @@ impl Backend {
 
     /// The host uids this backend's daemon gives its sandboxes: a range of its own (the
     /// backends' suites run at once), so small that every attack's sandbox runs as a uid a
-    /// witness runs as too.
-    fn sandbox_uids(self) -> [u32; SANDBOX_UIDS as usize] {
-        let base = 1_899_990_000 + 10 * self as u32;
+    /// witness runs as too. The gateway attacks' daemon has a range of its own: the leases of
+    /// the daemon before it are released only as its killed processes finish dying.
+    fn sandbox_uids(self, gateway: bool) -> [u32; SANDBOX_UIDS as usize] {
+        let base = 1_899_990_000 + 10 * self as u32 + if gateway { 5 } else { 0 };
         std::array::from_fn(|i| base + i as u32)
     }
 
@@ -264,7 +313,8 @@ impl Backend {
         }
     }
 
-    fn settings(self) -> String {
+    /// The daemon's settings; with the gateway's world, also its profiles (`GatewayProfile`).
+    fn settings(self, world: Option<&GatewayWorld>) -> String {
         let (backend, runtime) = match self {
             Backend::Jail => ("jail", ""),
             Backend::Docker => ("docker", ""),
@@ -279,8 +329,22 @@ impl Backend {
         );
         let uids = format!(
             "uid_base = {}\nuid_count = {SANDBOX_UIDS}\n",
-            self.sandbox_uids()[0]
+            self.sandbox_uids(world.is_some())[0]
         );
+        let gateway = world.map_or_else(String::new, |world| {
+            let net = format!("{limits}enabled_policies = []\nnetwork_enabled = true\n");
+            format!(
+                "{}\
+                 [sandbox.profiles.attack_gateway]\n{net}\
+                 [sandbox.profiles.attack_gateway.egress.gateway]\n\
+                 allow = [\"api.test\", \"private.test\", \"rebind.test\"]\n\
+                 [sandbox.profiles.attack_secret]\n{net}\
+                 [sandbox.profiles.attack_secret.egress]\nsecrets = [\"api_key\"]\n\
+                 [sandbox.profiles.attack_secret.egress.gateway]\n\
+                 allow = [\"api.test\", \"other.test\"]\n",
+                world.settings()
+            )
+        });
         format!(
             "[sandbox]\ndefault_profile = \"attack\"\nbackend = \"{backend}\"\n\n\
              [sandbox.jail]\n{uids}\n[sandbox.docker]\n{uids}\n\
@@ -288,7 +352,7 @@ impl Backend {
              [sandbox.profiles.attack_policy]\n{limits}\
              enabled_policies = [\"forbidden_imports\", \"resource_quota\"]\n\
              [sandbox.profiles.attack_policy.policies.forbidden_imports]\n\
-             allowed_modules = [\"math\", \"json\"]\n"
+             allowed_modules = [\"math\", \"json\"]\n{gateway}"
         )
     }
 }
@@ -310,6 +374,8 @@ struct Daemon {
     addr: String,
     /// The `warden serve` process as the host sees it.
     pid: u32,
+    /// The host uids it gives its sandboxes.
+    uids: [u32; SANDBOX_UIDS as usize],
     secret: String,
     /// A `sleep` as each of the sandboxes' host uids (so as the attacking sandbox's own uid,
     /// and another's) in the daemon's pid namespace (through `nsenter` for the jail): only the
@@ -416,14 +482,36 @@ fn containers_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
-fn start_daemon(backend: Backend) -> Daemon {
+/// The leases of `uids` (a range), where the daemons take them.
+fn uid_leases(uids: &[u32]) -> warden_net::lease::LockLeases {
+    let range = warden_net::uids::UidRange {
+        base: uids[0],
+        count: uids.len() as u32,
+    };
+    range.leases(std::path::Path::new(warden_net::uids::RUN_DIR))
+}
+
+/// Empties the records of `uids` whose lease no one holds: what a killed earlier run of the
+/// suite left. A daemon skips a recorded uid while some process runs as it, and the witnesses
+/// run as these uids, so such a record would keep its uid from every later run.
+fn clear_stale_leases(uids: &[u32]) {
+    let leases = uid_leases(uids);
+    for &uid in uids {
+        if !leases.is_leased(uid) && !leases.record_of(uid).is_empty() {
+            std::fs::write(leases.path(uid), "").unwrap();
+        }
+    }
+}
+
+fn start_daemon(backend: Backend, world: Option<&GatewayWorld>) -> Daemon {
     let secret = format!("wardensecret{}x{}", std::process::id(), backend as u8);
     let dir = tempfile::Builder::new()
         .prefix(&format!("attacks-{secret}-"))
         .tempdir()
         .unwrap();
     let settings = dir.path().join("settings.toml");
-    std::fs::write(&settings, backend.settings()).unwrap();
+    std::fs::write(&settings, backend.settings(world)).unwrap();
+    clear_stale_leases(&backend.sandbox_uids(world.is_some()));
     let data_dir = dir.path().join("data");
     let serve = [
         "--config",
@@ -480,7 +568,7 @@ fn start_daemon(backend: Backend) -> Daemon {
         child.id()
     };
     let witnesses = backend
-        .sandbox_uids()
+        .sandbox_uids(world.is_some())
         .iter()
         .map(|uid| {
             let sleep = [
@@ -506,6 +594,7 @@ fn start_daemon(backend: Backend) -> Daemon {
         child,
         addr,
         pid,
+        uids: backend.sandbox_uids(world.is_some()),
         secret,
         witnesses,
         _dir: dir,
@@ -611,12 +700,105 @@ struct Suite {
     backend: Backend,
     daemon: Daemon,
     services: HostServices,
+    /// The gateway's test internet, for the gateway attacks' suite.
+    world: Option<GatewayWorld>,
+}
+
+/// The addresses of the gateway's test internet, as the gateway attacks get them on stdin.
+fn internet() -> serde_json::Value {
+    serde_json::json!({"api": API, "other": OTHER, "api6": API6, "private": PRIVATE})
+}
+
+/// How far each of the internet's logs is (what a run adds is read from there).
+fn internet_logs(world: &GatewayWorld) -> [usize; 2] {
+    ["inet", "lan"].map(|host| world.log(host).len())
+}
+
+/// The checks of the internet's logs since `from` (`internet_logs`), after a gateway attack.
+fn check_world(world: &GatewayWorld, from: [usize; 2], kind: GatewayProfile, v: &mut Verdict) {
+    let [inet, lan] = ["inet", "lan"].map(|host| world.log(host));
+    check_internet(
+        kind,
+        inet.get(from[0]..).unwrap_or_default(),
+        lan.get(from[1]..).unwrap_or_default(),
+        v,
+    );
+}
+
+/// `Check::Internet` on what the internet's hosts logged during one run (lines of
+/// `fixtures/world_server.py`: `http ADDR PATH FROM`, `udp ADDR FROM`, `header ADDR NAME VALUE`,
+/// `dns NAME FROM`).
+fn check_internet(kind: GatewayProfile, inet: &str, lan: &str, v: &mut Verdict) {
+    let bound = format!("header {API} authorization Bearer {SECRET}");
+    for line in inet.lines() {
+        let mut words = line.split_whitespace();
+        let (what, addr) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        if what == "udp" {
+            v.push(Check::Internet, format!("UDP got past the gateway: {line}"));
+        } else if kind == GatewayProfile::Rules && matches!(what, "http" | "header") && addr != API
+        {
+            v.push(
+                Check::Internet,
+                format!("a request reached an address but the allowed name's: {line}"),
+            );
+        }
+        if line.contains(SECRET) && line != bound {
+            v.push(
+                Check::Internet,
+                format!("the brokered value reached a host or header it is not bound to: {line}"),
+            );
+        }
+    }
+    for line in lan.lines().filter(|l| !l.starts_with("ready")) {
+        v.push(Check::Internet, format!("the LAN host was reached: {line}"));
+    }
+}
+
+/// `Check::Denied`: every refusal of `denied` is in the result's `egress_denied`.
+fn check_denied(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
+    let seen = r["egress_denied"].as_array().cloned().unwrap_or_default();
+    for want in &attack.denied {
+        let found = seen.iter().any(|d| {
+            d["host"] == want.host.as_str()
+                && d["port"] == want.port
+                && d["why"].as_str().is_some_and(|why| why.contains(&want.why))
+        });
+        if !found {
+            v.push(
+                Check::Denied,
+                format!(
+                    "no refusal of {}:{} ({:?}) in egress_denied: {}",
+                    want.host,
+                    want.port,
+                    want.why,
+                    serde_json::Value::Array(seen.clone())
+                ),
+            );
+        }
+    }
+}
+
+/// The brokered value in an output: only where the table says the bound host echoes it (the
+/// documented limit), and there it must be (the limit is what the threat model says).
+fn check_brokered(attack: &Attack, r: &serde_json::Value, v: &mut Verdict) {
+    let shown = ["stdout", "stderr"]
+        .iter()
+        .any(|k| r[k].as_str().unwrap_or_default().contains(SECRET));
+    if attack.echoes_secret && !shown {
+        v.push(
+            Check::Shows,
+            "the bound host's echo did not show the brokered value (the documented limit)",
+        );
+    } else if !attack.echoes_secret && shown {
+        v.push(Check::Secret, "the brokered value is in the output");
+    }
 }
 
 impl Suite {
     /// Runs one attack in `profile`; `index` makes its marker unique.
     fn run(&mut self, attack: &Attack, profile: &str, index: usize) -> Verdict {
         let mut v = Verdict::default();
+        let logs = self.world.as_ref().map(internet_logs);
         let code = program(attack);
         let marker = format!(
             "{}{:02}{}.25",
@@ -624,12 +806,15 @@ impl Suite {
             index,
             self.backend as u8
         );
-        let stdin = serde_json::json!({
+        let mut stdin = serde_json::json!({
             "marker": marker,
             "daemon_pid": self.daemon.pid,
             "tcp_port": self.services.tcp_port,
             "udp_port": self.services.udp_port,
         });
+        if attack.gateway.is_some() {
+            stdin["internet"] = internet();
+        }
         let mut request = serde_json::json!({
             "code": code,
             "language": attack.language,
@@ -680,6 +865,13 @@ impl Suite {
             v.push(Check::Answer, format!("answered {status}: {body:.300}"));
         } else {
             check_result(attack, &result, &mut v);
+            if attack.gateway.is_some() {
+                check_denied(attack, &result, &mut v);
+                check_brokered(attack, &result, &mut v);
+            }
+        }
+        if let (Some(world), Some(logs), Some(kind)) = (&self.world, logs, attack.gateway) {
+            check_world(world, logs, kind, &mut v);
         }
         self.check_host(&marker, &mut v);
         v
@@ -878,74 +1070,110 @@ fn judge(verdict: Verdict, gap: Option<&Gap>) -> (Vec<String>, Vec<String>) {
     (waived, failed)
 }
 
-/// Runs every attack against `backend` (the policy bypasses twice: policies on and off).
+/// Runs every attack against `backend` (the policy bypasses twice: policies on and off), the
+/// gateway's last, against its test internet through a daemon with its profiles.
 fn run_suite(backend: Backend) {
     require_root!();
     prerequisite!(backend.unavailable());
     let table = table();
-    let mut suite = Suite {
-        backend,
-        daemon: start_daemon(backend),
-        services: HostServices::start(),
-    };
-    // A normal run works before (so the attacks below meet a working sandbox) …
-    normal_run_works(&suite.daemon);
+    let (gateway, others): (Vec<&Attack>, Vec<&Attack>) =
+        table.attack.iter().partition(|a| a.gateway.is_some());
     let mut failures = Vec::new();
     let mut index = 0;
-    for attack in &table.attack {
-        let mut profiles = vec!["attack"];
-        if attack.policy.is_some() {
-            profiles.push("attack_policy");
-        }
-        for profile in profiles {
-            index += 1;
-            let started = Instant::now();
-            let verdict = suite.run(attack, profile, index);
-            let name = format!("{} {} ({profile})", backend.name(), attack.file);
-            let gap = attack.gaps.get(backend.name());
-            let (waived, failed) = judge(verdict, gap);
-            let mut err = std::io::stderr();
-            match gap {
-                Some(gap) if waived.is_empty() => {
-                    let _ = writeln!(
-                        err,
-                        "gap: {name}: {:?}: {} (held on this run)",
-                        gap.check, gap.why
-                    );
-                }
-                Some(gap) => {
-                    let _ = writeln!(
-                        err,
-                        "gap: {name}: {:?}: {} ({})",
-                        gap.check,
-                        gap.why,
-                        waived.join("; ")
-                    );
-                }
-                None if failed.is_empty() => {
-                    let _ = writeln!(err, "held: {name} in {:?}", started.elapsed());
-                }
-                None => {}
-            }
-            for f in failed {
-                failures.push(format!("{name}: {f}"));
-            }
-        }
-    }
-    // … and after: the daemon is as it was.
-    normal_run_works(&suite.daemon);
-    if backend == Backend::Jail {
-        let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
-        if settles(5, || if h.has_stale() { vec!["stale"] } else { vec![] }).is_err() {
-            failures.push("jail: a stale cgroup is left".into());
-        }
-    }
+    let mut suite = Suite {
+        backend,
+        daemon: start_daemon(backend, None),
+        services: HostServices::start(),
+        world: None,
+    };
+    suite.run_all(&others, &mut index, &mut failures);
+    drop(suite);
+    let world = GatewayWorld::up();
+    let mut suite = Suite {
+        backend,
+        daemon: start_daemon(backend, Some(&world)),
+        services: HostServices::start(),
+        world: Some(world),
+    };
+    suite.run_all(&gateway, &mut index, &mut failures);
+    drop(suite);
     assert!(
         failures.is_empty(),
         "{} attacks got through or harmed the host:\n{}",
         failures.len(),
         failures.join("\n")
     );
+}
+
+impl Suite {
+    /// Runs `attacks`, each in its profiles, between two normal runs (so the attacks meet a
+    /// working sandbox, and the daemon is as it was after them); `index` numbers the runs.
+    fn run_all(&mut self, attacks: &[&Attack], index: &mut usize, failures: &mut Vec<String>) {
+        normal_run_works(&self.daemon);
+        let backend = self.backend;
+        for attack in attacks {
+            let mut profiles = vec![attack.gateway.map_or("attack", GatewayProfile::profile)];
+            if attack.policy.is_some() {
+                profiles.push("attack_policy");
+            }
+            for profile in profiles {
+                *index += 1;
+                let started = Instant::now();
+                let verdict = self.run(attack, profile, *index);
+                let name = format!("{} {} ({profile})", backend.name(), attack.file);
+                let gap = attack.gaps.get(backend.name());
+                let (waived, failed) = judge(verdict, gap);
+                let mut err = std::io::stderr();
+                match gap {
+                    Some(gap) if waived.is_empty() => {
+                        let _ = writeln!(
+                            err,
+                            "gap: {name}: {:?}: {} (held on this run)",
+                            gap.check, gap.why
+                        );
+                    }
+                    Some(gap) => {
+                        let _ = writeln!(
+                            err,
+                            "gap: {name}: {:?}: {} ({})",
+                            gap.check,
+                            gap.why,
+                            waived.join("; ")
+                        );
+                    }
+                    None if failed.is_empty() => {
+                        let _ = writeln!(err, "held: {name} in {:?}", started.elapsed());
+                    }
+                    None => {}
+                }
+                for f in failed {
+                    failures.push(format!("{name}: {f}"));
+                }
+            }
+        }
+        normal_run_works(&self.daemon);
+        // While the daemon lives (its teardowns done), not after it is killed: a lease it
+        // still held would be left with its record (see `clear_stale_leases`).
+        let uids = self.daemon.uids;
+        let leases = uid_leases(&uids);
+        let held = || {
+            uids.iter()
+                .filter(|&&uid| leases.is_leased(uid))
+                .collect::<Vec<_>>()
+        };
+        if let Err(held) = settles(10, held) {
+            failures.push(format!(
+                "{}: the daemon still holds the uids {held} after its runs",
+                backend.name()
+            ));
+        }
+        if backend == Backend::Jail {
+            let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
+            if settles(5, || if h.has_stale() { vec!["stale"] } else { vec![] }).is_err() {
+                failures.push("jail: a stale cgroup is left".into());
+            }
+        }
+    }
 }
 
 fn normal_run_works(daemon: &Daemon) {
@@ -1043,6 +1271,21 @@ fn every_attack_program_is_in_the_table() {
             a.file
         );
         assert!(a.policy.is_none() || a.language == "python", "{}", a.file);
+        assert!(
+            a.gateway.is_none() || (a.language == "python" && a.policy.is_none()),
+            "{}: a gateway attack is Python, and has no policy run",
+            a.file
+        );
+        assert!(
+            a.gateway.is_some() || (a.denied.is_empty() && !a.echoes_secret),
+            "{}: `denied` and `echoes_secret` are for gateway attacks",
+            a.file
+        );
+        assert!(
+            !a.echoes_secret || a.gateway == Some(GatewayProfile::Secret),
+            "{}: only the `secret` profile has a secret to echo",
+            a.file
+        );
         let code = program(a);
         // Every program says what it does in its first line.
         assert!(
@@ -1142,6 +1385,89 @@ fn the_checks_catch_an_attack_that_worked() {
     }
 }
 
+/// The gateway attacks' checks catch what they are for: a result without the table's refusal
+/// (or with another why), the brokered value in an output (or missing where the table says the
+/// bound host echoes it), and internet logs with a request at the refused host, UDP, the LAN
+/// reached, the value at another host; clean ones pass, and under the `secret` profile the
+/// other allowed host may be reached with the placeholder.
+#[test]
+fn the_gateway_checks_catch_what_got_through() {
+    let attack = |extra: &str| -> Attack {
+        toml::from_str(&format!(
+            "file = \"gw_x.py\"\nlanguage = \"python\"\ntries = \"everything\"\n\
+             reason = [\"exited\"]\n{extra}"
+        ))
+        .unwrap()
+    };
+    let rules = attack(
+        "gateway = \"rules\"\ndenied = [{ host = \"other.test\", port = 80, why = \"allow-list\" }]",
+    );
+    let findings = |v: Verdict| -> Vec<String> {
+        v.0.iter()
+            .map(|f| format!("{:?}: {}", f.check, f.what))
+            .collect()
+    };
+    let clean = serde_json::json!({
+        "stdout": "ATTEMPTED\n", "stderr": "",
+        "egress_denied": [{"host": "other.test", "port": 80, "why": "not in the allow-list"}],
+    });
+    let mut v = Verdict::default();
+    check_denied(&rules, &clean, &mut v);
+    check_brokered(&rules, &clean, &mut v);
+    let inet = format!(
+        "ready\ndns api.test 203.0.113.33\nhttp {API} /a5 203.0.113.33\n\
+         header {API} authorization Bearer {SECRET}\n"
+    );
+    check_internet(GatewayProfile::Rules, &inet, "ready\n", &mut v);
+    assert!(v.0.is_empty(), "{:?}", findings(v));
+    let broken = serde_json::json!({
+        "stdout": format!("Authorization: Bearer {SECRET}\n"), "stderr": "",
+        "egress_denied": [
+            {"host": "other.test", "port": 80, "why": "not public"},
+            {"host": "other.test", "port": 443, "why": "not in the allow-list"},
+        ],
+    });
+    let mut v = Verdict::default();
+    check_denied(&rules, &broken, &mut v);
+    check_brokered(&rules, &broken, &mut v);
+    let inet = format!(
+        "http {OTHER} /a1 203.0.113.33\nudp {API} 203.0.113.33\n\
+         header {API} x-api-key {SECRET}\n"
+    );
+    check_internet(
+        GatewayProfile::Rules,
+        &inet,
+        &format!("ready\nhttp {PRIVATE} /d1 10.251.0.1\n"),
+        &mut v,
+    );
+    let all = findings(v).join("\n");
+    for caught in [
+        "Denied: no refusal of other.test:80",
+        "Secret: the brokered value is in the output",
+        &format!("Internet: a request reached an address but the allowed name's: http {OTHER}"),
+        "Internet: UDP got past the gateway",
+        "Internet: the brokered value reached a host or header it is not bound to",
+        "Internet: the LAN host was reached",
+    ] {
+        assert!(all.contains(caught), "not caught: {caught}: {all}");
+    }
+    let echo = attack("gateway = \"secret\"\nechoes_secret = true");
+    let mut v = Verdict::default();
+    check_brokered(&echo, &clean, &mut v);
+    assert!(
+        v.saw(Check::Shows),
+        "a missing echo was not seen: {:?}",
+        findings(v)
+    );
+    let mut v = Verdict::default();
+    check_brokered(&echo, &broken, &mut v);
+    let inet = format!(
+        "http {OTHER} /echo 203.0.113.33\nheader {OTHER} authorization Bearer WARDEN_SECRET_X\n"
+    );
+    check_internet(GatewayProfile::Secret, &inet, "ready\n", &mut v);
+    assert!(v.0.is_empty(), "{:?}", findings(v));
+}
+
 /// Every attack works where the boundary it targets is absent: its positive control runs it in
 /// `fixtures/weak_sandbox.sh` and the check the table names (`control.sees`, by default
 /// `broken`) must see it succeed. So a held attack in the suite means a boundary held, not a
@@ -1151,6 +1477,12 @@ fn every_attack_works_where_its_boundary_is_absent() {
     require_root!();
     let table = table();
     let services = HostServices::start();
+    // The gateway attacks' controls reach its test internet straight (no gateway).
+    let world = table
+        .attack
+        .iter()
+        .any(|a| a.gateway.is_some() && a.uncontrolled.is_none())
+        .then(GatewayWorld::up);
     let mut failures = Vec::new();
     for (index, attack) in table.attack.iter().enumerate() {
         let mut err = std::io::stderr();
@@ -1166,7 +1498,7 @@ fn every_attack_works_where_its_boundary_is_absent() {
                 sees: c.sees,
             });
         let started = Instant::now();
-        let v = run_control(attack, control.env, &services, index);
+        let v = run_control(attack, control.env, &services, world.as_ref(), index);
         if v.saw(control.sees) {
             let _ = writeln!(
                 err,
@@ -1225,11 +1557,13 @@ fn bounded_read(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle
 
 /// Runs one attack in the weak sandbox `env` and makes the suite's checks of it: those of the
 /// table on its output, and the host's (the decoy daemon and the witness in the report, the
-/// run's leftovers while its namespace lives, the runner's services).
+/// run's leftovers while its namespace lives, the runner's services, the gateway's test
+/// internet for a gateway attack).
 fn run_control(
     attack: &Attack,
     env: WeakSandbox,
     services: &HostServices,
+    world: Option<&GatewayWorld>,
     index: usize,
 ) -> Verdict {
     use std::os::unix::fs::chown;
@@ -1245,14 +1579,19 @@ fn run_control(
     std::fs::copy(script, path("weak_sandbox.sh")).unwrap();
     std::fs::write(path("program"), program(attack)).unwrap();
     std::fs::write(path("secret"), &secret).unwrap();
+    let internet = match attack.gateway {
+        Some(_) => format!(r#", "internet": {}"#, internet()),
+        None => String::new(),
+    };
     std::fs::write(
         path("stdin"),
         format!(
-            r#"{{"marker": "{marker}", "daemon_pid": @DAEMON@, "tcp_port": {}, "udp_port": {}}}"#,
+            r#"{{"marker": "{marker}", "daemon_pid": @DAEMON@, "tcp_port": {}, "udp_port": {}{internet}}}"#,
             services.tcp_port, services.udp_port
         ),
     )
     .unwrap();
+    let logs = world.map(internet_logs);
     std::fs::create_dir(path("root")).unwrap();
     for p in [
         dir.path().to_owned(),
@@ -1346,6 +1685,9 @@ fn run_control(
         "artifacts": [], "skipped_artifacts": [],
     });
     check_result(attack, &result, &mut v);
+    if let (Some(world), Some(logs), Some(kind)) = (world, logs, attack.gateway) {
+        check_world(world, logs, kind, &mut v);
+    }
     if stdout.contains(&secret) || stderr.contains(&secret) {
         v.push(Check::Secret, "the decoy daemon's secret is in the output");
     }

@@ -16,6 +16,7 @@
 
 mod common;
 
+use common::internet::{Host, Internet, sh, sh_quiet};
 use common::{stdout_of, warden_cmd};
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -23,137 +24,66 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// One world at a time: they use the same names and addresses.
-static WORLD: Mutex<()> = Mutex::new(());
-
-fn sh(cmd: &str) {
-    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn sh_quiet(cmd: &str) {
-    let _ = Command::new("sh")
-        .args(["-c", cmd])
-        .stderr(Stdio::null())
-        .status();
-}
-
-struct World {
-    dir: tempfile::TempDir,
-    servers: Vec<Child>,
-    _lock: std::sync::MutexGuard<'static, ()>,
-}
-
 // The "internet" is a /28, not TEST-NET-3's whole /24: the host's own route to it must not
 // capture real services that live elsewhere in that /24 (this machine's package mirrors answer
 // at 203.0.113.80; a /24 route here cut the test run off from them).
-const HOSTS: &[(&str, &str, &[&str])] = &[
-    (
-        "inet",
-        "203.0.113.1/28",
-        &["203.0.113.10/28", "203.0.113.11/28"],
+static HOSTS: &[Host] = &[
+    Host {
+        name: "inet",
+        link: &["203.0.113.1/28", "2001:db8:113::1/64"],
+        addrs: &[
+            "203.0.113.10/28",
+            "203.0.113.11/28",
+            "2001:db8:113::10/64",
+            "2001:db8:113::11/64",
+        ],
+        dns: &[
+            "allowed.test=203.0.113.10",
+            "a.cdn.test=203.0.113.11",
+            "evil.test=203.0.113.11",
+            "anything.test=203.0.113.10,2001:db8:113::10",
+            "rebind.test=169.254.169.254,127.0.0.1,10.250.0.10,203.0.113.10",
+            "v6.test=2001:db8:113::10",
+            "evil6.test=2001:db8:113::11",
+            // Everything an IPv6 answer must not open: loopback, link-local, the
+            // sandboxes' own pool, the IPv4-mapped metadata address, the host's ULA
+            // network, the LAN's ULA, NAT64 of the metadata address; then the one
+            // public address.
+            "rebind6.test=::1,fe80::1,fd57:6172:6465:6e::2,::ffff:169.254.169.254,fd00::1,fdaa:250::10,64:ff9b::a9fe:a9fe,2001:db8:113::10",
+        ],
+        tls: false,
+        files: None,
+        icmp_log: true,
+    },
+    // The LAN has a unique-local IPv6 network too.
+    Host::plain(
+        "lan",
+        &["10.250.0.1/24", "fdaa:250::1/64"],
+        &["10.250.0.10/24", "fdaa:250::10/64"],
     ),
-    ("lan", "10.250.0.1/24", &["10.250.0.10/24"]),
-    ("meta", "169.254.169.1/24", &["169.254.169.254/24"]),
+    Host::plain("meta", &["169.254.169.1/24"], &["169.254.169.254/24"]),
 ];
+
+/// The world of this file's tests (`common::internet`, prefix `wt`), with its settings.
+struct World {
+    net: Internet,
+}
 
 impl World {
     fn new() -> World {
-        let lock = WORLD.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = tempfile::tempdir().unwrap();
-        let mut world = World {
-            dir,
-            servers: vec![],
-            _lock: lock,
+        let world = World {
+            net: Internet::up("wt", HOSTS),
         };
-        world.remove();
-        let fixture =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/world_server.py");
-        for (name, host_addr, addrs) in HOSTS {
-            let ns = format!("wt-{name}");
-            let host_if = format!("wt-{name}-h");
-            sh(&format!(
-                "ip netns add {ns} && ip link add {host_if} type veth peer name eth0 netns {ns} && \
-                 ip addr add {host_addr} dev {host_if} && ip link set {host_if} up && \
-                 ip -n {ns} link set lo up && ip -n {ns} link set eth0 up"
-            ));
-            for a in *addrs {
-                sh(&format!("ip -n {ns} addr add {a} dev eth0"));
-            }
-            let gw = host_addr.split('/').next().unwrap();
-            sh(&format!("ip -n {ns} route add default via {gw}"));
-            let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &ns, "/usr/bin/python3"])
-                .arg(&fixture)
-                .arg("--log")
-                .arg(world.log_path(name));
-            for a in *addrs {
-                cmd.args(["--addr", a.split('/').next().unwrap()]);
-            }
-            if *name == "inet" {
-                sh("ip addr add 2001:db8:113::1/64 dev wt-inet-h nodad && \
-                    ip -n wt-inet addr add 2001:db8:113::10/64 dev eth0 nodad && \
-                    ip -n wt-inet addr add 2001:db8:113::11/64 dev eth0 nodad");
-                cmd.args(["--addr", "2001:db8:113::10", "--addr", "2001:db8:113::11"]);
-                cmd.arg("--icmp-log");
-                for entry in [
-                    "allowed.test=203.0.113.10",
-                    "a.cdn.test=203.0.113.11",
-                    "evil.test=203.0.113.11",
-                    "anything.test=203.0.113.10,2001:db8:113::10",
-                    "rebind.test=169.254.169.254,127.0.0.1,10.250.0.10,203.0.113.10",
-                    "v6.test=2001:db8:113::10",
-                    "evil6.test=2001:db8:113::11",
-                    // Everything an IPv6 answer must not open: loopback, link-local, the
-                    // sandboxes' own pool, the IPv4-mapped metadata address, the host's ULA
-                    // network, the LAN's ULA, NAT64 of the metadata address; then the one
-                    // public address.
-                    "rebind6.test=::1,fe80::1,fd57:6172:6465:6e::2,::ffff:169.254.169.254,fd00::1,fdaa:250::10,64:ff9b::a9fe:a9fe,2001:db8:113::10",
-                ] {
-                    cmd.args(["--dns", entry]);
-                }
-            }
-            if *name == "lan" {
-                // The LAN has a unique-local IPv6 network too.
-                sh("ip addr add fdaa:250::1/64 dev wt-lan-h nodad && \
-                    ip -n wt-lan addr add fdaa:250::10/64 dev eth0 nodad");
-                cmd.args(["--addr", "fdaa:250::10"]);
-            }
-            let err = std::fs::File::create(world.dir.path().join(format!("{name}.err"))).unwrap();
-            world
-                .servers
-                .push(cmd.stdout(Stdio::null()).stderr(err).spawn().unwrap());
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for (name, _, _) in HOSTS {
-            while !world.log(name).contains("ready") {
-                assert!(
-                    Instant::now() < deadline,
-                    "world server {name} did not start: {}",
-                    std::fs::read_to_string(world.dir.path().join(format!("{name}.err")))
-                        .unwrap_or_default()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
         world.write_settings();
         world
     }
 
-    fn log_path(&self, host: &str) -> PathBuf {
-        self.dir.path().join(format!("{host}.log"))
-    }
-
     fn log(&self, host: &str) -> String {
-        std::fs::read_to_string(self.log_path(host)).unwrap_or_default()
+        self.net.log(host)
     }
 
     fn settings(&self) -> PathBuf {
-        self.dir.path().join("settings.toml")
+        self.net.path("settings.toml")
     }
 
     fn write_settings(&self) {
@@ -217,7 +147,7 @@ impl World {
         // Docker profiles run outside an outer pid namespace: the containers' labels carry
         // the CLI's pid, which must be its pid on the host.
         let out = if profile.starts_with("d_") {
-            warden_direct(&args, &code)
+            common::warden_direct(&args, &code, record_warden_pid)
         } else {
             warden_cmd(&args, &code)
         };
@@ -230,43 +160,6 @@ impl World {
         });
         (v, out.status.code().unwrap_or(-1))
     }
-
-    fn remove(&mut self) {
-        for (name, _, _) in HOSTS {
-            sh_quiet(&format!("ip netns del wt-{name}"));
-            sh_quiet(&format!("ip link del wt-{name}-h"));
-        }
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        for s in &mut self.servers {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
-        self.remove();
-    }
-}
-
-/// Runs `warden <args>` directly (not in an outer pid namespace) with `stdin` as input.
-fn warden_direct(args: &[&str], stdin: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut child = Command::new(common::warden())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    record_warden_pid(child.id());
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 /// The pids (as the containers' `dev.warden.pid` label has them) of the Warden processes this

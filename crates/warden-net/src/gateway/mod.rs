@@ -95,6 +95,8 @@ struct Shared {
     report: Mutex<std::fs::File>,
     live: Mutex<HashMap<u64, Arc<Live>>>,
     next: AtomicU64,
+    /// The names it resolved (`resolve::Cache`: dialable addresses only, for their TTL).
+    names: resolve::Cache,
 }
 
 impl Shared {
@@ -123,6 +125,7 @@ pub fn run(
         report: Mutex::new(std::fs::File::from(report)),
         live: Mutex::new(HashMap::new()),
         next: AtomicU64::new(0),
+        names: resolve::Cache::new(resolve::CACHE_NAMES),
     });
     let on_stop = shared.clone();
     std::thread::spawn(move || {
@@ -323,10 +326,11 @@ async fn handle(mut conn: TcpStream, shared: Arc<Shared>) {
     if let Err(why) = decided {
         return refuse(conn, &shared, host, port, why, speaks).await;
     }
-    let addrs = match resolve::public_addresses(shared.config.upstream_dns, &host).await {
-        Ok(a) => a,
-        Err(why) => return refuse(conn, &shared, host, port, why, speaks).await,
-    };
+    let addrs =
+        match resolve::public_addresses(shared.config.upstream_dns, &host, &shared.names).await {
+            Ok(a) => a,
+            Err(why) => return refuse(conn, &shared, host, port, why, speaks).await,
+        };
     let mut upstream = None;
     let mut failure = String::new();
     for ip in addrs {

@@ -16,21 +16,40 @@ pub fn settings() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/test-settings.toml")
 }
 
+pub mod gateway_world;
+pub mod internet;
+
 #[path = "../../../../tests/support/prerequisite.rs"]
 mod prerequisite;
 pub use prerequisite::*;
 
 /// Runs `warden <args>` in an outer pid namespace with `stdin` as input.
 pub fn warden_cmd(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
         .arg(warden())
-        .args(args)
+        .args(args);
+    run_fed(cmd, stdin, |_| {})
+}
+
+/// Runs `warden <args>` directly (not in an outer pid namespace: a docker profile's containers
+/// carry the CLI's pid as the host sees it, and its keeper must see the container's first
+/// process) with `stdin` as input; `started` gets its pid while it runs.
+pub fn warden_direct(args: &[&str], stdin: &str, started: impl FnOnce(u32)) -> Output {
+    let mut cmd = Command::new(warden());
+    cmd.args(args);
+    run_fed(cmd, stdin, started)
+}
+
+/// Runs `cmd` with `stdin` as its input and waits for its output.
+fn run_fed(mut cmd: Command, stdin: &str, started: impl FnOnce(u32)) -> Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start unshare");
+        .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+    started(child.id());
     child
         .stdin
         .take()

@@ -289,34 +289,32 @@ impl Hierarchy {
     }
 
     fn stale(&self, remove: bool) -> usize {
-        // The folder whose leaves are locked, the other folders a run's leaf of the same name
-        // may be in (v1: made after the memory leaf and removed before it), and where a run is
-        // thawed (the folder, the file, the value).
-        let (owners, others, thaw): (PathBuf, Vec<PathBuf>, Option<(PathBuf, &str, &str)>) =
-            match self {
-                Hierarchy::V1 { memory: None, .. } => return 0,
-                Hierarchy::V1 {
-                    memory: Some(memory),
-                    pids,
-                    cpu,
-                    freezer,
-                } => (
-                    memory.join(PARENT),
-                    [freezer, cpu, pids]
-                        .into_iter()
-                        .flatten()
-                        .map(|p| p.join(PARENT))
-                        .collect(),
-                    freezer
-                        .as_ref()
-                        .map(|f| (f.join(PARENT), "freezer.state", "THAWED")),
-                ),
-                Hierarchy::V2 { base, .. } => (
-                    base.join(PARENT),
-                    Vec::new(),
-                    Some((base.join(PARENT), "cgroup.freeze", "0")),
-                ),
-            };
+        // The folder whose leaves are locked, and the other folders a run's leaf of the same
+        // name may be in (v1: made after the memory leaf and removed before it).
+        let (owners, others) = match self {
+            Hierarchy::V1 { memory: None, .. } => return 0,
+            Hierarchy::V1 {
+                memory: Some(memory),
+                pids,
+                cpu,
+                freezer,
+            } => (
+                memory.join(PARENT),
+                [freezer, cpu, pids]
+                    .into_iter()
+                    .flatten()
+                    .map(|p| p.join(PARENT))
+                    .collect(),
+            ),
+            Hierarchy::V2 { base, .. } => (base.join(PARENT), Vec::new()),
+        };
+        // Where a run is thawed: the parent folder, the file and the value.
+        let thaw = match self {
+            Hierarchy::V1 { freezer, .. } => freezer
+                .as_ref()
+                .map(|f| (f.join(PARENT), "freezer.state", "THAWED")),
+            Hierarchy::V2 { base, .. } => Some((base.join(PARENT), "cgroup.freeze", "0")),
+        };
         // Exclusive on the parent: no leaf is between its creation and its lock meanwhile.
         let Ok(_scan) = lock_dir(&owners, libc::LOCK_EX) else {
             return 0;

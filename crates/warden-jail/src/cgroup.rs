@@ -7,10 +7,12 @@
 //! temporary folder.
 //!
 //! v1 keeps one folder per controller, and a run's leaves come and go in a fixed order: the
-//! memory leaf (the only one locked, see [`Hierarchy::remove_stale`]) is made first and removed
-//! last, so a run that has a leaf anywhere has its memory leaf, and one scan of the memory
-//! parent finds every run left behind. Only a run that can be paused (a context's) gets a
-//! freezer leaf: a one-shot or a sandbox's execution is never frozen.
+//! memory leaf is made first and removed last, so a run that has a leaf anywhere has its memory
+//! leaf, and one scan of the memory parent finds every run left behind (see
+//! [`Hierarchy::remove_stale`]). Every leaf is still locked by its owner: a sweep of an older
+//! Warden on the same host tries each leaf's own lock, and would remove an unlocked leaf of a
+//! run being set up. Only a run that can be paused (a context's) gets a freezer leaf: a
+//! one-shot or a sandbox's execution is never frozen.
 
 use std::fs;
 use std::io;
@@ -236,20 +238,22 @@ impl Hierarchy {
                     .as_ref()
                     .filter(|_| freezable)
                     .map(|p| p.join(PARENT).join(name));
-                // The memory leaf first, locked: from here on the run is owned (see the module's
-                // invariants).
-                let owned = create_owned(&memory)?;
-                let cg = V1Cgroup {
+                // The memory leaf first (see the module's invariants).
+                let mut cg = V1Cgroup {
+                    _owned: vec![create_owned(&memory)?],
                     memory,
                     pids,
                     cpu,
                     freezer,
-                    _owned: owned,
                 };
-                for dir in cg.others() {
-                    if let Err(e) = mkdir_leaf(dir) {
-                        let _ = cg.remove();
-                        return Err(e);
+                let others: Vec<PathBuf> = cg.others().cloned().collect();
+                for dir in others.iter().rev() {
+                    match create_owned(dir) {
+                        Ok(lock) => cg._owned.push(lock),
+                        Err(e) => {
+                            let _ = cg.remove();
+                            return Err(e);
+                        }
                     }
                 }
                 Ok(Box::new(cg))
@@ -275,7 +279,8 @@ impl Hierarchy {
     /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
     /// with the pid namespace they ran in, or by `kill -9`). A live sandbox's leaf is locked
     /// (`flock`) by its helper for as long as it lives (init dies with it), whatever pid namespace
-    /// they are in; a leaf nobody locks and that holds no process is stale. A leaf nobody
+    /// they are in (v1: the lock of the run's memory leaf speaks for all its leaves, see the
+    /// module's invariants); a leaf nobody locks and that holds no process is stale. A leaf nobody
     /// locks whose processes are frozen (a paused sandbox, or one being copied, when its daemon
     /// was killed) is thawed, so that the kill they were sent ends them, and removed at a
     /// later scan. Returns how many were removed.
@@ -552,19 +557,6 @@ fn lock_dir(path: &Path, how: libc::c_int) -> io::Result<std::os::fd::OwnedFd> {
     }
 }
 
-/// Makes a leaf whose run is already owned (v1's other controllers, after the memory leaf):
-/// one `mkdir`, and its parent only when that is missing.
-fn mkdir_leaf(leaf: &Path) -> Result<(), CgroupError> {
-    match fs::create_dir(leaf) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => mkdir(leaf),
-        Err(source) => Err(CgroupError::Create {
-            path: leaf.to_owned(),
-            source,
-        }),
-    }
-}
-
 /// Creates a sandbox's leaf and locks it, under a shared lock of the parent so that
 /// [`Hierarchy::remove_stale`] never sees the leaf before its lock. The returned lock lives
 /// as long as the sandbox's helper (its init dies with it).
@@ -679,8 +671,9 @@ struct V1Cgroup {
     cpu: PathBuf,
     /// Only for a run that can be paused (see [`Hierarchy::create`]).
     freezer: Option<PathBuf>,
-    /// The ownership lock of the run, on its memory leaf (see [`Hierarchy::remove_stale`]).
-    _owned: std::os::fd::OwnedFd,
+    /// The ownership locks of the leaves, the memory leaf's first (see
+    /// [`Hierarchy::remove_stale`]).
+    _owned: Vec<std::os::fd::OwnedFd>,
 }
 
 impl V1Cgroup {
@@ -941,6 +934,29 @@ mod tests {
         for controller in ["memory", "pids", "cpu"] {
             assert!(!tmp.path().join(controller).join("warden/run-1-a").exists());
         }
+    }
+
+    #[test]
+    fn every_leaf_of_a_live_run_is_locked_for_older_sweeps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+            freezer: Some(tmp.path().join("freezer")),
+        };
+        let live = h.create("run-4-a", true).unwrap();
+        // An older Warden's sweep tries each leaf's own lock, and removes an unlocked empty one.
+        for controller in ["memory", "pids", "cpu", "freezer"] {
+            let leaf = tmp.path().join(controller).join("warden/run-4-a");
+            assert!(
+                lock_dir(&leaf, libc::LOCK_EX | libc::LOCK_NB).is_err(),
+                "{controller}"
+            );
+        }
+        drop(live);
+        let leaf = tmp.path().join("pids/warden/run-4-a");
+        assert!(lock_dir(&leaf, libc::LOCK_EX | libc::LOCK_NB).is_ok());
     }
 
     #[test]

@@ -43,27 +43,36 @@ def descendants(root):
 
 def stale_cgroups(pid):
     """Sandbox cgroups (of the daemon's hierarchy) that no live helper owns: a live sandbox's
-    leaf is flock'ed by its helper and init, so an unlocked, empty leaf is a leak."""
+    memory leaf is flock'ed by its helper (its leaves in the other hierarchies are made after it
+    and removed before it), so an empty leaf whose run's memory leaf is unlocked or gone is a
+    leak."""
     import fcntl
-    n = 0
+    own = {}
     for line in open(f"/proc/{pid}/cgroup"):
         _, controllers, path = line.strip().split(":", 2)
-        for c in ("memory", "pids", "cpu"):
-            if c not in controllers.split(","):
+        for c in controllers.split(","):
+            own[c] = path.rstrip("/")
+    memory = f"/sys/fs/cgroup/memory{own.get('memory', '')}/warden"
+    n = 0
+    for c in ("memory", "pids", "cpu", "freezer"):
+        if c not in own:
+            continue
+        base = f"/sys/fs/cgroup/{c}{own[c]}/warden"
+        for e in (os.listdir(base) if os.path.isdir(base) else []):
+            if not e.startswith("run-") or open(f"{base}/{e}/cgroup.procs").read().split():
                 continue
-            base = f"/sys/fs/cgroup/{c}{path.rstrip('/')}/warden"
-            for e in (os.listdir(base) if os.path.isdir(base) else []):
-                if not e.startswith("run-"):
-                    continue
-                fd = os.open(f"{base}/{e}", os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    if not open(f"{base}/{e}/cgroup.procs").read().split():
-                        n += 1
-                except BlockingIOError:
-                    pass
-                finally:
-                    os.close(fd)
+            try:
+                fd = os.open(f"{memory}/{e}", os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                n += 1
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                n += 1
+            except BlockingIOError:
+                pass
+            finally:
+                os.close(fd)
     return n
 
 def main():

@@ -124,9 +124,9 @@ def descendants(root):
     return out
 
 def cgroup_parents():
-    """The folders that hold sandbox cgroups: warden/ in the memory, pids and cpu hierarchies
-    and in every mount of the name=warden hierarchy."""
-    parents = [f"/sys/fs/cgroup/{c}/warden" for c in ("memory", "pids", "cpu")]
+    """The folders that hold sandbox cgroups: warden/ in the memory, pids, cpu and freezer
+    hierarchies and in every mount of the name=warden hierarchy."""
+    parents = [f"/sys/fs/cgroup/{c}/warden" for c in ("memory", "pids", "cpu", "freezer")]
     for line in open("/proc/self/mountinfo"):
         fields = line.split()
         sep = fields.index("-")
@@ -135,15 +135,22 @@ def cgroup_parents():
     return sorted({p for p in parents if os.path.isdir(p)})
 
 def stale_cgroups():
-    """Sandbox cgroups that no live helper owns: a live sandbox's leaf is flock'ed by its
-    helper, so an unlocked, empty run-* leaf is a leak (of this daemon or any other)."""
+    """Sandbox cgroups that no live helper owns: a live sandbox's memory leaf is flock'ed by
+    its helper (with cgroup v1 its leaves in the other hierarchies are made after that one and
+    removed before it), so an empty run-* leaf whose run's memory leaf is unlocked or gone is a
+    leak (of this daemon or any other)."""
     stale = set()
+    memory = "/sys/fs/cgroup/memory/warden"
     for parent in cgroup_parents():
         for e in os.listdir(parent):
             path = os.path.join(parent, e)
             if not e.startswith("run-") or not os.path.isdir(path):
                 continue
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            owner = os.path.join(memory, e) if parent.startswith("/sys/fs/cgroup/") else path
+            try:
+                fd = os.open(owner, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 procs = open(os.path.join(path, "cgroup.procs")).read().split()

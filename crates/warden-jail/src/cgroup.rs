@@ -5,6 +5,14 @@
 //! run is refused (fail closed); `remove` leaves no directory behind once the sandbox's
 //! processes are gone. The filesystem root is a parameter, so the layout is tested on a
 //! temporary folder.
+//!
+//! v1 keeps one folder per controller, and a run's leaves come and go in a fixed order: the
+//! memory leaf is made first and removed last, so a run that has a leaf anywhere has its memory
+//! leaf, and one scan of the memory parent finds every run left behind (see
+//! [`Hierarchy::remove_stale`]). Every leaf is still locked by its owner: a sweep of an older
+//! Warden on the same host tries each leaf's own lock, and would remove an unlocked leaf of a
+//! run being set up. Only a run that can be paused (a context's) gets a freezer leaf: a
+//! one-shot or a sandbox's execution is never frozen.
 
 use std::fs;
 use std::io;
@@ -243,8 +251,9 @@ impl Hierarchy {
     }
 
     /// Creates a sandbox's cgroup, without limits yet ([`Cgroup::set_limits`]); nothing is left
-    /// behind on error.
-    pub fn create(&self, name: &str) -> Result<Box<dyn Cgroup>, CgroupError> {
+    /// behind on error. `freezable`: the run may be paused ([`Hierarchy::freeze_runs_of`]), so
+    /// v1 also gives it a freezer leaf (v2's freezer is in every leaf).
+    pub fn create(&self, name: &str, freezable: bool) -> Result<Box<dyn Cgroup>, CgroupError> {
         match self {
             Hierarchy::V1 {
                 memory,
@@ -257,18 +266,24 @@ impl Hierarchy {
                         .map(|p| p.join(PARENT).join(name))
                         .ok_or(CgroupError::ControllerMissing { controller, limit })
                 };
+                let memory = need(memory, "memory", "memory")?;
+                let pids = need(pids, "pids", "process")?;
+                let cpu = need(cpu, "cpu", "cpu")?;
+                let freezer = freezer
+                    .as_ref()
+                    .filter(|_| freezable)
+                    .map(|p| p.join(PARENT).join(name));
+                // The memory leaf first (see the module's invariants).
                 let mut cg = V1Cgroup {
-                    memory: need(memory, "memory", "memory")?,
-                    pids: need(pids, "pids", "process")?,
-                    cpu: need(cpu, "cpu", "cpu")?,
-                    freezer: freezer.as_ref().map(|p| p.join(PARENT).join(name)),
-                    _owned: Vec::new(),
+                    _owned: vec![create_owned(&memory)?],
+                    memory,
+                    pids,
+                    cpu,
+                    freezer,
                 };
-                for dir in [cg.memory.clone(), cg.pids.clone(), cg.cpu.clone()]
-                    .into_iter()
-                    .chain(cg.freezer.clone())
-                {
-                    match create_owned(&dir) {
+                let others: Vec<PathBuf> = cg.others().cloned().collect();
+                for dir in others.iter().rev() {
+                    match create_owned(dir) {
                         Ok(lock) => cg._owned.push(lock),
                         Err(e) => {
                             let _ = cg.remove();
@@ -299,7 +314,8 @@ impl Hierarchy {
     /// Removes sandbox cgroups left behind by helpers that died before their clean-up (killed
     /// with the pid namespace they ran in, or by `kill -9`). A live sandbox's leaf is locked
     /// (`flock`) by its helper for as long as it lives (init dies with it), whatever pid namespace
-    /// they are in; a leaf nobody locks and that holds no process is stale. A leaf nobody
+    /// they are in (v1: the lock of the run's memory leaf speaks for all its leaves, see the
+    /// module's invariants); a leaf nobody locks and that holds no process is stale. A leaf nobody
     /// locks whose processes are frozen (a paused sandbox, or one being copied, when its daemon
     /// was killed) is thawed, so that the kill they were sent ends them, and removed at a
     /// later scan. Returns how many were removed.
@@ -313,35 +329,69 @@ impl Hierarchy {
     }
 
     fn stale(&self, remove: bool) -> usize {
+        // The folder whose leaves are locked, and the other folders a run's leaf of the same
+        // name may be in (v1: made after the memory leaf and removed before it).
+        let (owners, others) = match self {
+            Hierarchy::V1 { memory: None, .. } => return 0,
+            Hierarchy::V1 {
+                memory: Some(memory),
+                pids,
+                cpu,
+                freezer,
+            } => (
+                memory.join(PARENT),
+                [freezer, cpu, pids]
+                    .into_iter()
+                    .flatten()
+                    .map(|p| p.join(PARENT))
+                    .collect(),
+            ),
+            Hierarchy::V2 { base, .. } => (base.join(PARENT), Vec::new()),
+        };
+        // Where a run is thawed: the parent folder, the file and the value.
+        let thaw = match self {
+            Hierarchy::V1 { freezer, .. } => freezer
+                .as_ref()
+                .map(|f| (f.join(PARENT), "freezer.state", "THAWED")),
+            Hierarchy::V2 { base, .. } => Some((base.join(PARENT), "cgroup.freeze", "0")),
+        };
+        // Exclusive on the parent: no leaf is between its creation and its lock meanwhile.
+        let Ok(_scan) = lock_dir(&owners, libc::LOCK_EX) else {
+            return 0;
+        };
+        let Ok(entries) = fs::read_dir(&owners) else {
+            return 0;
+        };
         let mut found = 0;
-        for parent in self.parents() {
-            // Exclusive on the parent: no leaf is between its creation and its lock meanwhile.
-            let Ok(_scan) = lock_dir(&parent, libc::LOCK_EX) else {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !name.to_string_lossy().starts_with("run-") {
                 continue;
-            };
-            let Ok(entries) = fs::read_dir(&parent) else {
+            }
+            let path = entry.path();
+            // Held by its owner: alive.
+            if lock_dir(&path, libc::LOCK_EX | libc::LOCK_NB).is_err() {
                 continue;
-            };
-            for entry in entries.flatten() {
-                if !entry.file_name().to_string_lossy().starts_with("run-") {
-                    continue;
+            }
+            // Every process of a run is in each of its leaves.
+            if !procs(&path).is_empty() {
+                // Ownerless: thawed, so that the processes can die (see above).
+                if let (true, Some((folder, file, value))) = (remove, &thaw) {
+                    let _ = write_existing(&folder.join(&name).join(file), value);
                 }
-                let path = entry.path();
-                // Held by its owner: alive.
-                if lock_dir(&path, libc::LOCK_EX | libc::LOCK_NB).is_err() {
-                    continue;
-                }
-                if !procs(&path).is_empty() {
-                    if remove {
-                        // Ownerless: thawed, so that the processes can die (see above).
-                        let _ = write(&path.join("freezer.state"), "THAWED");
-                        let _ = write(&path.join("cgroup.freeze"), "0");
-                    }
-                    continue;
-                }
-                if !remove || fs::remove_dir(&path).is_ok() {
+                continue;
+            }
+            if !remove {
+                found += 1 + others.iter().filter(|o| o.join(&name).exists()).count();
+                continue;
+            }
+            for leaf in others.iter().map(|o| o.join(&name)) {
+                if fs::remove_dir(&leaf).is_ok() {
                     found += 1;
                 }
+            }
+            if fs::remove_dir(&path).is_ok() {
+                found += 1;
             }
         }
         found
@@ -565,6 +615,20 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
     })
 }
 
+/// [`write`] to a file that must exist (never created): a missing one is `NotFound`.
+fn write_existing(path: &Path, value: &str) -> Result<(), CgroupError> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|source| CgroupError::Write {
+            path: path.to_owned(),
+            value: value.to_owned(),
+            source,
+        })
+}
+
 fn mkdir(path: &Path) -> Result<(), CgroupError> {
     match fs::create_dir_all(path) {
         Ok(()) => Ok(()),
@@ -640,25 +704,33 @@ struct V1Cgroup {
     memory: PathBuf,
     pids: PathBuf,
     cpu: PathBuf,
+    /// Only for a run that can be paused (see [`Hierarchy::create`]).
     freezer: Option<PathBuf>,
-    /// The ownership locks of the leaves (see [`Hierarchy::remove_stale`]).
+    /// The ownership locks of the leaves, the memory leaf's first (see
+    /// [`Hierarchy::remove_stale`]).
     _owned: Vec<std::os::fd::OwnedFd>,
+}
+
+impl V1Cgroup {
+    /// The leaves besides the memory leaf, in the order they are removed (before it).
+    fn others(&self) -> impl Iterator<Item = &PathBuf> {
+        self.freezer.iter().chain([&self.cpu, &self.pids])
+    }
 }
 
 impl Cgroup for V1Cgroup {
     fn set_limits(&self, plan: &CgroupPlan) -> Result<(), CgroupError> {
         let bytes = plan.memory_bytes.to_string();
         write(&self.memory.join("memory.limit_in_bytes"), &bytes)?;
-        // With swap accounting, swap must be capped too, or the limit only moves pages to swap.
-        let memsw = self.memory.join("memory.memsw.limit_in_bytes");
-        if memsw.exists() {
-            write(&memsw, &bytes)?;
+        // With swap accounting, swap must be capped too, or the limit only moves pages to swap;
+        // without it the file is absent (one open tells both).
+        match write_existing(&self.memory.join("memory.memsw.limit_in_bytes"), &bytes) {
+            Err(CgroupError::Write { source, .. }) if source.kind() == io::ErrorKind::NotFound => {}
+            other => other?,
         }
         write(&self.pids.join("pids.max"), &plan.max_pids.to_string())?;
-        write(
-            &self.cpu.join("cpu.cfs_period_us"),
-            &CFS_PERIOD_US.to_string(),
-        )?;
+        // The period is the kernel's default in a new cgroup (100 ms, `CFS_PERIOD_US`): only the
+        // quota is written (each write walks every CPU cgroup of the host to check it).
         write(
             &self.cpu.join("cpu.cfs_quota_us"),
             &cfs_quota_us(plan.cpus).to_string(),
@@ -674,11 +746,12 @@ impl Cgroup for V1Cgroup {
     }
 
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError> {
+        let pid = pid.to_string();
         for dir in [&self.memory, &self.pids, &self.cpu]
             .into_iter()
             .chain(self.freezer.as_ref())
         {
-            write(&dir.join("cgroup.procs"), &pid.to_string())?;
+            write(&dir.join("cgroup.procs"), &pid)?;
         }
         Ok(())
     }
@@ -697,10 +770,8 @@ impl Cgroup for V1Cgroup {
 
     fn remove(&self) -> Result<(), CgroupError> {
         let mut first_error = None;
-        for dir in [&self.memory, &self.pids, &self.cpu]
-            .into_iter()
-            .chain(self.freezer.as_ref())
-        {
+        // The memory leaf last (see the module's invariants).
+        for dir in self.others().chain([&self.memory]) {
             if let Err(e) = rmdir_retrying(dir) {
                 first_error.get_or_insert(e);
             }
@@ -806,8 +877,8 @@ mod tests {
         };
         // A live sandbox holds its leaves' locks; a dead helper's leaves are unlocked. Pids
         // play no part: a helper in another pid namespace has a number that means nothing here.
-        let live = h.create("run-1-live").unwrap();
-        drop(h.create("run-1-dead").unwrap());
+        let live = h.create("run-1-live", false).unwrap();
+        drop(h.create("run-1-dead", false).unwrap());
         assert!(h.has_stale());
         assert_eq!(h.remove_stale(), 3);
         assert!(tmp.path().join("memory/warden/run-1-live").exists());
@@ -839,7 +910,7 @@ mod tests {
             base: "/nonexistent".into(),
             controllers: vec!["hugetlb".into()],
         };
-        let err = h.create("x").unwrap_err();
+        let err = h.create("x", false).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -866,12 +937,19 @@ mod tests {
             max_pids: 32,
             cpus: 0.5,
         };
-        let cg = h.create("sb1").unwrap();
+        let cg = h.create("sb1", true).unwrap();
         cg.set_limits(&plan).unwrap();
         let read = |p: &str| fs::read_to_string(tmp.path().join(p)).unwrap();
         assert_eq!(read("memory/warden/sb1/memory.limit_in_bytes"), "67108864");
         assert_eq!(read("pids/warden/sb1/pids.max"), "32");
         assert_eq!(read("cpu/warden/sb1/cpu.cfs_quota_us"), "50000");
+        // Without swap accounting (no such file) nothing is made up.
+        assert!(
+            !tmp.path()
+                .join("memory/warden/sb1/memory.memsw.limit_in_bytes")
+                .exists()
+        );
+        assert!(tmp.path().join("freezer/warden/sb1").is_dir());
         assert!(!cg.oom_killed());
         fs::write(
             tmp.path().join("memory/warden/sb1/memory.oom_control"),
@@ -901,7 +979,10 @@ mod tests {
         };
         fs::create_dir_all(&v2_base).unwrap();
         let read = |p: &str| fs::read_to_string(tmp.path().join(p)).unwrap();
-        let (a, b) = (v1.create("sb1").unwrap(), v2.create("sb1").unwrap());
+        let (a, b) = (
+            v1.create("sb1", false).unwrap(),
+            v2.create("sb1", false).unwrap(),
+        );
         for (weight, shares, cpu_weight) in [
             (CpuWeight::Background, "64", "6"),
             (CpuWeight::Normal, "1024", "100"),
@@ -914,6 +995,79 @@ mod tests {
     }
 
     #[test]
+    fn only_a_run_that_can_be_paused_gets_a_freezer_leaf() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+            freezer: Some(tmp.path().join("freezer")),
+        };
+        let one_shot = h.create("run-1-a", false).unwrap();
+        for controller in ["memory", "pids", "cpu"] {
+            assert!(tmp.path().join(controller).join("warden/run-1-a").is_dir());
+        }
+        assert!(!tmp.path().join("freezer/warden/run-1-a").exists());
+        // Nothing of it to freeze: a pause of its helper changes no run.
+        assert_eq!(h.freeze_runs_of(1, true).unwrap(), 0);
+        one_shot.remove().unwrap();
+        for controller in ["memory", "pids", "cpu"] {
+            assert!(!tmp.path().join(controller).join("warden/run-1-a").exists());
+        }
+    }
+
+    #[test]
+    fn every_leaf_of_a_live_run_is_locked_for_older_sweeps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+            freezer: Some(tmp.path().join("freezer")),
+        };
+        let live = h.create("run-4-a", true).unwrap();
+        // An older Warden's sweep tries each leaf's own lock, and removes an unlocked empty one.
+        for controller in ["memory", "pids", "cpu", "freezer"] {
+            let leaf = tmp.path().join(controller).join("warden/run-4-a");
+            assert!(
+                lock_dir(&leaf, libc::LOCK_EX | libc::LOCK_NB).is_err(),
+                "{controller}"
+            );
+        }
+        drop(live);
+        let leaf = tmp.path().join("pids/warden/run-4-a");
+        assert!(lock_dir(&leaf, libc::LOCK_EX | libc::LOCK_NB).is_ok());
+    }
+
+    #[test]
+    fn a_run_left_half_made_or_half_removed_is_found_by_its_memory_leaf() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = Hierarchy::V1 {
+            memory: Some(tmp.path().join("memory")),
+            pids: Some(tmp.path().join("pids")),
+            cpu: Some(tmp.path().join("cpu")),
+            freezer: Some(tmp.path().join("freezer")),
+        };
+        // A helper that died after making its memory and pids leaves (the others never came).
+        drop(h.create("run-2-a", true).unwrap());
+        fs::remove_dir_all(tmp.path().join("cpu/warden/run-2-a")).unwrap();
+        fs::remove_dir_all(tmp.path().join("freezer/warden/run-2-a")).unwrap();
+        // One that died while removing its leaves: the memory leaf goes last, so it is there.
+        let removing = h.create("run-3-a", true).unwrap();
+        for controller in ["freezer", "cpu"] {
+            fs::remove_dir_all(tmp.path().join(controller).join("warden/run-3-a")).unwrap();
+        }
+        drop(removing);
+        assert!(h.has_stale());
+        assert_eq!(h.remove_stale(), 4);
+        for controller in ["memory", "pids", "cpu", "freezer"] {
+            let parent = tmp.path().join(controller).join("warden");
+            assert_eq!(fs::read_dir(&parent).unwrap().count(), 0, "{controller}");
+        }
+        assert!(!h.has_stale());
+    }
+
+    #[test]
     fn freezing_writes_the_state_of_each_run_of_the_helper_and_waits_for_it() {
         let tmp = tempfile::tempdir().unwrap();
         let h = Hierarchy::V1 {
@@ -922,8 +1076,8 @@ mod tests {
             cpu: Some(tmp.path().join("cpu")),
             freezer: Some(tmp.path().join("freezer")),
         };
-        let _mine = h.create("run-7-a").unwrap();
-        let _other = h.create("run-8-a").unwrap();
+        let _mine = h.create("run-7-a", true).unwrap();
+        let _other = h.create("run-8-a", true).unwrap();
         // A plain folder: the state reads back as written (the kernel's passes through
         // FREEZING first).
         assert_eq!(h.freeze_runs_of(7, true).unwrap(), 1);

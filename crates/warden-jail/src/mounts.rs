@@ -298,15 +298,24 @@ fn prepare(
             sys.write_file(&path, contents.as_bytes(), *mode)
                 .map_err(at("write file", dest))
         }
-        MountOp::BinaryFile {
-            dest,
-            contents,
-            mode,
-        } => {
-            let path = under(root, dest);
-            dirs.parent_of(sys, &path)?;
-            sys.write_file(&path, contents, *mode)
-                .map_err(at("write file", dest))
+        MountOp::ImportGuard { dir } => {
+            use warden_engine::import_guard::{FILE_NAME, SOURCE, bytecode};
+            let folder = under(root, dir);
+            dirs.dir(sys, &folder, 0o755)?;
+            let source = folder.join(FILE_NAME);
+            sys.write_file(&source, SOURCE.as_bytes(), 0o444)
+                .map_err(at("write file", &source))?;
+            // Compiled for the interpreter this binary was built beside: an interpreter of
+            // another version does not look for it (another cache tag) or refuses it (another
+            // magic number), and compiles the source as without it.
+            if let Some((file, pyc)) = bytecode() {
+                let cache = folder.join("__pycache__");
+                dirs.dir(sys, &cache, 0o755)?;
+                let compiled = cache.join(file);
+                sys.write_file(&compiled, pyc, 0o444)
+                    .map_err(at("write file", &compiled))?;
+            }
+            Ok(())
         }
         MountOp::ResolvConf { dest } => {
             // Planned for a networked sandbox only, whose helper always attaches its link:
@@ -431,7 +440,7 @@ fn mount_on_top(
         | MountOp::Symlink { .. }
         | MountOp::Dir { .. }
         | MountOp::File { .. }
-        | MountOp::BinaryFile { .. }
+        | MountOp::ImportGuard { .. }
         | MountOp::ResolvConf { .. }
         | MountOp::GatewayCa { .. } => Ok(()),
     }
@@ -727,6 +736,28 @@ mod tests {
         };
         // A pooled sandbox's root is built before its code is known.
         assert_eq!(root_mounts(""), root_mounts("print(1)\n"));
+        // The guard's files come from this binary, not from the plan.
+        let mut guarded = plan();
+        guarded.add_import_guard(&guard, None);
+        let encoded = serde_json::to_vec(&guarded).unwrap();
+        assert!(encoded.len() < 4096, "{} bytes", encoded.len());
+        let mut sys = RecordingMountSys::default();
+        build_root(&mut sys, Path::new("/st"), &guarded, None).unwrap();
+        let source = warden_engine::import_guard::SOURCE.len();
+        assert!(
+            sys.calls.contains(&format!(
+                "write /st/root/warden/import-guard/sitecustomize.py 444 ({source} bytes)"
+            )),
+            "{:#?}",
+            sys.calls
+        );
+        if let Some((file, pyc)) = warden_engine::import_guard::bytecode() {
+            let written = format!(
+                "write /st/root/warden/import-guard/__pycache__/{file} 444 ({} bytes)",
+                pyc.len()
+            );
+            assert!(sys.calls.contains(&written), "{:#?}", sys.calls);
+        }
         // A context's driver, and a program larger than a gated root's room, are not gated.
         let mut session = plan();
         session.add_import_guard(&guard, Some("/code/warden_driver.py"));

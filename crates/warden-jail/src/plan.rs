@@ -70,13 +70,14 @@ pub enum MountOp {
         contents: String,
         mode: u32,
     },
-    /// A small binary file written into the root before it becomes read-only (the import
-    /// guard's bytecode).
-    BinaryFile {
-        dest: PathBuf,
-        #[serde(with = "warden_types::bytes_b64")]
-        contents: Vec<u8>,
-        mode: u32,
+    /// The import guard's files in folder `dir` (mode 0444), written into the root before it
+    /// becomes read-only: its source (`sitecustomize.py`) and, when this binary carries it,
+    /// its bytecode in `__pycache__`. Their contents are this binary's own
+    /// (`warden_engine::import_guard`), so they do not travel in every plan (≈ 50 KB of the
+    /// plan's JSON, encoded and decoded twice per sandbox otherwise); the helper and init are
+    /// this binary.
+    ImportGuard {
+        dir: PathBuf,
     },
     /// A fresh procfs for the sandbox's pid namespace.
     Proc {
@@ -195,24 +196,9 @@ impl JailPlan {
         guard: &warden_engine::import_guard::ImportGuard,
         driver: Option<&str>,
     ) {
-        use warden_engine::import_guard::{FILE_NAME, SOURCE, bytecode};
-        self.mounts.push(MountOp::File {
-            dest: PathBuf::from(IMPORT_GUARD_DIR).join(FILE_NAME),
-            contents: SOURCE.to_owned(),
-            mode: 0o444,
+        self.mounts.push(MountOp::ImportGuard {
+            dir: IMPORT_GUARD_DIR.into(),
         });
-        // Compiled for the interpreter this binary was built beside: an interpreter of
-        // another version does not look for it (another cache tag) or refuses it (another
-        // magic number), and compiles the source as without it.
-        if let Some((file, pyc)) = bytecode() {
-            self.mounts.push(MountOp::BinaryFile {
-                dest: PathBuf::from(IMPORT_GUARD_DIR)
-                    .join("__pycache__")
-                    .join(file),
-                contents: pyc.to_vec(),
-                mode: 0o444,
-            });
-        }
         self.env.extend(guard.env(IMPORT_GUARD_DIR, driver));
         self.import_report = true;
         // A one-shot program (not a context's driver) waits at the gate, cold or pooled alike.

@@ -378,7 +378,7 @@ pub(crate) fn launch(
             source: e,
         })?,
     };
-    let cgroup = CgroupGuard(hierarchy.create(&cgroup_name)?, hierarchy);
+    let cgroup = CgroupGuard(hierarchy.create(&cgroup_name, plan.session)?, hierarchy);
     if plan.fast_cgroup_attach {
         crate::cgroup::ensure_fast_attach();
     }

@@ -1611,7 +1611,7 @@ fn run_control(
     use warden_jail::cgroup::{CgroupPlan, Hierarchy};
     let cgroup = Hierarchy::detect()
         .unwrap()
-        .create(&format!("control-{}-{index}", std::process::id()))
+        .create(&format!("control-{}-{index}", std::process::id()), false)
         .unwrap();
     cgroup
         .set_limits(&CgroupPlan {

@@ -841,6 +841,16 @@ impl Cgroup for V2Cgroup {
 mod tests {
     use super::*;
 
+    /// A v1 hierarchy of plain folders under `root`: memory, pids, cpu, and freezer if asked.
+    fn v1_under(root: &Path, with_freezer: bool) -> Hierarchy {
+        Hierarchy::V1 {
+            memory: Some(root.join("memory")),
+            pids: Some(root.join("pids")),
+            cpu: Some(root.join("cpu")),
+            freezer: with_freezer.then(|| root.join("freezer")),
+        }
+    }
+
     const MOUNTINFO_V1: &str = "\
 30 25 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
@@ -869,12 +879,7 @@ mod tests {
     #[test]
     fn stale_leaves_of_dead_helpers_are_removed() {
         let tmp = tempfile::tempdir().unwrap();
-        let h = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: None,
-        };
+        let h = v1_under(tmp.path(), false);
         // A live sandbox holds its leaves' locks; a dead helper's leaves are unlocked. Pids
         // play no part: a helper in another pid namespace has a number that means nothing here.
         let live = h.create("run-1-live", false).unwrap();
@@ -926,12 +931,7 @@ mod tests {
     #[test]
     fn v1_writes_every_limit_and_removes_its_folders() {
         let tmp = tempfile::tempdir().unwrap();
-        let h = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: Some(tmp.path().join("freezer")),
-        };
+        let h = v1_under(tmp.path(), true);
         let plan = CgroupPlan {
             memory_bytes: 64 << 20,
             max_pids: 32,
@@ -966,12 +966,7 @@ mod tests {
     #[test]
     fn the_cpu_weight_is_the_default_or_a_sixteenth_of_it() {
         let tmp = tempfile::tempdir().unwrap();
-        let v1 = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: None,
-        };
+        let v1 = v1_under(tmp.path(), false);
         let v2_base = tmp.path().join("unified");
         let v2 = Hierarchy::V2 {
             base: v2_base.clone(),
@@ -997,12 +992,7 @@ mod tests {
     #[test]
     fn only_a_run_that_can_be_paused_gets_a_freezer_leaf() {
         let tmp = tempfile::tempdir().unwrap();
-        let h = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: Some(tmp.path().join("freezer")),
-        };
+        let h = v1_under(tmp.path(), true);
         let one_shot = h.create("run-1-a", false).unwrap();
         for controller in ["memory", "pids", "cpu"] {
             assert!(tmp.path().join(controller).join("warden/run-1-a").is_dir());
@@ -1019,12 +1009,7 @@ mod tests {
     #[test]
     fn every_leaf_of_a_live_run_is_locked_for_older_sweeps() {
         let tmp = tempfile::tempdir().unwrap();
-        let h = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: Some(tmp.path().join("freezer")),
-        };
+        let h = v1_under(tmp.path(), true);
         let live = h.create("run-4-a", true).unwrap();
         // An older Warden's sweep tries each leaf's own lock, and removes an unlocked empty one.
         for controller in ["memory", "pids", "cpu", "freezer"] {
@@ -1042,12 +1027,7 @@ mod tests {
     #[test]
     fn a_run_left_half_made_or_half_removed_is_found_by_its_memory_leaf() {
         let tmp = tempfile::tempdir().unwrap();
-        let h = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: Some(tmp.path().join("freezer")),
-        };
+        let h = v1_under(tmp.path(), true);
         // A helper that died after making its memory and pids leaves (the others never came).
         drop(h.create("run-2-a", true).unwrap());
         fs::remove_dir_all(tmp.path().join("cpu/warden/run-2-a")).unwrap();
@@ -1070,12 +1050,7 @@ mod tests {
     #[test]
     fn freezing_writes_the_state_of_each_run_of_the_helper_and_waits_for_it() {
         let tmp = tempfile::tempdir().unwrap();
-        let h = Hierarchy::V1 {
-            memory: Some(tmp.path().join("memory")),
-            pids: Some(tmp.path().join("pids")),
-            cpu: Some(tmp.path().join("cpu")),
-            freezer: Some(tmp.path().join("freezer")),
-        };
+        let h = v1_under(tmp.path(), true);
         let _mine = h.create("run-7-a", true).unwrap();
         let _other = h.create("run-8-a", true).unwrap();
         // A plain folder: the state reads back as written (the kernel's passes through

@@ -816,17 +816,23 @@ impl BackendSandbox for JailSandbox {
     async fn save_context(&self, id: &str, timeout: Duration) -> Result<Eviction, BackendError> {
         let _turn = self.turns.read().await;
         let slot = self.context_slot(id)?;
-        let mut slot = slot.lock().await;
-        if slot.evicted {
-            return Err(BackendError::Refused(format!(
-                "context {id:?} is evicted: its state is saved already"
-            )));
-        }
+        // Thawed (and frozen again) without this context's slot locked: `set_frozen` locks
+        // every slot in turn, this one included (a save of a paused sandbox's context waited
+        // on itself for ever). No pause comes between: it needs the turn alone.
         let was_paused = self.paused.load(std::sync::atomic::Ordering::Acquire);
         if was_paused {
             self.set_frozen(false).await?;
         }
-        let saved = save_state(id, &mut slot, timeout).await;
+        let saved = {
+            let mut slot = slot.lock().await;
+            if slot.evicted {
+                Err(BackendError::Refused(format!(
+                    "context {id:?} is evicted: its state is saved already"
+                )))
+            } else {
+                save_state(id, &mut slot, timeout).await
+            }
+        };
         if was_paused && let Err(e) = self.set_frozen(true).await {
             eprintln!(
                 "warden: freezing sandbox {} again after a save: {e}",

@@ -1039,6 +1039,43 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
         !listing(&addr, &parent).contains(".state"),
         "state left in the parent"
     );
+
+    // A paused sandbox: its contexts are thawed for their save and frozen again (the save
+    // once waited on its own context's lock for ever: schemathesis found it).
+    let (status, v) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/pause"),
+        "{}",
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, snap) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/snapshot"),
+        r#"{"name": "paused"}"#,
+    );
+    assert_eq!(status, 201, "{snap}");
+    assert!(
+        reported(&snap["contexts"], "default", "saved").contains(&"x"),
+        "{snap}"
+    );
+    let (_, info) = call(&addr, ALICE, "GET", &format!("/v1/sandboxes/{parent}"), "");
+    assert_eq!(info["state"], "paused", "{info}");
+    let (status, forks) = call(
+        &addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{parent}/fork"),
+        r#"{"count": 1}"#,
+    );
+    assert_eq!(status, 201, "{forks}");
+    let (_, info) = call(&addr, ALICE, "GET", &format!("/v1/sandboxes/{parent}"), "");
+    assert_eq!(info["state"], "paused", "{info}");
+    let out = cell_in(&addr, &parent, "default", "print(x)");
+    assert_eq!(out["stdout"], "42\n", "{out}");
 }
 
 #[test]

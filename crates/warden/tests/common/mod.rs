@@ -257,8 +257,13 @@ pub fn http_request(
         body.len()
     )
     .unwrap();
+    // A daemon that never answers fails the test instead of holding the suite until CI's
+    // limit (no test waits this long for one answer).
+    s.set_read_timeout(Some(std::time::Duration::from_secs(180)))
+        .unwrap();
     let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
+    s.read_to_string(&mut raw)
+        .unwrap_or_else(|e| panic!("{method} {path}: no whole answer: {e}"));
     let status = raw[9..12].parse().unwrap();
     let (head, rest) = raw.split_once("\r\n\r\n").unwrap();
     let body = if head

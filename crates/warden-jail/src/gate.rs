@@ -66,7 +66,10 @@ impl JailPlan {
             mode: 0o444,
         });
         self.env.extend([
-            ("NODE_OPTIONS".to_owned(), format!("--require {NODE_GATE_PATH}")),
+            (
+                "NODE_OPTIONS".to_owned(),
+                format!("--require {NODE_GATE_PATH}"),
+            ),
             (NODE_START_ENV.to_owned(), START_FD.to_string()),
             (NODE_READY_ENV.to_owned(), SESSION_REPLY_FD.to_string()),
         ]);

@@ -5,18 +5,25 @@
 // it, and returns: node then loads the program, which the supervisor wrote before it sent
 // the byte. A cold run's byte is already there; a pooled run's comes with its code.
 //
-// What the program observes is what it would without a pool: the gate's variables and
-// NODE_OPTIONS are gone from process.env (so neither a worker thread, whose environment is a
-// copy, nor a child process runs this file again), the descriptors are closed, this file is
-// not in require.cache, and nothing of it is left on the stack or in the globals. A worker
-// thread also preloads this file (the preloads are per process): without the variables, it
-// only leaves require.cache.
+// What the program observes is what a cold run shows: the gate's variables and NODE_OPTIONS
+// are gone from process.env (a child process does not load this file; a worker thread, which
+// preloads it too, gets a copy of that environment and so does nothing but leave the caches),
+// both descriptors are closed, this file is not in the loader's caches, and nothing of it is
+// left on the stack or in the globals. Only clocks that count from node's own start
+// (process.uptime(), performance.now()) include a pooled sandbox's wait.
 'use strict';
 (function gate() {
   const env = process.env;
   const start = env.WARDEN_GATE_START;
   const ready = env.WARDEN_GATE_READY;
+  // The loader's caches name this file: its module and the resolution of its path.
   delete require.cache[__filename];
+  const paths = module.constructor._pathCache;
+  for (const request of Object.keys(paths)) {
+    if (paths[request] === __filename) {
+      delete paths[request];
+    }
+  }
   if (start === undefined || ready === undefined) {
     return;
   }

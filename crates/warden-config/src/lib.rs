@@ -1266,10 +1266,10 @@ impl Settings {
             return languages;
         }
         for name in &profile.oneshot_pool_languages {
-            if let Some((language, _)) = self.runtime(name) {
-                if !languages.contains(&language) {
-                    languages.push(language);
-                }
+            if let Some((language, _)) = self.runtime(name)
+                && !languages.contains(&language)
+            {
+                languages.push(language);
             }
         }
         languages

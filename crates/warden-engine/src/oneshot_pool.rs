@@ -75,7 +75,7 @@ impl OneShotPoolId {
 
 impl std::fmt::Display for OneShotPoolId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "profile {:?}, {}", self.profile, self.language)
+        write!(f, "profile {:?} ({})", self.profile, self.language)
     }
 }
 

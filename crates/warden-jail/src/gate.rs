@@ -198,3 +198,71 @@ fn open_new(
     }
     Ok(file)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of<'a>(plan: &'a JailPlan, key: &str) -> Vec<&'a str> {
+        plan.env
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_node_one_shot_is_gated_with_its_preload_and_the_descriptors_it_names() {
+        for program in ["node", "/usr/bin/node", "nodejs"] {
+            let mut plan = crate::plan::sample(&[program, "/code/main.js"]);
+            plan.code = "console.log(1)".into();
+            plan.add_node_gate();
+            assert!(plan.gated && !plan.import_report, "{program}");
+            assert_eq!(plan.gated_language(), Some("javascript"));
+            assert_eq!(
+                env_of(&plan, "NODE_OPTIONS"),
+                ["--require /warden/gate/node.js"]
+            );
+            assert_eq!(env_of(&plan, NODE_START_ENV), ["5"]);
+            assert_eq!(env_of(&plan, NODE_READY_ENV), ["3"]);
+            let preloads: Vec<_> = plan
+                .mounts
+                .iter()
+                .filter(|op| {
+                    matches!(op, MountOp::File { dest, contents, mode: 0o444 }
+                    if dest == Path::new(NODE_GATE_PATH) && contents == NODE_PRELOAD)
+                })
+                .collect();
+            assert_eq!(preloads.len(), 1);
+            // Once only.
+            let before = plan.clone();
+            plan.add_node_gate();
+            assert_eq!(plan, before);
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_node_one_shot_with_room_for_its_code_is_left_as_it_is() {
+        let mut session = crate::plan::sample(&["node", "/code/main.js"]);
+        session.session = true;
+        let mut large = crate::plan::sample(&["node", "/code/main.js"]);
+        large.code = "/".repeat(GATED_CODE_ROOM + 1);
+        let mut with_options = crate::plan::sample(&["node", "/code/main.js"]);
+        with_options
+            .env
+            .push(("NODE_OPTIONS".into(), "--max-old-space-size=64".into()));
+        for plan in [
+            crate::plan::sample(&["python3", "/code/main.py"]),
+            crate::plan::sample(&["/usr/bin/env", "node", "/code/main.js"]),
+            crate::plan::sample(&["deno", "run", "/code/main.js"]),
+            session,
+            large,
+            with_options,
+        ] {
+            let mut gated = plan.clone();
+            gated.add_node_gate();
+            assert_eq!(gated, plan);
+            assert_eq!(gated.gated_language(), None);
+        }
+    }
+}

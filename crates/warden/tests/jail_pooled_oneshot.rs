@@ -764,7 +764,8 @@ fn the_daemon_serves_javascript_one_shots_from_its_pool_each_in_a_fresh_sandbox(
     let code = "const fs = require('fs');\nconsole.log(fs.existsSync('/tmp/mark'), fs.readdirSync('/workspace'), process.argv.slice(1), fs.readFileSync(0, 'utf8'), process.env.NODE_OPTIONS);\nfs.writeFileSync('/tmp/mark', '');";
     for taken in 1..=4 {
         wait_for_oneshot_metric(&server.addr, "ready", 2);
-        assert_eq!(pooled_helpers_of(daemon).len(), 2);
+        // (More while a used one's helper still tears its sandbox down.)
+        assert!(pooled_helpers_of(daemon).len() >= 2);
         let (status, body) = common::http_request(
             &server.addr,
             "POST",

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Pooled one-shots against the process start of bare Python, side by side in one run (needs
-root and a release build).
+"""Pooled one-shots against the process start of the bare interpreter, side by side in one run
+(needs root and a release build): Python (`print(1)`), or with --language javascript node
+(`console.log(1)`).
 
 Two daemons from the same settings (the embedded profiles/settings.toml), one with the default
 profile's one-shot pool (`oneshot_pool_size = SIZE`) and one without (0: every one-shot cold),
-and the baseline: `/usr/bin/python3 -c 'print(1)'` as a whole process. For 1 client and for 8
+and the baseline: `/usr/bin/python3 -c 'print(1)'` (`/usr/bin/node -e 'console.log(1)'`) as a
+whole process. Both daemons hold one-shots of the measured language only
+(`oneshot_pool_languages`). For 1 client and for 8
 clients (threads, each with its own keep-alive connection), blocks of the three cases are
 interleaved in a shuffled order, block after block, so that drift in the machine's speed hits
 them alike. Each client pauses a think time between requests (random, 0.5x to 1.5x THINK_MS of
@@ -15,8 +18,8 @@ the same two cores while other clients' requests run. The baseline's clients pau
 With --baseline OLD_WARDEN, a pooled daemon of that build (the same settings) is a fourth case
 in the same blocks: a before/after of a change in one run.
 
-usage: pool.py WARDEN [--rounds N] [--size SIZE] [--think-ms-1 MS] [--think-ms-8 MS]
-               [--baseline OLD_WARDEN]
+usage: pool.py WARDEN [--language python|javascript] [--rounds N] [--size SIZE]
+               [--think-ms-1 MS] [--think-ms-8 MS] [--baseline OLD_WARDEN]
 """
 import argparse, concurrent.futures, http.client, json, os, random, shutil, statistics
 import subprocess, sys, tempfile, threading, time
@@ -48,10 +51,18 @@ def start_daemon(warden, settings):
     return srv, (host, int(port))
 
 
-def one_shot(addr):
-    """A client of one daemon: POST /v1/execute of print(1) on a keep-alive connection."""
+# Per language: the program, and the bare interpreter's command that runs it.
+PROGRAMS = {
+    "python": ("print(1)", ["/usr/bin/python3", "-c", "print(1)"]),
+    "javascript": ("console.log(1)", ["/usr/bin/node", "-e", "console.log(1)"]),
+}
+
+
+def one_shot(addr, language):
+    """A client of one daemon: POST /v1/execute of the language's program on a keep-alive
+    connection."""
     conn = http.client.HTTPConnection(*addr)
-    body = json.dumps({"code": "print(1)"})
+    body = json.dumps({"language": language, "code": PROGRAMS[language][0]})
 
     def call():
         conn.request("POST", "/v1/execute", body, {"content-type": "application/json"})
@@ -64,8 +75,14 @@ def one_shot(addr):
     return call
 
 
-def bare():
-    subprocess.run(["/usr/bin/python3", "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True)
+# The bare interpreter's environment: a sandbox's kind (this shell's variables can change the
+# start-up: NODE_EXTRA_CA_CERTS makes node read a CA bundle, ≈ 35 ms).
+BARE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+
+
+def bare(language):
+    command = PROGRAMS[language][1]
+    return lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True, env=BARE_ENV)
 
 
 def block(make_call, clients, per_client, think_ms):
@@ -86,6 +103,7 @@ def block(make_call, clients, per_client, think_ms):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("warden")
+    ap.add_argument("--language", choices=sorted(PROGRAMS), default="python")
     ap.add_argument("--rounds", type=int, default=30, help="blocks per case and client count")
     ap.add_argument("--size", type=int, default=8, help="the pooled daemon's oneshot_pool_size")
     ap.add_argument("--think-ms-1", type=float, default=60)
@@ -96,6 +114,9 @@ def main():
     work = tempfile.mkdtemp()
     base = open(os.path.join(HERE, "..", "profiles", "settings.toml")).read()
     assert "oneshot_pool_size = 2 " in base
+    languages = 'oneshot_pool_languages = ["python", "javascript"]'
+    assert languages in base
+    base = base.replace(languages, f'oneshot_pool_languages = ["{a.language}"]')
     settings = {}
     for name, size in (("pooled", a.size), ("cold", 0)):
         settings[name] = os.path.join(work, f"{name}.toml")
@@ -108,14 +129,16 @@ def main():
         if a.baseline:
             daemons["baseline"] = start_daemon(a.baseline, settings["pooled"])
         time.sleep(3)  # the pool fills
+        bare_case = "bare " + " ".join(PROGRAMS[a.language][1][:2]) + " (process)"
         cases = {
-            "pooled one-shot (HTTP)": lambda: one_shot(daemons["pooled"][1]),
-            "cold one-shot (HTTP)": lambda: one_shot(daemons["cold"][1]),
-            "bare python3 -c (process)": lambda: bare,
+            "pooled one-shot (HTTP)": lambda: one_shot(daemons["pooled"][1], a.language),
+            "cold one-shot (HTTP)": lambda: one_shot(daemons["cold"][1], a.language),
+            bare_case: lambda: bare(a.language),
         }
         if a.baseline:
-            cases["pooled one-shot, baseline build (HTTP)"] = lambda: one_shot(daemons["baseline"][1])
-        print(f"{os.cpu_count()} cores, {os.uname().release}, pool size {a.size}, "
+            cases["pooled one-shot, baseline build (HTTP)"] = lambda: one_shot(
+                daemons["baseline"][1], a.language)
+        print(f"{a.language}, {os.cpu_count()} cores, {os.uname().release}, pool size {a.size}, "
               f"{a.rounds} interleaved blocks per case, {time.strftime('%F', time.gmtime())}\n")
         results = {}
         for clients, per_client, think in ((1, 10, a.think_ms_1), (8, 4, a.think_ms_8)):
@@ -135,7 +158,7 @@ def main():
             for name, xs in samples.items():
                 print(f"| {name} | {pct(xs, 50):.2f} | {pct(xs, 90):.2f} | {pct(xs, 99):.2f} "
                       f"| {max(xs):.2f} | {statistics.mean(xs):.2f} |")
-            b = pct(samples["bare python3 -c (process)"], 50)
+            b = pct(samples[bare_case], 50)
             p = samples["pooled one-shot (HTTP)"]
             print(f"\npooled p50 / bare p50 = {pct(p, 50) / b:.2f} (target <= 0.25); "
                   f"pooled p99 / bare p50 = {pct(p, 99) / b:.2f} (target <= 1.0)\n")

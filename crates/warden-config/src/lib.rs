@@ -318,10 +318,17 @@ pub struct Profile {
     /// the other one-shot routes), each with its interpreter started and waiting for its code:
     /// a run then pays neither the sandbox's nor the interpreter's start-up. Every one-shot
     /// still gets a fresh sandbox, used once and destroyed after, built as a cold one.
-    /// Default: 0 (none); at most 32. Needs a Python runtime under the run-time import guard
-    /// (`forbidden_imports` with `runtime_import_check`) and `network_enabled = false`; a
-    /// request whose run would be built differently (other limits, arguments) runs cold.
+    /// Default: 0 (none); at most 32, for each of `oneshot_pool_languages`. Needs
+    /// `network_enabled = false`; a request whose run would be built differently (another
+    /// language, other limits, arguments) runs cold.
     pub oneshot_pool_size: u32,
+    /// The languages (names or aliases) whose one-shots are held, each in a pool of its own of
+    /// `oneshot_pool_size` sandboxes: `python` (a Python runtime under the run-time import
+    /// guard: `forbidden_imports` with `runtime_import_check`) and `javascript` (a runtime
+    /// whose command is node), the only ones whose interpreter can wait for its code (see
+    /// [`ONESHOT_POOL_LANGUAGES`]). A language whose runs the backend cannot hold (e.g.
+    /// Python without the guard) gets no pool, said once in a log line. Default: both.
+    pub oneshot_pool_languages: Vec<String>,
     /// Modules imported into a sandbox's default context when its interpreter starts (before
     /// the first cell, so a pooled sandbox has paid for them before the request arrives). They
     /// go into `sys.modules` only, not into the user's globals: a cell still writes
@@ -362,6 +369,10 @@ pub enum OnIdle {
 /// The most sandboxes a profile's pool may hold.
 pub const MAX_POOL_SIZE: u32 = 32;
 
+/// The languages whose one-shots can be held (`oneshot_pool_languages`): their interpreters
+/// know how to wait for their code (Python under the import guard, node through a preload).
+pub const ONESHOT_POOL_LANGUAGES: [&str; 2] = ["python", "javascript"];
+
 impl Default for Profile {
     fn default() -> Self {
         Self {
@@ -389,6 +400,7 @@ impl Default for Profile {
             container_runtime: None,
             pool_size: 0,
             oneshot_pool_size: 0,
+            oneshot_pool_languages: ONESHOT_POOL_LANGUAGES.map(String::from).to_vec(),
             preload_modules: Vec::new(),
             landlock: LandlockRequirement::Available,
             durable: None,
@@ -1212,6 +1224,21 @@ impl Settings {
                 }
             }
             validate_pool(p, &self.runtime(&p.runtime.language), &key)?;
+            for name in &p.oneshot_pool_languages {
+                let language = self.runtime(name).map(|(language, _)| language);
+                if !language
+                    .as_ref()
+                    .is_some_and(|l| ONESHOT_POOL_LANGUAGES.contains(&l.as_str()))
+                {
+                    return Err((
+                        key("oneshot_pool_languages"),
+                        format!(
+                            "{name:?}: one-shot pools hold the interpreters that can wait for their code: {}",
+                            ONESHOT_POOL_LANGUAGES.join(", ")
+                        ),
+                    ));
+                }
+            }
         }
         s.kubernetes.validate(&s.profiles)?;
         Ok(())
@@ -1229,6 +1256,23 @@ impl Settings {
 
     pub fn profile(&self, name: &str) -> Option<&Profile> {
         self.sandbox.profiles.get(name)
+    }
+
+    /// The languages whose one-shots `profile` holds (its `oneshot_pool_languages`, aliases
+    /// resolved, each once); none without a `oneshot_pool_size`.
+    pub fn oneshot_pool_languages(&self, profile: &Profile) -> Vec<Language> {
+        let mut languages: Vec<Language> = Vec::new();
+        if profile.oneshot_pool_size == 0 {
+            return languages;
+        }
+        for name in &profile.oneshot_pool_languages {
+            if let Some((language, _)) = self.runtime(name)
+                && !languages.contains(&language)
+            {
+                languages.push(language);
+            }
+        }
+        languages
     }
 
     /// Whether a profile's sandboxes with a lifetime are durable: its `durable`, or by default
@@ -1282,12 +1326,6 @@ fn validate_pool(
         return Err((
             key("oneshot_pool_size"),
             format!("must be at most {MAX_POOL_SIZE} (each pooled sandbox holds an interpreter)"),
-        ));
-    }
-    if p.oneshot_pool_size > 0 && !python {
-        return Err((
-            key("oneshot_pool_size"),
-            "a one-shot pool holds started Python interpreters: the profile's runtime.language must be python".into(),
         ));
     }
     if p.oneshot_pool_size > 0 && p.network_enabled {

@@ -92,8 +92,17 @@ fn builtin_defaults_are_the_source_documents_profiles() {
         ["numpy", "pandas", "matplotlib", "matplotlib.pyplot"]
     );
     assert_eq!((std.pool_size, std.preload_modules.len()), (0, 0));
-    // The default profile keeps two one-shot sandboxes held, their interpreters started.
+    // The default profile keeps two one-shot sandboxes held per language, their interpreters
+    // started: Python's and node's.
     assert_eq!((std.oneshot_pool_size, ds.oneshot_pool_size), (2, 0));
+    let languages = |p| {
+        s.oneshot_pool_languages(p)
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(languages(std), ["python", "javascript"]);
+    assert!(languages(ds).is_empty());
 }
 
 #[test]
@@ -102,6 +111,22 @@ fn a_profile_without_pool_keys_has_no_pool() {
     let p = s.profile("standard").unwrap();
     assert_eq!((p.pool_size, p.preload_modules.len()), (0, 0));
     assert_eq!(p.oneshot_pool_size, 0);
+    assert!(s.oneshot_pool_languages(p).is_empty());
+}
+
+#[test]
+fn a_one_shot_pool_holds_each_of_its_languages_once_whatever_the_profiles_own() {
+    // A bash profile may hold node one-shots: a request names its language.
+    let s = Settings::from_toml(
+        "[sandbox.profiles.standard]\noneshot_pool_size = 3\noneshot_pool_languages = [\"js\", \"node\", \"javascript\"]\n[sandbox.profiles.standard.runtime]\nlanguage = \"bash\"\n",
+        "t",
+    )
+    .unwrap();
+    let p = s.profile("standard").unwrap();
+    assert_eq!(
+        s.oneshot_pool_languages(p),
+        [warden_types::Language::new("javascript").unwrap()]
+    );
 }
 
 #[test]
@@ -127,8 +152,12 @@ fn pool_keys_are_checked_and_named() {
         @"test.toml: sandbox.profiles.standard.oneshot_pool_size: must be at most 32 (each pooled sandbox holds an interpreter)"
     );
     insta::assert_snapshot!(
-        err("[sandbox.profiles.standard]\noneshot_pool_size = 1\n[sandbox.profiles.standard.runtime]\nlanguage = \"bash\"\n"),
-        @"test.toml: sandbox.profiles.standard.oneshot_pool_size: a one-shot pool holds started Python interpreters: the profile's runtime.language must be python"
+        err("[sandbox.profiles.standard]\noneshot_pool_size = 1\noneshot_pool_languages = [\"js\", \"sh\"]\n"),
+        @r#"test.toml: sandbox.profiles.standard.oneshot_pool_languages: "sh": one-shot pools hold the interpreters that can wait for their code: python, javascript"#
+    );
+    insta::assert_snapshot!(
+        err("[sandbox.profiles.standard]\noneshot_pool_languages = [\"cobol\"]\n"),
+        @r#"test.toml: sandbox.profiles.standard.oneshot_pool_languages: "cobol": one-shot pools hold the interpreters that can wait for their code: python, javascript"#
     );
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\noneshot_pool_size = 1\nnetwork_enabled = true\n"),
@@ -165,7 +194,7 @@ fn an_empty_file_gives_the_builtin_profiles() {
 fn unknown_keys_name_their_full_path() {
     insta::assert_snapshot!(
         err("[sandbox.profiles.standard]\ntimeout_secondz = 3\n"),
-        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime_import_check`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `on_idle`, `egress`, `container_runtime`, `pool_size`, `oneshot_pool_size`, `preload_modules`, `landlock`, `durable`"#
+        @r#"test.toml: sandbox.profiles.standard.timeout_secondz: unknown field `timeout_secondz`, expected one of `timeout_seconds`, `max_memory_mb`, `max_pids`, `cpus`, `max_output_bytes`, `max_file_size_mb`, `workspace_mb`, `max_artifacts`, `max_artifact_mb`, `network_enabled`, `read_only`, `strict_mode`, `enabled_policies`, `runtime_import_check`, `runtime`, `policies`, `backend`, `idle_ttl_seconds`, `max_lifetime_seconds`, `on_idle`, `egress`, `container_runtime`, `pool_size`, `oneshot_pool_size`, `oneshot_pool_languages`, `preload_modules`, `landlock`, `durable`"#
     );
     insta::assert_snapshot!(
         err("[default.ai.sandbox]\nbogus = 1\n"),

@@ -36,7 +36,7 @@ pub use backend::{
     PAUSE_BUSY, SandboxSpec, StdinReceiver, StdinWriter, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE};
-pub use oneshot_pool::OneShotPoolStatus;
+pub use oneshot_pool::{OneShotPoolId, OneShotPoolStatus};
 pub use pool::PoolStatus;
 pub use sandboxes::{CreateSandbox, Restored, SandboxExec, SandboxInfo, Sandboxes};
 pub use snapshots::{Forked, MAX_FORKS, SnapshotInfo};

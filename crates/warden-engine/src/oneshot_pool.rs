@@ -1,21 +1,26 @@
-//! Pooled one-shots: per profile (`oneshot_pool_size`), one-shot sandboxes built ahead of
-//! their code with their interpreter started and waiting ([`Backend::hold`]), so that a
+//! Pooled one-shots: per profile (`oneshot_pool_size`) and per language of its
+//! `oneshot_pool_languages` (Python and JavaScript by default), one-shot sandboxes built ahead
+//! of their code with their interpreter started and waiting ([`Backend::hold`]), so that a
 //! one-shot pays neither the sandbox's nor the interpreter's start-up. Started by
 //! `warden serve` ([`Engine::start_oneshot_pools`]); the CLI never pools.
 //!
 //! Invariants:
-//! - A held sandbox is built from the profile's defaults by the same resolution as a request
-//!   ([`Engine::prepare`]) and by the backend's same steps as a cold run; a request gets one
-//!   only when its plan equals the held one's but for the code, stdin and timeout
-//!   ([`RunKey`]) and the backend says it fits; else the request runs cold, as without a
-//!   pool.
+//! - Each pool ([`OneShotPoolId`]: a profile and a language) is filled on its own, to its
+//!   profile's `oneshot_pool_size`, by its own refill task; one language's pool failing or
+//!   refused leaves the others as they are.
+//! - A held sandbox is built from the profile's defaults and the pool's language by the same
+//!   resolution as a request naming them ([`Engine::prepare`]) and by the backend's same steps
+//!   as a cold run; a request gets one only when its plan equals the held one's but for the
+//!   code, stdin and timeout ([`RunKey`]) and the backend says it fits; else the request runs
+//!   cold, as without a pool.
 //! - Every one-shot still gets a fresh sandbox: a held one leaves the pool (under its lock)
 //!   before it is checked or run, runs one program and is destroyed; one that is not alive
 //!   when taken is dropped (destroyed), and the refill replaces dead ones while they wait.
 //! - Held sandboxes run nothing of anyone's and count against no limit; the refill builds
-//!   up to [`PARALLEL_BUILDS`] at a time per profile, woken by a take, and backs off after a failed build; a
-//!   profile its backend refuses to hold (e.g. not under the import guard) gets no pool, said
-//!   once in a log line.
+//!   up to [`PARALLEL_BUILDS`] at a time per pool, woken by a take, and backs off after a
+//!   failed build; a pool whose runs its backend refuses to hold (e.g. Python not under the
+//!   import guard, a JavaScript runtime that is not node) is disabled, said once in a log
+//!   line.
 //! - After [`Engine::close_oneshot_pools`] nothing is added and every held sandbox is
 //!   dropped.
 
@@ -23,6 +28,7 @@ use crate::backend::{BackendError, ExecPlan, HeldRun};
 use crate::{Engine, EngineError, ExecRequest};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
+use warden_types::Language;
 
 /// How often a refill task looks at its pool when nothing wakes it.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -51,13 +57,35 @@ impl RunKey {
     }
 }
 
+/// One one-shot pool: a profile's sandboxes held for one language.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OneShotPoolId {
+    pub profile: String,
+    pub language: Language,
+}
+
+impl OneShotPoolId {
+    fn of(plan: &ExecPlan) -> OneShotPoolId {
+        OneShotPoolId {
+            profile: plan.profile.clone(),
+            language: plan.language.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for OneShotPoolId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "profile {:?} ({})", self.profile, self.language)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Held {
     key: RunKey,
     run: Box<dyn HeldRun>,
 }
 
-/// A profile's one-shot pool as `/metrics` could show it.
+/// A one-shot pool as `/metrics` shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OneShotPoolStatus {
     pub size: u32,
@@ -70,16 +98,17 @@ pub struct OneShotPoolStatus {
 }
 
 /// The one-shot pools of one engine (shared by its clones).
-pub(crate) type OneShotPools = crate::pool::Shelves<Held, OneShotPoolStatus>;
+pub(crate) type OneShotPools = crate::pool::Shelves<OneShotPoolId, Held, OneShotPoolStatus>;
 
 impl OneShotPools {
     /// Takes the oldest live held sandbox that `plan` fits, dropping dead ones on the way.
     pub(crate) fn take(&self, plan: &ExecPlan) -> Option<Box<dyn HeldRun>> {
+        let pool = OneShotPoolId::of(plan);
         let key = RunKey::of(plan);
         let mut dead = Vec::new();
         let found = {
             let mut ready = self.ready.lock().expect("not poisoned");
-            let queue = ready.get_mut(&plan.profile)?;
+            let queue = ready.get_mut(&pool)?;
             loop {
                 let Some(at) = queue.iter().position(|h| h.key == key && h.run.fits(plan)) else {
                     break None;
@@ -97,7 +126,7 @@ impl OneShotPools {
         let discarded = dead.len() as u64;
         let taken = u64::from(found.is_some());
         if discarded + taken > 0 {
-            self.count(&plan.profile, |c| {
+            self.count(&pool, |c| {
                 c.discarded += discarded;
                 c.taken += taken;
             });
@@ -106,10 +135,10 @@ impl OneShotPools {
         found
     }
 
-    fn discard_dead(&self, profile: &str) {
+    fn discard_dead(&self, pool: &OneShotPoolId) {
         let dead: VecDeque<Held> = {
             let mut ready = self.ready.lock().expect("not poisoned");
-            let Some(queue) = ready.get_mut(profile) else {
+            let Some(queue) = ready.get_mut(pool) else {
                 return;
             };
             let (live, dead) = std::mem::take(queue)
@@ -119,42 +148,52 @@ impl OneShotPools {
             dead
         };
         if !dead.is_empty() {
-            self.count(profile, |c| c.discarded += dead.len() as u64);
+            self.count(pool, |c| c.discarded += dead.len() as u64);
         }
     }
 }
 
 impl Engine {
-    /// Starts a refill task for each profile with a `oneshot_pool_size` (needs a tokio
-    /// runtime); until they have filled, one-shots run cold.
+    /// Starts a refill task for each language of each profile with a `oneshot_pool_size`
+    /// (needs a tokio runtime); until they have filled, one-shots run cold.
     pub fn start_oneshot_pools(&self) {
         let pools = &self.oneshots;
         if pools.is_closed() {
             return;
         }
-        let sized: Vec<(String, u32)> = self
-            .settings()
+        let settings = self.settings();
+        let sized: Vec<(OneShotPoolId, u32)> = settings
             .sandbox
             .profiles
             .iter()
-            .filter(|(_, p)| p.oneshot_pool_size > 0)
-            .map(|(name, p)| (name.clone(), p.oneshot_pool_size))
+            .flat_map(|(name, p)| {
+                settings
+                    .oneshot_pool_languages(p)
+                    .into_iter()
+                    .map(move |language| {
+                        let pool = OneShotPoolId {
+                            profile: name.clone(),
+                            language,
+                        };
+                        (pool, p.oneshot_pool_size)
+                    })
+            })
             .collect();
         let mut fillers = pools.fillers.lock().expect("not poisoned");
-        for (profile, size) in sized {
-            pools.count(&profile, |c| c.size = size);
+        for (pool, size) in sized {
+            pools.count(&pool, |c| c.size = size);
             let engine = self.clone();
             fillers.push(tokio::spawn(async move {
-                engine.refill_oneshots(profile, size as usize).await;
+                engine.refill_oneshots(pool, size as usize).await;
             }));
         }
     }
 
-    /// The one-shot pools' sizes and counters, by profile.
-    pub fn oneshot_pool_status(&self) -> BTreeMap<String, OneShotPoolStatus> {
+    /// The one-shot pools' sizes and counters.
+    pub fn oneshot_pool_status(&self) -> BTreeMap<OneShotPoolId, OneShotPoolStatus> {
         let mut status = self.oneshots.counters.lock().expect("not poisoned").clone();
-        for (profile, s) in status.iter_mut() {
-            s.ready = self.oneshots.ready_count(profile);
+        for (pool, s) in status.iter_mut() {
+            s.ready = self.oneshots.ready_count(pool);
         }
         status
     }
@@ -164,12 +203,12 @@ impl Engine {
         drop(self.oneshots.close().await);
     }
 
-    /// A held sandbox for a one-shot `plan`, if its profile's pool has one that fits.
+    /// A held sandbox for a one-shot `plan`, if its pool has one that fits.
     pub(crate) fn take_held(&self, plan: &ExecPlan) -> Option<Box<dyn HeldRun>> {
         self.oneshots.take(plan)
     }
 
-    async fn refill_oneshots(&self, profile: String, size: usize) {
+    async fn refill_oneshots(&self, pool: OneShotPoolId, size: usize) {
         let pools = &self.oneshots;
         let mut closed = pools.closed.subscribe();
         let mut backoff = FIRST_BACKOFF;
@@ -179,9 +218,9 @@ impl Engine {
             if pools.is_closed() {
                 return;
             }
-            pools.discard_dead(&profile);
+            pools.discard_dead(&pool);
             let mut pause = CHECK_EVERY;
-            let missing = size.saturating_sub(pools.ready_count(&profile));
+            let missing = size.saturating_sub(pools.ready_count(&pool));
             if missing > 0 && std::mem::take(&mut after_take) {
                 // Woken by a take: let its run have the CPUs first (a refill's sandbox and
                 // interpreter start take a core for tens of milliseconds on a small host).
@@ -191,8 +230,8 @@ impl Engine {
                 let mut builds = tokio::task::JoinSet::new();
                 for _ in 0..missing.min(PARALLEL_BUILDS) {
                     let engine = self.clone();
-                    let profile = profile.clone();
-                    builds.spawn(async move { engine.build_held(&profile).await });
+                    let pool = pool.clone();
+                    builds.spawn(async move { engine.build_held(&pool).await });
                 }
                 let mut failure = None;
                 while let Some(joined) = builds.join_next().await {
@@ -205,7 +244,7 @@ impl Engine {
                             .ready
                             .lock()
                             .expect("not poisoned")
-                            .entry(profile.clone())
+                            .entry(pool.clone())
                             .or_default()
                             .push_back(held),
                         Ok(_) => {}
@@ -222,15 +261,15 @@ impl Engine {
                         | EngineError::Backend(BackendError::Refused(_))),
                     ) => {
                         // Never going to work here (no such backend, or it cannot hold this
-                        // profile's runs): said once, not retried.
-                        pools.count(&profile, |c| c.failed += 1);
-                        eprintln!("warden: one-shot pool of profile {profile:?} disabled: {e}");
+                        // pool's runs): said once, not retried.
+                        pools.count(&pool, |c| c.failed += 1);
+                        eprintln!("warden: one-shot pool of {pool} disabled: {e}");
                         return;
                     }
                     Some(e) => {
-                        pools.count(&profile, |c| c.failed += 1);
+                        pools.count(&pool, |c| c.failed += 1);
                         eprintln!(
-                            "warden: one-shot pool of profile {profile:?}: holding a sandbox failed (next try in {}s): {e}",
+                            "warden: one-shot pool of {pool}: holding a sandbox failed (next try in {}s): {e}",
                             backoff.as_secs()
                         );
                         pause = backoff;
@@ -246,11 +285,12 @@ impl Engine {
         }
     }
 
-    /// Holds one sandbox of `profile`'s defaults: the plan of a request that names only the
-    /// profile, checked by its backend as a request's is.
-    async fn build_held(&self, profile: &str) -> Result<Held, EngineError> {
+    /// Holds one sandbox of `pool`: the plan of a request that names only its profile and
+    /// language, checked by its backend as a request's is.
+    async fn build_held(&self, pool: &OneShotPoolId) -> Result<Held, EngineError> {
         let request = ExecRequest {
-            profile: Some(profile.to_owned()),
+            profile: Some(pool.profile.clone()),
+            language: Some(pool.language.to_string()),
             ..ExecRequest::default()
         };
         let (profile, plan) = self.prepare(&request)?;
@@ -297,7 +337,9 @@ mod tests {
         held: AtomicUsize,
         cold: Mutex<Vec<ExecPlan>>,
         alive: Mutex<Vec<Arc<AtomicBool>>>,
-        refuse_holds: bool,
+        /// Refuses to hold the runs of these languages (as the jail does Python's without the
+        /// import guard).
+        refuse_holds: Vec<&'static str>,
     }
 
     #[derive(Debug)]
@@ -320,7 +362,10 @@ mod tests {
             _: Option<EventSender>,
         ) -> Result<ExecResult, BackendError> {
             assert_eq!(RunKey::of(&plan), RunKey::of(&self.held_for));
-            Ok(result(&format!("held {:?}\n", plan.limits.timeout)))
+            Ok(result(&format!(
+                "held {} {:?}\n",
+                plan.language, plan.limits.timeout
+            )))
         }
     }
 
@@ -341,7 +386,7 @@ mod tests {
             Ok(result("cold\n"))
         }
         async fn hold(&self, plan: &ExecPlan) -> Result<Box<dyn HeldRun>, BackendError> {
-            if self.refuse_holds {
+            if self.refuse_holds.contains(&plan.language.as_str()) {
                 return Err(BackendError::Refused("cannot hold".into()));
             }
             assert!(plan.code.is_empty() && plan.stdin.is_empty());
@@ -368,18 +413,29 @@ mod tests {
         Engine::new(Arc::new(Settings::builtin())).with_backend(BackendKind::Jail, backend)
     }
 
-    async fn ready(engine: &Engine, profile: &str, n: usize) {
+    fn pool(profile: &str, language: &str) -> OneShotPoolId {
+        OneShotPoolId {
+            profile: profile.into(),
+            language: warden_types::Language::new(language).unwrap(),
+        }
+    }
+
+    fn status(engine: &Engine, profile: &str, language: &str) -> OneShotPoolStatus {
+        engine.oneshot_pool_status()[&pool(profile, language)].clone()
+    }
+
+    async fn ready(engine: &Engine, profile: &str, language: &str, n: usize) {
         for _ in 0..1000 {
             if engine
                 .oneshot_pool_status()
-                .get(profile)
+                .get(&pool(profile, language))
                 .is_some_and(|s| s.ready == n)
             {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        panic!("the pool of {profile} never had {n} ready");
+        panic!("the {language} pool of {profile} never had {n} ready");
     }
 
     async fn run(engine: &Engine, req: ExecRequest) -> String {
@@ -393,26 +449,42 @@ mod tests {
         }
     }
 
+    fn log1() -> ExecRequest {
+        ExecRequest {
+            language: Some("js".into()),
+            code: "console.log(1)".into(),
+            ..ExecRequest::default()
+        }
+    }
+
     #[tokio::test]
     async fn a_one_shot_takes_a_held_sandbox_of_its_plan_once_and_the_pool_refills() {
         let b = Arc::new(HoldingBackend::default());
         let engine = engine(b.clone());
         // Without the pools started (the CLI), every one-shot is cold.
         assert_eq!(run(&engine, print1()).await, "cold\n");
+        assert_eq!(run(&engine, log1()).await, "cold\n");
         engine.start_oneshot_pools();
-        // The built-in default profile keeps two.
-        ready(&engine, "standard", 2).await;
-        assert_eq!(run(&engine, print1()).await, "held 30s\n");
+        // The built-in default profile keeps two of each of its languages.
+        ready(&engine, "standard", "python", 2).await;
+        ready(&engine, "standard", "javascript", 2).await;
+        assert_eq!(b.held.load(Ordering::SeqCst), 4);
+        assert_eq!(run(&engine, print1()).await, "held python 30s\n");
+        assert_eq!(run(&engine, log1()).await, "held javascript 30s\n");
         // A request's own (lower) timeout comes with its code.
         let short = ExecRequest {
             timeout: Some(Duration::from_secs(5)),
             ..print1()
         };
-        assert_eq!(run(&engine, short).await, "held 5s\n");
-        // Refilled: each held sandbox served one run only.
-        ready(&engine, "standard", 2).await;
-        assert_eq!(b.held.load(Ordering::SeqCst), 4);
-        // A run built otherwise (arguments, other limits, another language) runs cold.
+        assert_eq!(run(&engine, short).await, "held python 5s\n");
+        // Refilled: each held sandbox served one run only, from its own language's pool.
+        ready(&engine, "standard", "python", 2).await;
+        ready(&engine, "standard", "javascript", 2).await;
+        assert_eq!(b.held.load(Ordering::SeqCst), 7);
+        assert_eq!(status(&engine, "standard", "python").taken, 2);
+        assert_eq!(status(&engine, "standard", "javascript").taken, 1);
+        // A run built otherwise (arguments, other limits, a language without a pool) runs
+        // cold.
         for other in [
             ExecRequest {
                 args: vec!["x".into()],
@@ -420,7 +492,7 @@ mod tests {
             },
             ExecRequest {
                 memory_mb: Some(64),
-                ..print1()
+                ..log1()
             },
             ExecRequest {
                 language: Some("bash".into()),
@@ -434,39 +506,62 @@ mod tests {
         ] {
             assert_eq!(run(&engine, other).await, "cold\n");
         }
-        assert_eq!(b.cold.lock().unwrap().len(), 5);
+        assert_eq!(b.cold.lock().unwrap().len(), 6);
         // One that died while it waited is never used, and is replaced.
         for alive in b.alive.lock().unwrap().iter() {
             alive.store(false, Ordering::SeqCst);
         }
         assert_eq!(run(&engine, print1()).await, "cold\n");
-        ready(&engine, "standard", 2).await;
-        let status = &engine.oneshot_pool_status()["standard"];
-        assert_eq!((status.size, status.taken, status.discarded), (2, 2, 2));
-        assert_eq!(run(&engine, print1()).await, "held 30s\n");
+        ready(&engine, "standard", "python", 2).await;
+        let python = status(&engine, "standard", "python");
+        assert_eq!((python.size, python.taken, python.discarded), (2, 2, 2));
+        assert_eq!(run(&engine, print1()).await, "held python 30s\n");
         engine.close_oneshot_pools().await;
-        assert_eq!(engine.oneshot_pool_status()["standard"].ready, 0);
+        assert_eq!(status(&engine, "standard", "python").ready, 0);
+        assert_eq!(status(&engine, "standard", "javascript").ready, 0);
         assert_eq!(run(&engine, print1()).await, "cold\n");
         let caller = Caller::default();
         assert!(engine.start(&caller, print1()).await.is_ok());
     }
 
     #[tokio::test]
-    async fn a_backend_that_cannot_hold_disables_the_pool_and_runs_stay_cold() {
+    async fn a_language_the_backend_cannot_hold_disables_its_pool_only() {
         let b = Arc::new(HoldingBackend {
-            refuse_holds: true,
+            refuse_holds: vec!["python"],
             ..HoldingBackend::default()
         });
         let engine = engine(b.clone());
         engine.start_oneshot_pools();
         for _ in 0..1000 {
-            if engine.oneshot_pool_status()["standard"].failed > 0 {
+            if status(&engine, "standard", "python").failed > 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(engine.oneshot_pool_status()["standard"].failed, 1);
+        assert_eq!(status(&engine, "standard", "python").failed, 1);
         assert_eq!(run(&engine, print1()).await, "cold\n");
+        ready(&engine, "standard", "javascript", 2).await;
+        assert_eq!(run(&engine, log1()).await, "held javascript 30s\n");
+        engine.close_oneshot_pools().await;
+    }
+
+    #[tokio::test]
+    async fn a_profile_holds_only_the_languages_it_names() {
+        let settings = Settings::from_toml(
+            "[sandbox.profiles.standard]\noneshot_pool_size = 1\noneshot_pool_languages = [\"node\"]\n",
+            "t",
+        )
+        .unwrap();
+        let b = Arc::new(HoldingBackend::default());
+        let engine = Engine::new(Arc::new(settings)).with_backend(BackendKind::Jail, b.clone());
+        engine.start_oneshot_pools();
+        ready(&engine, "standard", "javascript", 1).await;
+        assert_eq!(
+            engine.oneshot_pool_status().keys().collect::<Vec<_>>(),
+            [&pool("standard", "javascript")]
+        );
+        assert_eq!(run(&engine, print1()).await, "cold\n");
+        assert_eq!(run(&engine, log1()).await, "held javascript 30s\n");
         engine.close_oneshot_pools().await;
     }
 }

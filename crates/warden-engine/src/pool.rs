@@ -97,13 +97,14 @@ pub(crate) struct Counters {
     failed: u64,
 }
 
-/// What every pool keeps, per profile: the ready items and the counters; and the refill
-/// tasks with what wakes and stops them. The sandbox pools below and the one-shot pools
-/// ([`crate::oneshot_pool`]) are each one of these.
+/// What every pool keeps, per pool (`K`: a profile's name, or a one-shot pool's profile and
+/// language): the ready items and the counters; and the refill tasks with what wakes and
+/// stops them. The sandbox pools below and the one-shot pools ([`crate::oneshot_pool`]) are
+/// each one of these.
 #[derive(Debug)]
-pub(crate) struct Shelves<T, C> {
-    pub(crate) ready: Mutex<BTreeMap<String, VecDeque<T>>>,
-    pub(crate) counters: Mutex<BTreeMap<String, C>>,
+pub(crate) struct Shelves<K, T, C> {
+    pub(crate) ready: Mutex<BTreeMap<K, VecDeque<T>>>,
+    pub(crate) counters: Mutex<BTreeMap<K, C>>,
     /// Wakes the refill tasks after a take.
     pub(crate) wake: tokio::sync::Notify,
     /// Set once, at shutdown.
@@ -111,7 +112,7 @@ pub(crate) struct Shelves<T, C> {
     pub(crate) fillers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
-impl<T, C> Default for Shelves<T, C> {
+impl<K, T, C> Default for Shelves<K, T, C> {
     fn default() -> Self {
         Shelves {
             ready: Mutex::default(),
@@ -123,25 +124,32 @@ impl<T, C> Default for Shelves<T, C> {
     }
 }
 
-impl<T, C: Default> Shelves<T, C> {
+impl<K: Ord, T, C: Default> Shelves<K, T, C> {
     pub(crate) fn is_closed(&self) -> bool {
         *self.closed.borrow()
     }
 
-    pub(crate) fn count(&self, profile: &str, f: impl FnOnce(&mut C)) {
-        f(self
-            .counters
-            .lock()
-            .expect("not poisoned")
-            .entry(profile.to_owned())
-            .or_default());
+    pub(crate) fn count<Q>(&self, pool: &Q, f: impl FnOnce(&mut C))
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ToOwned<Owned = K> + ?Sized,
+    {
+        let mut counters = self.counters.lock().expect("not poisoned");
+        if !counters.contains_key(pool) {
+            counters.insert(pool.to_owned(), C::default());
+        }
+        f(counters.get_mut(pool).expect("inserted"));
     }
 
-    pub(crate) fn ready_count(&self, profile: &str) -> usize {
+    pub(crate) fn ready_count<Q>(&self, pool: &Q) -> usize
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.ready
             .lock()
             .expect("not poisoned")
-            .get(profile)
+            .get(pool)
             .map_or(0, VecDeque::len)
     }
 
@@ -162,7 +170,7 @@ impl<T, C: Default> Shelves<T, C> {
 }
 
 /// The pools of one [`Sandboxes`].
-pub(crate) type Pools = Shelves<Pooled, Counters>;
+pub(crate) type Pools = Shelves<String, Pooled, Counters>;
 
 impl Pools {
     /// Takes the oldest live pooled sandbox built from `key`, destroying dead ones on the way.

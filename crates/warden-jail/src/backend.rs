@@ -111,6 +111,8 @@ impl JailBackend {
             if let Some(guard) = &plan.import_guard {
                 jail_plan.add_import_guard(guard, None);
             }
+            // Node's one-shots wait at the same gate, cold or pooled alike.
+            jail_plan.add_node_gate();
             Ok(jail_plan)
         })
     }

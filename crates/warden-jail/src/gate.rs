@@ -1,21 +1,94 @@
-//! The start gate of a gated run (`JailPlan::gated`: a one-shot Python program under the
-//! import guard): its interpreter starts before its program's file exists, and waits at the
-//! end of its start-up (the guard's last act, see `warden_engine::import_guard::START_ENV`)
-//! until the supervisor has written the file and opened the gate. A cold run opens it at
-//! once, before the interpreter even starts; a pooled one ([`crate::pooled`]) when its code
-//! arrives. Both are built and run by the same code; only the moment differs.
+//! The start gate of a gated run (`JailPlan::gated`): its interpreter starts before its
+//! program's file exists, and waits at the end of its start-up until the supervisor has written
+//! the file and opened the gate. A cold run opens it at once, before the interpreter even
+//! starts; a pooled one ([`crate::pooled`]) when its code arrives. Both are built and run by
+//! the same code; only the moment differs.
+//!
+//! Two interpreters know how to wait, each told by its environment where the start descriptor
+//! ([`START_FD`]) is:
+//! - Python under the import guard (a one-shot under `forbidden_imports`): the guard's last act
+//!   (see `warden_engine::import_guard::START_ENV`); its first report, on the report pipe,
+//!   says it reached the gate ([`JailPlan::add_import_guard`]).
+//! - node ([`JailPlan::add_node_gate`], a one-shot whose command is node): a preload
+//!   (`gate/node.js`, given by `NODE_OPTIONS=--require`) writes one byte on the reply pipe
+//!   ([`SESSION_REPLY_FD`]) to say it reached the gate, then waits; it removes its variables
+//!   from `process.env` and closes both descriptors before the program's file is loaded.
 //!
 //! Invariants: the program's file is written exactly as init writes a non-gated run's (the
 //! root's code folder, the sandbox user's file, mode 0444, the last inode the root gets),
 //! through a writable copy of the code folder's mount that init handed over before the root
 //! became read-only; that copy and the gate's write end are closed once the gate is open, so
-//! nothing of the sandbox stays writable from outside; the gate is opened at most once.
+//! nothing of the sandbox stays writable from outside; the gate is opened at most once; a
+//! gated program's interpreter says it reached the gate on the reply pipe before it waits, and
+//! the program finds both descriptors closed.
 
+use crate::layout::{GATED_CODE_ROOM, NODE_GATE_PATH, SESSION_REPLY_FD, START_FD};
+use crate::plan::{JailPlan, MountOp};
 use crate::supervisor::JailError;
 use crate::sys;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The node gate's preload, written into the root at [`NODE_GATE_PATH`].
+pub const NODE_PRELOAD: &str = include_str!("gate/node.js");
+
+/// Names the start descriptor for the node gate's preload (removed from `process.env`).
+pub const NODE_START_ENV: &str = "WARDEN_GATE_START";
+/// Names the descriptor on which the node gate's preload says it reached the gate.
+pub const NODE_READY_ENV: &str = "WARDEN_GATE_READY";
+
+/// Whether `argv` runs node (its program's name is `node` or `nodejs`): the interpreter that
+/// the node gate's preload is for.
+pub fn runs_node(argv: &[String]) -> bool {
+    argv.first()
+        .and_then(|program| Path::new(program).file_name())
+        .is_some_and(|name| name == "node" || name == "nodejs")
+}
+
+impl JailPlan {
+    /// Gates a node one-shot (see the module docs): the preload written into the root, the
+    /// environment that loads it and names its descriptors. A plan whose code is larger than
+    /// a gated root's room, or that is not node's, is left as it is (run as before).
+    pub fn add_node_gate(&mut self) {
+        let has_node_options = self.env.iter().any(|(k, _)| k == "NODE_OPTIONS");
+        if self.session
+            || self.gated
+            || has_node_options
+            || !runs_node(&self.argv)
+            || self.code.len() > GATED_CODE_ROOM
+        {
+            return;
+        }
+        self.mounts.push(MountOp::File {
+            dest: PathBuf::from(NODE_GATE_PATH),
+            contents: NODE_PRELOAD.to_owned(),
+            mode: 0o444,
+        });
+        self.env.extend([
+            (
+                "NODE_OPTIONS".to_owned(),
+                format!("--require {NODE_GATE_PATH}"),
+            ),
+            (NODE_START_ENV.to_owned(), START_FD.to_string()),
+            (NODE_READY_ENV.to_owned(), SESSION_REPLY_FD.to_string()),
+        ]);
+        self.gated = true;
+    }
+
+    /// The language whose interpreter waits at this gated plan's gate (what a pooled sandbox
+    /// says it holds), `None` for a plan that is not gated.
+    pub fn gated_language(&self) -> Option<&'static str> {
+        let named = |key: &str| self.env.iter().any(|(k, _)| k == key);
+        if !self.gated {
+            None
+        } else if named(NODE_START_ENV) {
+            Some("javascript")
+        } else {
+            Some("python")
+        }
+    }
+}
 
 /// A gated run's gate, held by its supervisor until the code is there.
 #[derive(Debug)]
@@ -124,4 +197,72 @@ fn open_new(
         return Err(io::Error::last_os_error());
     }
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of<'a>(plan: &'a JailPlan, key: &str) -> Vec<&'a str> {
+        plan.env
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_node_one_shot_is_gated_with_its_preload_and_the_descriptors_it_names() {
+        for program in ["node", "/usr/bin/node", "nodejs"] {
+            let mut plan = crate::plan::sample(&[program, "/code/main.js"]);
+            plan.code = "console.log(1)".into();
+            plan.add_node_gate();
+            assert!(plan.gated && !plan.import_report, "{program}");
+            assert_eq!(plan.gated_language(), Some("javascript"));
+            assert_eq!(
+                env_of(&plan, "NODE_OPTIONS"),
+                ["--require /warden/gate/node.js"]
+            );
+            assert_eq!(env_of(&plan, NODE_START_ENV), ["5"]);
+            assert_eq!(env_of(&plan, NODE_READY_ENV), ["3"]);
+            let preloads: Vec<_> = plan
+                .mounts
+                .iter()
+                .filter(|op| {
+                    matches!(op, MountOp::File { dest, contents, mode: 0o444 }
+                    if dest == Path::new(NODE_GATE_PATH) && contents == NODE_PRELOAD)
+                })
+                .collect();
+            assert_eq!(preloads.len(), 1);
+            // Once only.
+            let before = plan.clone();
+            plan.add_node_gate();
+            assert_eq!(plan, before);
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_node_one_shot_with_room_for_its_code_is_left_as_it_is() {
+        let mut session = crate::plan::sample(&["node", "/code/main.js"]);
+        session.session = true;
+        let mut large = crate::plan::sample(&["node", "/code/main.js"]);
+        large.code = "/".repeat(GATED_CODE_ROOM + 1);
+        let mut with_options = crate::plan::sample(&["node", "/code/main.js"]);
+        with_options
+            .env
+            .push(("NODE_OPTIONS".into(), "--max-old-space-size=64".into()));
+        for plan in [
+            crate::plan::sample(&["python3", "/code/main.py"]),
+            crate::plan::sample(&["/usr/bin/env", "node", "/code/main.js"]),
+            crate::plan::sample(&["deno", "run", "/code/main.js"]),
+            session,
+            large,
+            with_options,
+        ] {
+            let mut gated = plan.clone();
+            gated.add_node_gate();
+            assert_eq!(gated, plan);
+            assert_eq!(gated.gated_language(), None);
+        }
+    }
 }

@@ -42,7 +42,8 @@ impl HeldJailRun {
     ) -> Result<HeldJailRun, BackendError> {
         if !plan.gated {
             return Err(BackendError::Refused(
-                "only a gated plan (Python under the run-time import guard) can be held".into(),
+                "only a gated plan (Python under the run-time import guard, or node) can be held"
+                    .into(),
             ));
         }
         let mut command =

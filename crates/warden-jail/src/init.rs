@@ -241,7 +241,8 @@ pub(crate) fn sandbox_init(
             stdin.as_raw_fd(),
             stdout.as_raw_fd(),
             stderr.as_raw_fd(),
-            if plan.session || plan.import_report {
+            // A gated program's interpreter says on it that it reached its gate.
+            if plan.session || plan.import_report || plan.gated {
                 reply.as_raw_fd()
             } else {
                 -1
@@ -347,8 +348,8 @@ fn forward_interrupts_to(child: libc::pid_t) {
 /// shares init's memory and may only make raw system calls.
 struct ProgramSpawn<'a> {
     exec: &'a Exec,
-    /// stdin, stdout, stderr, (a session's) reply pipe and (a gated run's) start pipe, or -1
-    /// for none.
+    /// stdin, stdout, stderr, (a session's, a guarded or gated run's) reply pipe and (a gated
+    /// run's) start pipe, or -1 for none.
     stdio: [RawFd; 5],
     /// Set by the child when its exec failed; read by init once the child has left.
     exec_errno: i32,

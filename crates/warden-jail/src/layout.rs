@@ -12,8 +12,9 @@ pub const CODE_DIR: &str = "/code";
 pub const SCRATCH_WORK: &str = "work";
 pub const SCRATCH_TMP: &str = "tmp";
 
-/// The descriptor at which a session's program writes its replies, and a guarded one-shot
-/// program's import guard its report (see `warden_engine::import_guard::REPORT_FD`).
+/// The descriptor at which a session's program writes its replies, a guarded one-shot
+/// program's import guard its report (see `warden_engine::import_guard::REPORT_FD`), and a
+/// gated node program's preload its "at the gate" byte (see [`crate::gate`]).
 pub const SESSION_REPLY_FD: i32 = 3;
 
 /// The folder of the import guard's `sitecustomize.py` in the sandbox's root (Python runs
@@ -21,10 +22,13 @@ pub const SESSION_REPLY_FD: i32 = 3;
 pub const IMPORT_GUARD_DIR: &str = "/warden/import-guard";
 
 /// The descriptor at which a gated run's interpreter finds its start pipe (see
-/// [`crate::gate`]): the import guard reads one byte from it, then closes it, before the
-/// program's file is opened. Not 4: the guard's own copy of the report descriptor takes the
-/// lowest free one, 4, as in a run without a gate.
+/// [`crate::gate`]): the import guard (or node's gate preload) reads one byte from it, then
+/// closes it, before the program's file is opened. Not 4: the guard's own copy of the report
+/// descriptor takes the lowest free one, 4, as in a run without a gate.
 pub const START_FD: i32 = 5;
+
+/// Where node's gate preload is in a gated node run's root (see [`crate::gate`]).
+pub const NODE_GATE_PATH: &str = "/warden/gate/node.js";
 
 /// The most code a gated run's root has room for: its root tmpfs has the same size whatever
 /// the code (a pooled sandbox's root is built before its code is known), and a plan with more

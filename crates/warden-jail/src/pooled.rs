@@ -10,10 +10,10 @@
 //!
 //! Invariants: the sandbox is built by the same steps as a cold run of the same plan
 //! ([`supervisor::launch`]; only the gate is held); `Ready` is sent once the interpreter has
-//! reached its gate (the import guard's first report has come); while it waits its cgroup has
-//! the background CPU weight ([`CpuWeight::Background`]: the refill yields to runs somebody
-//! waits for) and gets the normal one back before its gate opens, so its program runs at the
-//! weight of a cold run's; a pooled run's time limit
+//! reached its gate (the import guard's first report, or node's gate byte, has come); while it
+//! waits its cgroup has the background CPU weight ([`CpuWeight::Background`]: the refill yields
+//! to runs somebody waits for) and gets the normal one back before its gate opens, so its
+//! program runs at the weight of a cold run's; a pooled run's time limit
 //! counts from the opening of the gate, when the program's own code starts; the program's
 //! file, stdin and time limit are the `Start`'s; one `Start` per sandbox, then it is torn
 //! down like any run; a sandbox whose interpreter died while it waited sends an `Error` at
@@ -106,7 +106,8 @@ fn run(
         Ok(launched) => launched,
         Err(e) => return Some(Err(e)),
     };
-    // Ready: the guard's first report, the sign that the interpreter reached its gate.
+    // Ready: the guard's first report (node: its gate's byte), the sign that the interpreter
+    // reached its gate.
     let deadline = Instant::now() + plan.limits.timeout.max(Duration::from_secs(10));
     match wait_readable(
         &[launched.ctl_r.as_fd(), launched.pidfd.as_fd()],
@@ -118,7 +119,7 @@ fn run(
     if launched.report_prefix.is_empty() {
         return Some(Err(ended_early(launched, plan)));
     }
-    let ready = serde_json::json!({ "language": "python" }).to_string();
+    let ready = serde_json::json!({ "language": plan.gated_language() }).to_string();
     if write_frame(out, Tag::Ready, ready.as_bytes()).is_err() {
         return None;
     }

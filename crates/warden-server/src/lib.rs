@@ -244,6 +244,9 @@ async fn method_not_allowed(method: axum::http::Method) -> ApiError {
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
     state.metrics.observe_pools(&state.sandboxes.pool_status());
+    state
+        .metrics
+        .observe_oneshot_pools(&state.engine.oneshot_pool_status());
     let admission = state.engine.admission();
     state.metrics.running.set(admission.running() as i64);
     state.metrics.queued.set(admission.queued() as i64);

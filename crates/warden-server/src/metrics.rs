@@ -1,6 +1,7 @@
 //! Prometheus metrics (`GET /metrics`, OpenMetrics text): executions by profile, language and
 //! outcome; their duration; policy violations; executions running and waiting; the warm
-//! pools (ready, size, taken, discarded, failed builds), read from the engine at each scrape.
+//! pools and the one-shot pools (ready, size, taken, discarded, failed builds), read from the
+//! engine at each scrape.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -28,6 +29,65 @@ pub struct PoolLabels {
     pub profile: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OneShotPoolLabels {
+    pub profile: String,
+    pub language: String,
+}
+
+/// A pool's gauges and counters, by its labels.
+#[derive(Debug, Clone)]
+pub struct PoolFamilies<L> {
+    pub ready: Family<L, Gauge>,
+    pub size: Family<L, Gauge>,
+    pub taken: Family<L, Counter>,
+    pub discarded: Family<L, Counter>,
+    pub failed: Family<L, Counter>,
+}
+
+impl<L: EncodeLabelSet + Clone + std::hash::Hash + Eq + std::fmt::Debug + Send + Sync + 'static>
+    PoolFamilies<L>
+{
+    /// Registers the families under `prefix` (`pool`, `oneshot_pool`), with the help texts of
+    /// ready, size, taken, discarded and failed builds.
+    fn register(registry: &mut Registry, prefix: &str, help: [&str; 5]) -> Self {
+        let families = PoolFamilies {
+            ready: Family::default(),
+            size: Family::default(),
+            taken: Family::default(),
+            discarded: Family::default(),
+            failed: Family::default(),
+        };
+        let [ready, size, taken, discarded, failed] = help;
+        registry.register(format!("{prefix}_ready"), ready, families.ready.clone());
+        registry.register(format!("{prefix}_size"), size, families.size.clone());
+        registry.register(format!("{prefix}_taken"), taken, families.taken.clone());
+        registry.register(
+            format!("{prefix}_discarded"),
+            discarded,
+            families.discarded.clone(),
+        );
+        registry.register(
+            format!("{prefix}_build_failures"),
+            failed,
+            families.failed.clone(),
+        );
+        families
+    }
+
+    fn observe(&self, labels: &L, ready: usize, size: u32, totals: [u64; 3]) {
+        self.ready.get_or_create(labels).set(ready as i64);
+        self.size.get_or_create(labels).set(i64::from(size));
+        for (family, total) in [&self.taken, &self.discarded, &self.failed]
+            .into_iter()
+            .zip(totals)
+        {
+            let counter = family.get_or_create(labels);
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
@@ -37,11 +97,8 @@ pub struct Metrics {
     pub running: Gauge,
     pub queued: Gauge,
     pub sandboxes_live: Gauge,
-    pub pool_ready: Family<PoolLabels, Gauge>,
-    pub pool_size: Family<PoolLabels, Gauge>,
-    pub pool_taken: Family<PoolLabels, Counter>,
-    pub pool_discarded: Family<PoolLabels, Counter>,
-    pub pool_failed: Family<PoolLabels, Counter>,
+    pub pools: PoolFamilies<PoolLabels>,
+    pub oneshot_pools: PoolFamilies<OneShotPoolLabels>,
 }
 
 impl Default for Metrics {
@@ -84,43 +141,32 @@ impl Default for Metrics {
             "Sandboxes with a lifetime that exist now",
             sandboxes_live.clone(),
         );
-        let pool_ready = Family::<PoolLabels, Gauge>::default();
-        registry.register(
-            "pool_ready",
-            "Warm sandboxes waiting in a profile's pool",
-            pool_ready.clone(),
+        let pools = PoolFamilies::register(
+            &mut registry,
+            "pool",
+            [
+                "Warm sandboxes waiting in a profile's pool",
+                "A profile's configured pool size",
+                "Creates that got a warm sandbox",
+                "Pooled sandboxes found dead while waiting, destroyed and never handed out",
+                "Builds of pooled sandboxes that failed",
+            ],
         );
-        let pool_size = Family::<PoolLabels, Gauge>::default();
-        registry.register(
-            "pool_size",
-            "A profile's configured pool size",
-            pool_size.clone(),
-        );
-        let pool_taken = Family::<PoolLabels, Counter>::default();
-        registry.register(
-            "pool_taken",
-            "Creates that got a warm sandbox",
-            pool_taken.clone(),
-        );
-        let pool_discarded = Family::<PoolLabels, Counter>::default();
-        registry.register(
-            "pool_discarded",
-            "Pooled sandboxes found dead while waiting, destroyed and never handed out",
-            pool_discarded.clone(),
-        );
-        let pool_failed = Family::<PoolLabels, Counter>::default();
-        registry.register(
-            "pool_build_failures",
-            "Builds of pooled sandboxes that failed",
-            pool_failed.clone(),
+        let oneshot_pools = PoolFamilies::register(
+            &mut registry,
+            "oneshot_pool",
+            [
+                "Held one-shot sandboxes waiting in a profile's pool of a language",
+                "A one-shot pool's configured size (its profile's oneshot_pool_size)",
+                "One-shots that ran in a held sandbox",
+                "Held one-shot sandboxes found dead while waiting, destroyed and never used",
+                "Builds of held one-shot sandboxes that failed",
+            ],
         );
         Metrics {
             sandboxes_live,
-            pool_ready,
-            pool_size,
-            pool_taken,
-            pool_discarded,
-            pool_failed,
+            pools,
+            oneshot_pools,
             registry: Arc::new(registry),
             executions,
             duration,
@@ -138,16 +184,26 @@ impl Metrics {
             let labels = PoolLabels {
                 profile: p.profile.clone(),
             };
-            self.pool_ready.get_or_create(&labels).set(p.ready as i64);
-            self.pool_size.get_or_create(&labels).set(i64::from(p.size));
-            for (family, total) in [
-                (&self.pool_taken, p.taken),
-                (&self.pool_discarded, p.discarded),
-                (&self.pool_failed, p.failed),
-            ] {
-                let counter = family.get_or_create(&labels);
-                counter.inc_by(total.saturating_sub(counter.get()));
-            }
+            self.pools
+                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed]);
+        }
+    }
+
+    /// Copies the engine's one-shot pool counters into the metrics (at each scrape).
+    pub fn observe_oneshot_pools(
+        &self,
+        pools: &std::collections::BTreeMap<
+            warden_engine::OneShotPoolId,
+            warden_engine::OneShotPoolStatus,
+        >,
+    ) {
+        for (pool, p) in pools {
+            let labels = OneShotPoolLabels {
+                profile: pool.profile.clone(),
+                language: pool.language.to_string(),
+            };
+            self.oneshot_pools
+                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed]);
         }
     }
 

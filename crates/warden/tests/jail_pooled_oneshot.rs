@@ -3,7 +3,9 @@
 //! plan, must give equal results — every observable the programs print (argv, `__file__`,
 //! `__name__`, tracebacks, stdin, atexit, signals, threads, buffering, environment, working
 //! directory, resource limits, `sys.modules`, descriptors, the program's file, the mounts,
-//! the isolation probe), their exit codes, signals, reasons and artifacts.
+//! the isolation probe), their exit codes, signals, reasons and artifacts. The same for node
+//! (`process.argv`, `execArgv`, `require.main`, module paths, `process.env`, descriptors,
+//! uncaught exceptions, timers and the event loop, worker threads, child processes, …).
 
 mod common;
 
@@ -67,6 +69,18 @@ fn plan(code: &str, stdin: &str, timeout: Duration) -> ExecPlan {
         egress: Default::default(),
         image: None,
         container_runtime: None,
+    }
+}
+
+/// A JavaScript one-shot of the built-in runtime (node), with arguments.
+fn js_plan(code: &str, stdin: &str, timeout: Duration) -> ExecPlan {
+    ExecPlan {
+        import_guard: None,
+        language: Language::new("javascript").unwrap(),
+        command: vec!["node".into()],
+        file_name: "main.js".into(),
+        args: vec!["first".into(), "sec ond".into()],
+        ..plan(code, stdin, timeout)
     }
 }
 
@@ -290,10 +304,255 @@ print(os.getuid(), {k: fields[k].strip() for k in ('Seccomp', 'Seccomp_filters',
     ),
 ];
 
+/// The JavaScript corpus: (name, code, stdin, timeout in seconds).
+const JS_CORPUS: &[(&str, &str, &str, u64)] = &[
+    (
+        "argv, execArgv, the main module, module paths",
+        r##"const Module = require('module');
+console.log(process.argv, process.argv0, process.execArgv, process.execPath, process.title);
+console.log(require.main === module, __filename, __dirname, module.id, module.filename, module.paths);
+console.log(module.parent, module.children.length, module.loaded, Object.keys(require.cache));
+console.log(Object.keys(Module._pathCache), Module.globalPaths, process.mainModule === module);
+console.log(typeof require.resolve, require.resolve.paths('x'), process.config.variables.node_prefix);"##,
+        "",
+        10,
+    ),
+    (
+        "globals and the internal modules loaded",
+        r##"console.log(Object.getOwnPropertyNames(globalThis).sort());
+console.log([...process.moduleLoadList].sort());
+console.log(Object.keys(process).sort());
+console.log(process.features, process.release.name, process.versions.node, Error.stackTraceLimit);"##,
+        "",
+        10,
+    ),
+    (
+        "an uncaught exception and its stack",
+        "function f() {\n  throw new Error('boom');\n}\n\nf();\n",
+        "",
+        10,
+    ),
+    ("a syntax error", "console.log('a'\nlet x = (;\n", "", 10),
+    (
+        "an unhandled rejection",
+        "Promise.reject(new TypeError('nope'));\nsetTimeout(() => console.log('never'), 50);",
+        "",
+        10,
+    ),
+    (
+        "the stack as Error sees it",
+        "console.log(new Error('here').stack);\nconsole.log(require('util').inspect(module, { depth: 0 }));",
+        "",
+        10,
+    ),
+    (
+        "stdin read at once",
+        "const fs = require('fs');\nconsole.log(JSON.stringify(fs.readFileSync(0, 'utf8')));\nconsole.log(process.stdin.isTTY, require('tty').isatty(0));",
+        "hello\nworld\n\u{e9}",
+        10,
+    ),
+    (
+        "stdin as a stream",
+        "let got = '';\nprocess.stdin.setEncoding('utf8');\nprocess.stdin.on('data', d => got += d);\nprocess.stdin.on('end', () => console.log(JSON.stringify(got), process.stdin.constructor.name));",
+        "line one\nline two\n",
+        10,
+    ),
+    (
+        "no stdin",
+        "const fs = require('fs');\nconsole.log(JSON.stringify(fs.readFileSync(0, 'utf8')));",
+        "",
+        10,
+    ),
+    (
+        "exit handlers and exit code",
+        "process.on('beforeExit', c => console.log('beforeExit', c));\nprocess.on('exit', c => console.log('exit', c));\nconsole.log('hi');\nprocess.exitCode = 3;",
+        "",
+        10,
+    ),
+    (
+        "process.exit from a timer",
+        "setTimeout(() => { console.error('leaving'); process.exit(7); }, 10);\nconsole.log('waiting');",
+        "",
+        10,
+    ),
+    (
+        "signals: listeners, dispositions, a signal's death",
+        r##"const fs = require('fs');
+const status = Object.fromEntries(fs.readFileSync('/proc/self/status', 'utf8').split('\n').filter(l => l.includes(':\t')).map(l => l.split(':\t')));
+console.log(['SigQ', 'SigPnd', 'ShdPnd', 'SigBlk', 'SigIgn', 'SigCgt'].map(k => [k, status[k].trim()]));
+console.log(process.listenerCount('SIGINT'), process.listenerCount('SIGTERM'), process.eventNames());
+process.kill(process.pid, 'SIGTERM');
+setTimeout(() => console.log('survived'), 1000);"##,
+        "",
+        10,
+    ),
+    (
+        "a signal handler",
+        "process.on('SIGUSR2', s => { console.log('got', s); process.exit(0); });\nprocess.kill(process.pid, 'SIGUSR2');\nsetTimeout(() => {}, 5000);",
+        "",
+        10,
+    ),
+    (
+        "timers, ticks, immediates and promises in order",
+        r##"const order = [];
+const t0 = process.hrtime.bigint();
+// A zero timeout against an immediate is a race in node itself, except in an I/O callback.
+require('fs').readFile(__filename, () => {
+  setTimeout(() => order.push('timeout 0'), 0);
+  setImmediate(() => order.push('immediate'));
+});
+process.nextTick(() => order.push('tick'));
+Promise.resolve().then(() => order.push('promise'));
+queueMicrotask(() => order.push('microtask'));
+setTimeout(() => {
+  const waited = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log(order, waited >= 200);
+  const i = setInterval(() => { order.push('interval'); if (order.length > 7) { clearInterval(i); console.log(order); } }, 20);
+}, 200);
+order.push('sync');"##,
+        "",
+        10,
+    ),
+    (
+        "a timer set at the start waits its whole delay",
+        "const start = Date.now();\nsetTimeout(() => console.log(Date.now() - start >= 300), 300);",
+        "",
+        10,
+    ),
+    (
+        "buffering and interleaving",
+        r##"console.log(process.stdout.isTTY, process.stdout.constructor.name, process.stdout.writableHighWaterMark, process.stdout._type);
+console.log(process.stderr.isTTY, process.stderr.constructor.name, process.stdin.constructor.name);
+for (let i = 0; i < 3; i++) { console.log('out', i); console.error('err', i); }
+process.stdout.write('no newline');"##,
+        "",
+        10,
+    ),
+    (
+        // (Not ended by process.exit: what node has not written yet of a pipe's output is
+        // then lost, however much the reader took meanwhile, cold or pooled.)
+        "a large output, flushed at the end",
+        "process.stdout.write('x'.repeat(200000) + '\\n');\nprocess.stderr.write('e'.repeat(100000));",
+        "",
+        10,
+    ),
+    (
+        "environment",
+        r##"const fs = require('fs');
+console.log(Object.entries(process.env).sort());
+console.log(fs.readFileSync('/proc/self/environ', 'latin1').split('\0').sort());"##,
+        "",
+        10,
+    ),
+    (
+        "working directory, umask, ids, limits",
+        r##"const os = require('os'), fs = require('fs');
+console.log(process.cwd(), process.umask().toString(8), process.getuid(), process.geteuid(), process.getgid(), process.getgroups());
+console.log(process.pid, process.ppid, os.hostname(), os.userInfo(), os.homedir(), os.tmpdir());
+console.log(fs.readFileSync('/proc/self/limits', 'utf8'));
+console.log(os.availableParallelism(), os.cpus().length, os.constants.priority.PRIORITY_NORMAL === os.getPriority());"##,
+        "",
+        10,
+    ),
+    (
+        "descriptors, of the program and of a child",
+        r##"const fs = require('fs'), cp = require('child_process');
+const kinds = pid => fs.readdirSync(`/proc/${pid}/fd`).flatMap(n => { try { return [[Number(n), fs.readlinkSync(`/proc/${pid}/fd/${n}`).split(':')[0]]]; } catch { return []; } }).sort((a, b) => a[0] - b[0]);
+console.log(kinds(process.pid));
+console.log(cp.execFileSync('/bin/sh', ['-c', 'ls /proc/self/fd'], { encoding: 'utf8' }).split(/\s+/));"##,
+        "",
+        10,
+    ),
+    (
+        "a child node and a worker thread",
+        r##"const cp = require('child_process');
+const { Worker } = require('worker_threads');
+console.log(cp.execFileSync(process.execPath, ['-e', 'console.log(process.env.NODE_OPTIONS, process.execArgv, Object.keys(require.cache), Object.keys(process.env).sort())'], { encoding: 'utf8' }));
+const w = new Worker("const fs = require('fs'); require('worker_threads').parentPort.postMessage([Object.keys(require.cache), Object.keys(process.env).sort(), fs.readdirSync('/proc/self/fd').length])", { eval: true });
+w.on('message', m => console.log('worker', m));
+w.on('exit', c => console.log('worker exit', c));"##,
+        "",
+        10,
+    ),
+    (
+        "the program's file and the root",
+        r##"const fs = require('fs');
+const st = fs.statSync(__filename);
+console.log(st.mode.toString(8), st.uid, st.gid, st.size, st.nlink, st.ino);
+console.log(fs.readdirSync('/code'), fs.readdirSync('/').sort(), fs.statSync('/code').ino, fs.readdirSync('/warden').sort());
+const v = fs.statfsSync('/');
+console.log(v.bsize, v.blocks, v.bfree, v.files, v.ffree);
+const w = fs.statfsSync('/workspace');
+console.log(w.blocks, w.bfree, w.files, w.ffree, fs.readdirSync('/workspace').sort(), fs.readdirSync('/tmp').sort());"##,
+        "",
+        10,
+    ),
+    (
+        "the mounts",
+        r##"for (const line of require('fs').readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n')) {
+  const f = line.split(' ');
+  const cut = f.indexOf('-');
+  // The sandbox's host uid, in the options, differs between any two sandboxes.
+  console.log(f.slice(3, 6), f.slice(cut + 1, cut + 3), f[cut + 3].split(',').filter(o => !o.startsWith('uid=') && !o.startsWith('gid=')));
+}"##,
+        "",
+        10,
+    ),
+    (
+        "the isolation probe",
+        r##"const fs = require('fs'), net = require('net'), os = require('os');
+const status = Object.fromEntries(fs.readFileSync('/proc/self/status', 'utf8').split('\n').filter(l => l.includes(':\t')).map(l => l.split(':\t')));
+const reach = (host, port) => new Promise(done => {
+  const s = net.connect({ host, port, timeout: 2000 });
+  s.on('connect', () => { s.destroy(); done('connected'); });
+  s.on('timeout', () => { s.destroy(); done('timeout'); });
+  s.on('error', e => done(e.code));
+});
+(async () => {
+  console.log(process.getuid(), ['Seccomp', 'Seccomp_filters', 'NoNewPrivs', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'].map(k => [k, status[k].trim()]),
+    Object.keys(os.networkInterfaces()), await reach('127.0.0.1', 22), await reach('1.1.1.1', 53),
+    fs.existsSync('/root'), fs.existsSync('/home'), (() => { try { fs.accessSync('/usr', fs.constants.W_OK); return true; } catch { return false; } })());
+})();"##,
+        "",
+        10,
+    ),
+    (
+        "an artifact",
+        "const fs = require('fs');\nfs.mkdirSync('/workspace/output', { recursive: true });\nfs.writeFileSync('/workspace/output/a.txt', 'x'.repeat(10));\nconsole.log(fs.readdirSync('/workspace/output'));",
+        "",
+        10,
+    ),
+    ("the time limit", "for (;;) {}", "", 1),
+    (
+        "output from a detached child after the program",
+        "const cp = require('child_process');\ncp.spawn('/bin/sh', ['-c', 'sleep 0.3; echo late'], { detached: true, stdio: 'inherit' }).unref();\nconsole.log('main');",
+        "",
+        10,
+    ),
+];
+
 #[test]
 fn a_pooled_one_shot_and_a_cold_one_are_indistinguishable() {
     require_root!();
     let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    compare_pooled_and_cold(CORPUS, plan, |name| name.contains("refused import"));
+}
+
+#[test]
+fn a_pooled_javascript_one_shot_and_a_cold_one_are_indistinguishable() {
+    require_root!();
+    prerequisite!(common::missing_path("/usr/bin/node", "scripts/setup.sh"));
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    compare_pooled_and_cold(JS_CORPUS, js_plan, |_| false);
+}
+
+/// Runs each program of `corpus` cold and in a held sandbox of the same plan (`plan_of`), and
+/// fails with every difference. `refused`: the programs that end without a result (an error).
+fn compare_pooled_and_cold(
+    corpus: &[(&str, &str, &str, u64)],
+    plan_of: fn(&str, &str, Duration) -> ExecPlan,
+    refused: fn(&str) -> bool,
+) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -301,20 +560,15 @@ fn a_pooled_one_shot_and_a_cold_one_are_indistinguishable() {
         .unwrap();
     rt.block_on(async {
         let b = backend();
-        b.check(&plan("", "", Duration::from_secs(10))).unwrap();
+        b.check(&plan_of("", "", Duration::from_secs(10))).unwrap();
         let mut differ = Vec::new();
-        for (name, code, stdin, timeout) in CORPUS {
-            let full = plan(code, stdin, Duration::from_secs(*timeout));
+        for (name, code, stdin, timeout) in corpus {
+            let full = plan_of(code, stdin, Duration::from_secs(*timeout));
             let cold = observed(b.exec(full.clone()).await);
-            // Only the guard's refusals end without a result.
-            assert_eq!(
-                cold.starts_with("error:"),
-                name.contains("refused import"),
-                "{name}: {cold}"
-            );
+            assert_eq!(cold.starts_with("error:"), refused(name), "{name}: {cold}");
             // Held with the profile's default timeout: a request's own comes with its code.
             let held = b
-                .hold(&plan("", "", Duration::from_secs(10)))
+                .hold(&plan_of("", "", Duration::from_secs(10)))
                 .await
                 .unwrap_or_else(|e| panic!("{name}: not held: {e}"));
             assert!(held.alive() && held.fits(&full), "{name}");
@@ -490,6 +744,118 @@ fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_
         left.is_empty(),
         "held sandboxes outlived the daemon: {left:?}"
     );
+}
+
+#[test]
+fn the_daemon_serves_javascript_one_shots_from_its_pool_each_in_a_fresh_sandbox() {
+    require_root!();
+    prerequisite!(common::missing_path("/usr/bin/node", "scripts/setup.sh"));
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(
+        &settings,
+        "[sandbox]\ndefault_profile = \"pooled\"\n[sandbox.profiles.pooled]\noneshot_pool_size = 2\noneshot_pool_languages = [\"javascript\"]\nenabled_policies = []\n",
+    )
+    .unwrap();
+    let server = common::serve_with(&settings);
+    let daemon = server.child.id();
+    // Each run finds a sandbox nobody used (what the last one left in /tmp is not there),
+    // and got it from the pool: the pool was full before it, and its taken count grows by one.
+    let code = "const fs = require('fs');\nconsole.log(fs.existsSync('/tmp/mark'), fs.readdirSync('/workspace'), process.argv.slice(1), fs.readFileSync(0, 'utf8'), process.env.NODE_OPTIONS);\nfs.writeFileSync('/tmp/mark', '');";
+    for taken in 1..=4 {
+        wait_for_oneshot_metric(&server.addr, "ready", 2);
+        // (More while a used one's helper still tears its sandbox down.)
+        assert!(pooled_helpers_of(daemon).len() >= 2);
+        let (status, body) = common::http_request(
+            &server.addr,
+            "POST",
+            "/v1/execute",
+            "",
+            &serde_json::json!({ "language": "javascript", "code": code, "stdin": "in" })
+                .to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        let out: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            out["stdout"], "false [ 'output' ] [ '/code/main.js' ] in undefined\n",
+            "{out}"
+        );
+        // A request built otherwise (its own memory limit) runs cold and takes nothing.
+        let (status, body) = common::http_request(
+            &server.addr,
+            "POST",
+            "/v1/execute",
+            "",
+            &serde_json::json!({ "language": "javascript", "code": code, "memory_mb": 100 })
+                .to_string(),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(oneshot_metric(&server.addr, "taken_total"), taken);
+    }
+    assert_eq!(oneshot_metric(&server.addr, "discarded_total"), 0);
+    // An uncaught exception in a held sandbox is the program's own failure, as when cold.
+    wait_for_oneshot_metric(&server.addr, "ready", 2);
+    let (status, body) = common::http_request(
+        &server.addr,
+        "POST",
+        "/v1/execute",
+        "",
+        r#"{"language": "js", "code": "throw new Error('boom')"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let out: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(out["exit_code"], 1, "{out}");
+    assert!(
+        out["stderr"].as_str().unwrap().contains("/code/main.js:1"),
+        "{out}"
+    );
+    assert_eq!(oneshot_metric(&server.addr, "taken_total"), 5);
+    // A clean stop destroys the held sandboxes.
+    let held = pooled_helpers_of(daemon);
+    assert!(!held.is_empty());
+    let mut server = server;
+    // SAFETY: kill with the pid of our own child and a signal number.
+    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    server.child.wait().unwrap();
+    let mut left = held.clone();
+    for _ in 0..100 {
+        left.retain(|pid| running(*pid));
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        left.is_empty(),
+        "held sandboxes outlived the daemon: {left:?}"
+    );
+}
+
+/// A metric of the JavaScript one-shot pool of the profile `pooled` (`ready`, `size`,
+/// `taken_total`, `discarded_total`).
+fn oneshot_metric(addr: &str, name: &str) -> u64 {
+    let (status, text) = common::http_request(addr, "GET", "/metrics", "", "");
+    assert_eq!(status, 200);
+    let prefix =
+        format!("warden_oneshot_pool_{name}{{profile=\"pooled\",language=\"javascript\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits until the JavaScript one-shot pool's metric `name` is `value`.
+fn wait_for_oneshot_metric(addr: &str, name: &str, value: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while oneshot_metric(addr, name) != value {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool's {name} never was {value}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Whether `pid` runs: not gone, nor a zombie not yet reaped by whoever it was reparented to.

@@ -160,15 +160,10 @@ fn keyed<'a>(addr: &'a str, key: &str) -> Caller<'a> {
 
 /// A pool metric (`ready`, `size`, `taken_total`, `discarded_total`) of a profile.
 fn pool_metric(addr: &str, name: &str, profile: &str) -> u64 {
-    let (status, text) = request(addr, "GET", "/metrics", "", "");
-    assert_eq!(status, 200);
-    let prefix = format!("warden_pool_{name}{{profile=\"{profile}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+    common::metric(
+        addr,
+        &format!("warden_pool_{name}{{profile=\"{profile}\"}}"),
+    )
 }
 
 /// Waits until the profile's pool holds `ready` sandboxes.

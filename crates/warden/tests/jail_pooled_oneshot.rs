@@ -834,16 +834,10 @@ fn the_daemon_serves_javascript_one_shots_from_its_pool_each_in_a_fresh_sandbox(
 /// A metric of the JavaScript one-shot pool of the profile `pooled` (`ready`, `size`,
 /// `taken_total`, `discarded_total`).
 fn oneshot_metric(addr: &str, name: &str) -> u64 {
-    let (status, text) = common::http_request(addr, "GET", "/metrics", "", "");
-    assert_eq!(status, 200);
-    let prefix =
-        format!("warden_oneshot_pool_{name}{{profile=\"pooled\",language=\"javascript\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
+    common::metric(
+        addr,
+        &format!("warden_oneshot_pool_{name}{{profile=\"pooled\",language=\"javascript\"}}"),
+    )
 }
 
 /// Waits until the JavaScript one-shot pool's metric `name` is `value`.

@@ -241,6 +241,20 @@ pub fn serve_at(
     }
 }
 
+/// The value of one series of the daemon's `/metrics` (e.g.
+/// `warden_pool_ready{profile="open"}`), read now.
+pub fn metric(addr: &str, series: &str) -> u64 {
+    let (status, text) = http_request(addr, "GET", "/metrics", "", "");
+    assert_eq!(status, 200, "GET /metrics: {text}");
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// A minimal HTTP/1.1 request with extra header lines; returns the status and the body.
 pub fn http_request(
     addr: &str,

@@ -33,8 +33,8 @@ pub struct CgroupPlan {
 pub enum CpuWeight {
     /// The kernel's default, as every cgroup gets it: a run's program.
     Normal,
-    /// Work that no caller waits for — a pooled sandbox built ahead of its code, a sandbox
-    /// being torn down after its result was sent: it gets the cores' idle time first, and
+    /// Work that no caller waits for — a pooled sandbox built ahead of its code: it gets the
+    /// cores' idle time first, and
     /// 1/16 of a normal share when they are busy (never nothing: a refill still ends under
     /// a steady load).
     Background,

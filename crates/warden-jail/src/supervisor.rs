@@ -82,15 +82,6 @@ pub struct Teardown {
     pub(crate) _cgroup: CgroupGuard,
 }
 
-impl Drop for Teardown {
-    fn drop(&mut self) {
-        // Nobody waits for what follows (the kill, the processes' exit, the cgroup's
-        // removal): let the runs that somebody waits for have the cores first. Best effort:
-        // the teardown happens at either weight.
-        let _ = self._cgroup.0.set_cpu_weight(CpuWeight::Background);
-    }
-}
-
 impl std::fmt::Debug for Teardown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Teardown")

@@ -682,14 +682,9 @@ fn pooled_helpers_of(parent: u32) -> Vec<u32> {
 #[test]
 fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_none_behind() {
     require_root!();
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("settings.toml");
-    std::fs::write(
-        &settings,
+    let (server, _settings) = common::serve_settings(
         "[sandbox]\ndefault_profile = \"pooled\"\n[sandbox.profiles.pooled]\noneshot_pool_size = 2\nenabled_policies = [\"forbidden_imports\"]\n[sandbox.profiles.pooled.policies.forbidden_imports]\nallowed_modules = [\"os\"]\n",
-    )
-    .unwrap();
-    let server = common::serve_with(&settings);
+    );
     let daemon = server.child.id();
     let mut held = vec![];
     for _ in 0..200 {
@@ -750,14 +745,9 @@ fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_
 fn the_daemon_serves_javascript_one_shots_from_its_pool_each_in_a_fresh_sandbox() {
     require_root!();
     prerequisite!(common::missing_path("/usr/bin/node", "scripts/setup.sh"));
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("settings.toml");
-    std::fs::write(
-        &settings,
+    let (server, _settings) = common::serve_settings(
         "[sandbox]\ndefault_profile = \"pooled\"\n[sandbox.profiles.pooled]\noneshot_pool_size = 2\noneshot_pool_languages = [\"javascript\"]\nenabled_policies = []\n",
-    )
-    .unwrap();
-    let server = common::serve_with(&settings);
+    );
     let daemon = server.child.id();
     // Each run finds a sandbox nobody used (what the last one left in /tmp is not there),
     // and got it from the pool: the pool was full before it, and its taken count grows by one.

@@ -61,10 +61,7 @@ fn call(addr: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
 }
 
 fn start() -> (common::Server, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = dir.path().join("settings.toml");
-    std::fs::write(&settings, SETTINGS).unwrap();
-    (common::serve_with(&settings), dir)
+    common::serve_settings(SETTINGS)
 }
 
 fn create(addr: &str, profile: &str) -> String {

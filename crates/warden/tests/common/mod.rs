@@ -190,6 +190,15 @@ pub fn serve_with(settings: &std::path::Path) -> Server {
     server
 }
 
+/// [`serve_with`] settings given as text: written to a file of a folder that the returned
+/// guard keeps for as long as the daemon needs it.
+pub fn serve_settings(text: &str) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.toml");
+    std::fs::write(&settings, text).unwrap();
+    (serve_with(&settings), dir)
+}
+
 /// Starts `BINARY --config SETTINGS serve --listen 127.0.0.1:0 --data-dir DATA_DIR` and waits
 /// for its address; the caller keeps the data directory.
 // The child is waited for by `Server`'s drop, or on the early return here.

@@ -423,15 +423,20 @@ impl Shared {
                 ),
             )
             .await?;
-            // Detached: wait until it has run, briefly.
-            for _ in 0..50 {
+            // Detached: wait until it has run. Not too briefly: past this the whole container
+            // is killed, which for a persistent sandbox ends it, and a loaded host can take
+            // a second to start an exec.
+            let until = Instant::now() + relay::GRACE;
+            let mut pause = Duration::from_millis(5);
+            while Instant::now() < until {
                 let inspect = self
                     .call("inspect exec", container, docker.inspect_exec(&exec.id))
                     .await?;
                 if inspect.running == Some(false) && inspect.exit_code.is_some() {
                     return Ok::<bool, DockerError>(inspect.exit_code == Some(0));
                 }
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
             }
             Ok(false)
         }

@@ -10,9 +10,10 @@
 //! capability is dropped and `no-new-privileges` is set, under Warden's own seccomp table (as
 //! an OCI profile, the settings' `seccomp_profile`; the engine's default only when none is
 //! given); the user is not root; memory (with swap equal to it, so no swap), pids and CPU are
-//! capped; the container carries Warden's labels so that leftovers can be found after a crash.
+//! capped; the engine keeps no log of the output (log driver `none`: the program's output
+//! reaches the host's disk nowhere); the container carries Warden's labels so that leftovers can be found after a crash.
 
-use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, ResourcesUlimits};
 use std::collections::{BTreeMap, HashMap};
 use warden_types::Limits;
 
@@ -253,6 +254,13 @@ impl ContainerPlan {
                 hard: Some(self.file_size_bytes),
             }]),
             network_mode: Some("none".into()),
+            // Warden reads the program's output from the attach stream and never from the
+            // engine's logs: with a log driver the engine would also write all of it (past
+            // the output cap, until the kill lands) to the host's disk.
+            log_config: Some(HostConfigLogConfig {
+                typ: Some("none".into()),
+                config: None,
+            }),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".into()]),
             // Warden's seccomp table, given as the profile's JSON (the engine's API takes the

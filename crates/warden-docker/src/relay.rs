@@ -168,15 +168,20 @@ where
         err_carry: Utf8Carry::default(),
         want_kill: false,
     };
+    // The kill runs beside the reading, never instead of it: the engine ends a container
+    // only once its output is drained, so a kill awaited while the stream waits unread
+    // (`docker kill` after a flood) stalls until its own deadline.
+    let mut killing: Option<std::pin::Pin<Box<F>>> = None;
     let mut killed_at: Option<Instant> = None;
     loop {
-        if st.want_kill && killed_at.is_none() {
-            kill().await;
-            killed_at = Some(Instant::now());
+        if st.want_kill && killing.is_none() && killed_at.is_none() {
+            killing = Some(Box::pin(kill()));
         }
+        // While the kill is in flight its own engine calls bound it; the grace starts after.
         let wake = match killed_at {
-            Some(at) => at + GRACE,
-            None => deadline,
+            Some(at) => Some(at + GRACE),
+            None if killing.is_some() => None,
+            None => Some(deadline),
         };
         tokio::select! {
             item = stream.next() => match item {
@@ -193,7 +198,11 @@ where
                     break;
                 }
             },
-            () = tokio::time::sleep_until(wake) => {
+            () = async { killing.as_mut().expect("guarded").await }, if killing.is_some() => {
+                killing = None;
+                killed_at = Some(Instant::now());
+            }
+            () = async { tokio::time::sleep_until(wake.expect("guarded")).await }, if wake.is_some() => {
                 if killed_at.is_some() {
                     break;
                 }
@@ -203,6 +212,11 @@ where
                 st.want_kill = true;
             }
         }
+    }
+    // A kill still in flight when the stream ended is finished: it ends what the program
+    // left (bounded by its engine calls' deadlines; quick once the stream is done).
+    if let Some(k) = killing {
+        k.await;
     }
     if st.r.report.is_none() {
         // No marker: everything held back was the program's.
@@ -299,5 +313,58 @@ mod tests {
         let r = run(vec![out(&first)], 100);
         assert_eq!(r.report.unwrap().len(), 100);
         assert!(!r.report_complete);
+    }
+
+    /// As the engine does: a flooding container's kill completes only once its output has
+    /// been drained, so the relay must go on reading while it kills (it stalled until the
+    /// kill's 30 s deadline when it awaited the kill first).
+    #[test]
+    fn the_stream_is_drained_while_the_kill_runs() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        const CHUNKS: usize = 200;
+        let read = Arc::new(AtomicUsize::new(0));
+        let counted = read.clone();
+        let stream = futures_util::stream::iter(0..CHUNKS).then(move |_| {
+            let counted = counted.clone();
+            async move {
+                // Each chunk takes a turn of the runtime, as a socket's would.
+                tokio::task::yield_now().await;
+                counted.fetch_add(1, Ordering::SeqCst);
+                out(&[b'y'; 1024])
+            }
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let kills = AtomicUsize::new(0);
+        let r = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                relay(
+                    Box::pin(stream),
+                    b"\n#END#\n",
+                    4096,
+                    100,
+                    Instant::now() + Duration::from_secs(60),
+                    None,
+                    || {
+                        kills.fetch_add(1, Ordering::SeqCst);
+                        let read = read.clone();
+                        async move {
+                            while read.load(Ordering::SeqCst) < CHUNKS {
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                            }
+                        }
+                    },
+                ),
+            )
+            .await
+            .expect("the relay read on while the kill waited for the drain")
+        });
+        assert!(r.ended && r.output_exceeded && !r.timed_out);
+        assert_eq!(r.stdout.bytes().len(), 4096);
+        assert_eq!(kills.load(Ordering::SeqCst), 1);
     }
 }

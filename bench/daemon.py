@@ -13,6 +13,7 @@
 usage: daemon.py WARDEN [--rounds N] [--duration S]
 """
 import argparse, http.client, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 def pct(xs, p):
     xs = sorted(xs)
@@ -84,7 +85,7 @@ def main():
     work = tempfile.mkdtemp()
     one = os.path.join(work, "one.py")
     open(one, "w").write("print(1)\n")
-    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"), "--max-concurrent", "8",
+    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir(), "--max-concurrent", "8",
                             "--max-queued", "64"], stderr=subprocess.PIPE, text=True)
     try:
         line = ""

@@ -14,6 +14,7 @@ to count the creates the pool served. Sandboxes are deleted untimed.
 usage: ds_burst.py WARDEN [--clients 8] [--rounds 10]
 """
 import argparse, http.client, json, os, random, re, statistics, subprocess, sys, tempfile, threading, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 CODE = "import pandas as pd; pd.DataFrame({'a':[1,2]}).sum()"
 
@@ -89,7 +90,7 @@ def main():
     conf.write(settings)
     conf.close()
     srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
-                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"),
+                            "--data-dir", scratch.data_dir(),
                             "--max-concurrent", str(max(4, a.clients))],
                            stderr=subprocess.PIPE, text=True)
     host = port = None

@@ -14,6 +14,7 @@ is on the workspace's tmpfs, so it is memory too: its size is the `state` column
 usage: pause.py WARDEN [--rounds N] [--sizes 0,64,256,1024] [--evict]
 """
 import argparse, http.client, json, os, statistics, subprocess, sys, tempfile, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 SETTINGS = """
 [sandbox]
@@ -66,7 +67,7 @@ def main():
     settings = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
     settings.write(SETTINGS)
     settings.close()
-    srv = subprocess.Popen([args.warden, "--config", settings.name, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
+    srv = subprocess.Popen([args.warden, "--config", settings.name, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir()],
                            stderr=subprocess.PIPE, text=True)
     host = port = None
     for line in srv.stderr:

@@ -23,6 +23,7 @@ usage: pool.py WARDEN [--language python|javascript] [--rounds N] [--size SIZE]
 """
 import argparse, concurrent.futures, http.client, json, os, random, shutil, statistics
 import subprocess, sys, tempfile, threading, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,7 +36,7 @@ def pct(xs, p):
 def start_daemon(warden, settings):
     # A data directory of its own: one daemon per data_dir (the other daemon's is another).
     srv = subprocess.Popen([warden, "--config", settings, "serve", "--listen", "127.0.0.1:0",
-                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"),
+                            "--data-dir", scratch.data_dir(),
                             "--max-concurrent", "16", "--max-queued", "64"],
                            stderr=subprocess.PIPE, text=True)
     line = ""
@@ -144,6 +145,7 @@ def main():
         for clients, per_client, think in ((1, 10, a.think_ms_1), (8, 4, a.think_ms_8)):
             for make in cases.values():  # warm-up
                 block(make, clients, 2, think)
+            before = pool_counts(daemons["pooled"][1], a.language)
             samples = {k: [] for k in cases}
             for _ in range(a.rounds):
                 order = list(cases.items())
@@ -158,6 +160,10 @@ def main():
             for name, xs in samples.items():
                 print(f"| {name} | {pct(xs, 50):.2f} | {pct(xs, 90):.2f} | {pct(xs, 99):.2f} "
                       f"| {max(xs):.2f} | {statistics.mean(xs):.2f} |")
+            taken, missed = (x - y for x, y in
+                             zip(pool_counts(daemons["pooled"][1], a.language), before))
+            print(f"\npooled daemon: {taken} one-shots took a held sandbox, {missed} found "
+                  f"none and ran cold (warden_oneshot_pool_missed_total)")
             b = pct(samples[bare_case], 50)
             p = samples["pooled one-shot (HTTP)"]
             print(f"\npooled p50 / bare p50 = {pct(p, 50) / b:.2f} (target <= 0.25); "
@@ -174,6 +180,21 @@ def main():
             srv.terminate()
             srv.wait()
         shutil.rmtree(work)
+
+
+def pool_counts(addr, language):
+    """The standard profile's one-shot pool of `language`: (taken, missed) from /metrics."""
+    conn = http.client.HTTPConnection(*addr)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    labels = f'{{language="{language}",profile="standard"}}'
+    def value(series):
+        for line in text.splitlines():
+            if line.startswith(series + labels) or line.startswith(
+                    series + f'{{profile="standard",language="{language}"}}'):
+                return int(float(line.split()[-1]))
+        sys.exit(f"/metrics has no {series}{labels}")
+    return (value("warden_oneshot_pool_taken_total"), value("warden_oneshot_pool_missed_total"))
 
 
 def descendants(root):

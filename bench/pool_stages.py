@@ -12,6 +12,7 @@ program, its exit), → artifacts collected (status, output, artifacts), → the
 usage: pool_stages.py WARDEN [--requests N]
 """
 import argparse, http.client, json, os, re, statistics, subprocess, sys, tempfile, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 STAGES = ["held run starts", "init reaped the program", "supervisor artifacts collected"]
 
@@ -23,7 +24,7 @@ def main():
     a = ap.parse_args()
     log = tempfile.NamedTemporaryFile(prefix="warden-trace-", suffix=".log", delete=False)
     srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0",
-                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
+                            "--data-dir", scratch.data_dir()],
                            stderr=log, env=dict(os.environ, WARDEN_TRACE_TIMING="1"))
     try:
         addr = None

@@ -17,6 +17,7 @@ raised to fit. Phases, each timed:
 usage: scale.py WARDEN [--sandboxes 10000] [--contexts 2000] [--clients 8]
 """
 import argparse, http.client, json, os, subprocess, sys, tempfile, threading, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 SETTINGS = """
 [server]
@@ -121,7 +122,7 @@ def main():
     conf.write(SETTINGS.format(max_sandboxes=a.sandboxes, clients=a.clients, uid_base=a.uid_base))
     conf.close()
     srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
-                            "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
+                            "--data-dir", scratch.data_dir()],
                            stderr=subprocess.PIPE, text=True)
     host = port = None
     log = []

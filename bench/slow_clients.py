@@ -11,7 +11,8 @@ descriptor limit; a release build.
 
 usage: slow_clients.py WARDEN [--conns N] [--hold S] [--flood N] [--rounds N]
 """
-import argparse, http.client, json, resource, socket, statistics, subprocess, sys, tempfile, time
+import argparse, http.client, json, resource, socket, statistics, subprocess, sys, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 HALF = b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
@@ -22,7 +23,7 @@ def pct(xs, p):
 
 
 def start(warden):
-    srv = subprocess.Popen([warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-")],
+    srv = subprocess.Popen([warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir()],
                            stderr=subprocess.PIPE, text=True)
     for line in srv.stderr:
         if "listening on http://" in line:

@@ -23,6 +23,7 @@ usage: soak.py WARDEN [--total N] [--clients N] [--attack-every N] [--max-second
 Exit status: 0 when every request gave its expected outcome and nothing leaked, else 1.
 """
 import argparse, fcntl, http.client, json, os, random, signal, subprocess, sys, tempfile, threading, time
+import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 
 SETTINGS = """
 [sandbox]
@@ -238,7 +239,7 @@ def main():
 
     before_daemon = {"unowned sandbox cgroups": len(stale_cgroups()), "host mounts (all, tmpfs)": mounts()}
     srv = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", a.warden,
-                            "--config", settings, "serve", "--listen", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(prefix="warden-bench-data-"),
+                            "--config", settings, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir(),
                             "--max-concurrent", str(a.max_concurrent), "--max-queued", str(4 * a.clients)],
                            stderr=subprocess.PIPE, text=True)
     daemon = None

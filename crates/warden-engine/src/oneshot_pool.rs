@@ -95,6 +95,9 @@ pub struct OneShotPoolStatus {
     /// Held sandboxes found dead and dropped.
     pub discarded: u64,
     pub failed: u64,
+    /// One-shots of this profile and language that found no fitting held sandbox and ran
+    /// cold.
+    pub missed: u64,
 }
 
 /// The one-shot pools of one engine (shared by its clones).
@@ -108,7 +111,11 @@ impl OneShotPools {
         let mut dead = Vec::new();
         let found = {
             let mut ready = self.ready.lock().expect("not poisoned");
-            let queue = ready.get_mut(&pool)?;
+            let Some(queue) = ready.get_mut(&pool) else {
+                drop(ready);
+                self.count_miss(&pool);
+                return None;
+            };
             loop {
                 let Some(at) = queue.iter().position(|h| h.key == key && h.run.fits(plan)) else {
                     break None;
@@ -132,7 +139,19 @@ impl OneShotPools {
             });
         }
         drop(dead);
+        if found.is_none() {
+            self.count_miss(&pool);
+        }
         found
+    }
+
+    /// Counts a run that found nothing fitting, for a pool that exists (a profile with a
+    /// `oneshot_pool_size`, one of its languages).
+    fn count_miss(&self, pool: &OneShotPoolId) {
+        let mut counters = self.counters.lock().expect("not poisoned");
+        if let Some(c) = counters.get_mut(pool).filter(|c| c.size > 0) {
+            c.missed += 1;
+        }
     }
 
     fn discard_dead(&self, pool: &OneShotPoolId) {
@@ -507,6 +526,10 @@ mod tests {
             assert_eq!(run(&engine, other).await, "cold\n");
         }
         assert_eq!(b.cold.lock().unwrap().len(), 6);
+        // Each of those counts as a miss of its pool (a language without one has none); the
+        // runs before the pools started do not.
+        assert_eq!(status(&engine, "standard", "python").missed, 2);
+        assert_eq!(status(&engine, "standard", "javascript").missed, 1);
         // One that died while it waited is never used, and is replaced.
         for alive in b.alive.lock().unwrap().iter() {
             alive.store(false, Ordering::SeqCst);
@@ -515,6 +538,7 @@ mod tests {
         ready(&engine, "standard", "python", 2).await;
         let python = status(&engine, "standard", "python");
         assert_eq!((python.size, python.taken, python.discarded), (2, 2, 2));
+        assert_eq!(python.missed, 3);
         assert_eq!(run(&engine, print1()).await, "held python 30s\n");
         engine.close_oneshot_pools().await;
         assert_eq!(status(&engine, "standard", "python").ready, 0);

@@ -87,6 +87,8 @@ pub struct PoolStatus {
     pub discarded: u64,
     /// Builds that failed.
     pub failed: u64,
+    /// Creates of this profile that found no fitting sandbox ready and were built then.
+    pub missed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +97,7 @@ pub(crate) struct Counters {
     taken: u64,
     discarded: u64,
     failed: u64,
+    missed: u64,
 }
 
 /// What every pool keeps, per pool (`K`: a profile's name, or a one-shot pool's profile and
@@ -179,9 +182,14 @@ impl Pools {
         loop {
             let candidate = {
                 let mut ready = self.ready.lock().expect("not poisoned");
-                let queue = ready.get_mut(profile)?;
-                let at = queue.iter().position(|p| &p.key == key)?;
-                queue.remove(at)?
+                ready.get_mut(profile).and_then(|queue| {
+                    let at = queue.iter().position(|p| &p.key == key)?;
+                    queue.remove(at)
+                })
+            };
+            let Some(candidate) = candidate else {
+                self.count_miss(profile);
+                return None;
             };
             // Whatever happens next, the pool is one short.
             self.wake.notify_waiters();
@@ -191,6 +199,15 @@ impl Pools {
             }
             self.count(profile, |c| c.discarded += 1);
             discard(candidate).await;
+        }
+    }
+
+    /// Counts a take that found nothing fitting, for a pool that exists (a profile with a
+    /// `pool_size`).
+    fn count_miss(&self, profile: &str) {
+        let mut counters = self.counters.lock().expect("not poisoned");
+        if let Some(c) = counters.get_mut(profile).filter(|c| c.size > 0) {
+            c.missed += 1;
         }
     }
 
@@ -282,6 +299,7 @@ impl Sandboxes {
                 taken: c.taken,
                 discarded: c.discarded,
                 failed: c.failed,
+                missed: c.missed,
             })
             .collect()
     }
@@ -676,6 +694,8 @@ mod tests {
             .unwrap();
         assert_eq!(status(&s).taken, 0);
         assert_eq!(status(&s).ready, 1);
+        // Built then, not taken: a miss of the pool.
+        assert_eq!(status(&s).missed, 1);
         assert!(s.list_contexts(None, &other.id).unwrap().is_empty());
         let built = backend.built.lock().unwrap().clone();
         assert_eq!(built.len(), 2);
@@ -685,7 +705,7 @@ mod tests {
         s.create(&Caller::default(), create(Some(200)))
             .await
             .unwrap();
-        assert_eq!(status(&s).taken, 1);
+        assert_eq!((status(&s).taken, status(&s).missed), (1, 1));
         s.destroy_all().await;
     }
 

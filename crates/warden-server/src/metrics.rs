@@ -43,22 +43,24 @@ pub struct PoolFamilies<L> {
     pub taken: Family<L, Counter>,
     pub discarded: Family<L, Counter>,
     pub failed: Family<L, Counter>,
+    pub missed: Family<L, Counter>,
 }
 
 impl<L: EncodeLabelSet + Clone + std::hash::Hash + Eq + std::fmt::Debug + Send + Sync + 'static>
     PoolFamilies<L>
 {
     /// Registers the families under `prefix` (`pool`, `oneshot_pool`), with the help texts of
-    /// ready, size, taken, discarded and failed builds.
-    fn register(registry: &mut Registry, prefix: &str, help: [&str; 5]) -> Self {
+    /// ready, size, taken, discarded, failed builds and misses.
+    fn register(registry: &mut Registry, prefix: &str, help: [&str; 6]) -> Self {
         let families = PoolFamilies {
             ready: Family::default(),
             size: Family::default(),
             taken: Family::default(),
             discarded: Family::default(),
             failed: Family::default(),
+            missed: Family::default(),
         };
-        let [ready, size, taken, discarded, failed] = help;
+        let [ready, size, taken, discarded, failed, missed] = help;
         registry.register(format!("{prefix}_ready"), ready, families.ready.clone());
         registry.register(format!("{prefix}_size"), size, families.size.clone());
         registry.register(format!("{prefix}_taken"), taken, families.taken.clone());
@@ -72,13 +74,14 @@ impl<L: EncodeLabelSet + Clone + std::hash::Hash + Eq + std::fmt::Debug + Send +
             failed,
             families.failed.clone(),
         );
+        registry.register(format!("{prefix}_missed"), missed, families.missed.clone());
         families
     }
 
-    fn observe(&self, labels: &L, ready: usize, size: u32, totals: [u64; 3]) {
+    fn observe(&self, labels: &L, ready: usize, size: u32, totals: [u64; 4]) {
         self.ready.get_or_create(labels).set(ready as i64);
         self.size.get_or_create(labels).set(i64::from(size));
-        for (family, total) in [&self.taken, &self.discarded, &self.failed]
+        for (family, total) in [&self.taken, &self.discarded, &self.failed, &self.missed]
             .into_iter()
             .zip(totals)
         {
@@ -150,6 +153,7 @@ impl Default for Metrics {
                 "Creates that got a warm sandbox",
                 "Pooled sandboxes found dead while waiting, destroyed and never handed out",
                 "Builds of pooled sandboxes that failed",
+                "Creates of a pooled profile that found no fitting warm sandbox and built one then",
             ],
         );
         let oneshot_pools = PoolFamilies::register(
@@ -161,6 +165,7 @@ impl Default for Metrics {
                 "One-shots that ran in a held sandbox",
                 "Held one-shot sandboxes found dead while waiting, destroyed and never used",
                 "Builds of held one-shot sandboxes that failed",
+                "One-shots of a pooled profile and language that found no fitting held sandbox and ran cold",
             ],
         );
         Metrics {
@@ -185,7 +190,7 @@ impl Metrics {
                 profile: p.profile.clone(),
             };
             self.pools
-                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed]);
+                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed, p.missed]);
         }
     }
 
@@ -203,7 +208,7 @@ impl Metrics {
                 language: pool.language.to_string(),
             };
             self.oneshot_pools
-                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed]);
+                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed, p.missed]);
         }
     }
 

@@ -189,8 +189,12 @@ impl Metrics {
             let labels = PoolLabels {
                 profile: p.profile.clone(),
             };
-            self.pools
-                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed, p.missed]);
+            self.pools.observe(
+                &labels,
+                p.ready,
+                p.size,
+                [p.taken, p.discarded, p.failed, p.missed],
+            );
         }
     }
 
@@ -207,8 +211,12 @@ impl Metrics {
                 profile: pool.profile.clone(),
                 language: pool.language.to_string(),
             };
-            self.oneshot_pools
-                .observe(&labels, p.ready, p.size, [p.taken, p.discarded, p.failed, p.missed]);
+            self.oneshot_pools.observe(
+                &labels,
+                p.ready,
+                p.size,
+                [p.taken, p.discarded, p.failed, p.missed],
+            );
         }
     }
 

@@ -1694,6 +1694,9 @@ impl DockerSandbox {
             match tokio::time::timeout_at(deadline, output.next()).await {
                 Err(_) => {
                     writer.abort();
+                    // Not read any more: let the engine drop it rather than wait on it while
+                    // the kill runs (see `relay::relay`).
+                    drop(output);
                     sh.kill_processes(&self.name, self.user).await;
                     return Err(DockerError::Deadline {
                         call: "file operation",

@@ -442,6 +442,16 @@ impl Shared {
         }
         .await;
         if !matches!(ok, Ok(true)) {
+            // Said, so that a run that lost its sandbox or its report to it can be traced.
+            match &ok {
+                Ok(_) => eprintln!(
+                    "warden: docker: the kill exec in {container} failed or was not seen done within {}s; killing the container",
+                    relay::GRACE.as_secs()
+                ),
+                Err(e) => eprintln!(
+                    "warden: docker: the kill exec in {container} failed ({e}); killing the container"
+                ),
+            }
             self.kill_container(container).await;
         }
     }
@@ -1620,13 +1630,25 @@ impl DockerSandbox {
         let mut relayed = relayed;
         if !relayed.ended {
             // The sandbox did not stop within the grace period: it is killed whole, and gone.
+            eprintln!(
+                "warden: docker: the run in {} did not end within {}s of its kill; killing the container",
+                self.name,
+                relay::GRACE.as_secs()
+            );
             sh.kill_container(&self.name).await;
             state.destroyed = true;
         } else if relayed.report.is_none() && (relayed.timed_out || relayed.output_exceeded) {
             // The kill took the wrapper too (here it is not pid 1): ask for its report alone.
-            if let Ok(report) = self.report_only(&plan.limits).await {
-                relayed.report = report.report;
-                relayed.report_complete = report.report_complete;
+            match self.report_only(&plan.limits).await {
+                Ok(report) => {
+                    relayed.report = report.report;
+                    relayed.report_complete = report.report_complete;
+                }
+                // The run's result goes without its counters and files: said in the log.
+                Err(e) => eprintln!(
+                    "warden: docker: the report of a killed run in {} could not be read: {e}",
+                    self.name
+                ),
             }
         }
         let exit = match sh

@@ -1186,6 +1186,8 @@ mod tests {
             (made.name, made.labels, made.created_at, 100)
         );
         assert!(s.get(None, &made.id).is_err(), "another owner sees it");
+        // Its count as of the record's last writing (the context's creation, after the cell).
+        assert_eq!(s.get(Some("alice"), &made.id).unwrap().executions, 1);
         let listed: Vec<String> = s
             .list_contexts(Some("alice"), &made.id)
             .unwrap()
@@ -1213,6 +1215,12 @@ mod tests {
         }
         // Started again once each, the default one with its preloads like any default.
         assert_eq!(fake.created.lock().unwrap().len(), 4);
+        // A graceful stop writes the count: the next start has every execution.
+        s.destroy_all().await;
+        drop(s);
+        let s = durable_sandboxes(dir.path(), &fake);
+        assert_eq!(s.restore().await.unwrap().restored, vec![made.id.clone()]);
+        assert_eq!(s.get(Some("alice"), &made.id).unwrap().executions, 5);
         s.destroy(Some("alice"), &made.id).await.unwrap();
         assert!(!dir.path().join("sandboxes").join(&made.id).exists());
         drop(s);

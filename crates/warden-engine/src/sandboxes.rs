@@ -393,6 +393,7 @@ impl Sandboxes {
     /// The record a restart needs of a durable sandbox.
     fn record_of(entry: &Entry) -> SandboxRecord {
         let ttls = *entry.ttls.lock().expect("not poisoned");
+        let executions = entry.usage.lock().expect("not poisoned").executions;
         SandboxRecord {
             id: entry.id.clone(),
             name: entry.name.clone(),
@@ -407,6 +408,7 @@ impl Sandboxes {
             env: entry.env.clone(),
             home: entry.home.clone(),
             contexts: entry.contexts.records(),
+            executions,
         }
     }
 
@@ -864,7 +866,12 @@ impl Sandboxes {
             .into_values()
             .collect();
         for entry in all {
-            if !entry.durable {
+            if entry.durable {
+                // Its count of executions, up to date for the next start.
+                if let Err(e) = self.save(&entry) {
+                    eprintln!("warden: saving sandbox {}: {e}", entry.id);
+                }
+            } else {
                 self.record_destroyed(&entry, DestroyCause::Shutdown);
             }
             let _ = entry.handle.destroy().await;
@@ -978,7 +985,7 @@ impl Sandboxes {
             usage: Mutex::new(Usage {
                 last_used: now,
                 last_used_ms: warden_types::now_ms(),
-                executions: 0,
+                executions: record.executions,
                 running: 0,
                 paused: false,
                 uses: 0,

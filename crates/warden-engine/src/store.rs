@@ -102,6 +102,10 @@ pub struct SandboxRecord {
     pub env: BTreeMap<String, String>,
     pub home: Option<String>,
     pub contexts: Vec<ContextRecord>,
+    /// Executions so far, as of this record's writing (each write brings it up to date: a
+    /// create, a change of TTLs or contexts, a graceful stop; not every execution).
+    #[serde(default)]
+    pub executions: u64,
 }
 
 /// A named copy of a durable sandbox's workspace, owned by the API key that made it.
@@ -390,6 +394,7 @@ mod tests {
                 language: "python".into(),
                 created_ms: 2,
             }],
+            executions: 3,
         }
     }
 

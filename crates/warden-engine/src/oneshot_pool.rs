@@ -100,6 +100,14 @@ pub struct OneShotPoolStatus {
     pub missed: u64,
 }
 
+impl crate::pool::Misses for OneShotPoolStatus {
+    fn miss(&mut self) {
+        if self.size > 0 {
+            self.missed += 1;
+        }
+    }
+}
+
 /// The one-shot pools of one engine (shared by its clones).
 pub(crate) type OneShotPools = crate::pool::Shelves<OneShotPoolId, Held, OneShotPoolStatus>;
 
@@ -111,21 +119,18 @@ impl OneShotPools {
         let mut dead = Vec::new();
         let found = {
             let mut ready = self.ready.lock().expect("not poisoned");
-            let Some(queue) = ready.get_mut(&pool) else {
-                drop(ready);
-                self.count_miss(&pool);
-                return None;
-            };
-            loop {
-                let Some(at) = queue.iter().position(|h| h.key == key && h.run.fits(plan)) else {
-                    break None;
-                };
-                let held = queue.remove(at)?;
-                if held.run.alive() {
-                    break Some(held.run);
+            ready.get_mut(&pool).and_then(|queue| {
+                loop {
+                    let at = queue
+                        .iter()
+                        .position(|h| h.key == key && h.run.fits(plan))?;
+                    let held = queue.remove(at)?;
+                    if held.run.alive() {
+                        break Some(held.run);
+                    }
+                    dead.push(held);
                 }
-                dead.push(held);
-            }
+            })
         };
         if found.is_some() || !dead.is_empty() {
             self.wake.notify_waiters();
@@ -143,15 +148,6 @@ impl OneShotPools {
             self.count_miss(&pool);
         }
         found
-    }
-
-    /// Counts a run that found nothing fitting, for a pool that exists (a profile with a
-    /// `oneshot_pool_size`, one of its languages).
-    fn count_miss(&self, pool: &OneShotPoolId) {
-        let mut counters = self.counters.lock().expect("not poisoned");
-        if let Some(c) = counters.get_mut(pool).filter(|c| c.size > 0) {
-            c.missed += 1;
-        }
     }
 
     fn discard_dead(&self, pool: &OneShotPoolId) {

@@ -100,6 +100,20 @@ pub(crate) struct Counters {
     missed: u64,
 }
 
+/// A pool's counters that count a take which found nothing fitting.
+pub(crate) trait Misses {
+    /// Counts one, if the pool has a size (it keeps anything at all).
+    fn miss(&mut self);
+}
+
+impl Misses for Counters {
+    fn miss(&mut self) {
+        if self.size > 0 {
+            self.missed += 1;
+        }
+    }
+}
+
 /// What every pool keeps, per pool (`K`: a profile's name, or a one-shot pool's profile and
 /// language): the ready items and the counters; and the refill tasks with what wakes and
 /// stops them. The sandbox pools below and the one-shot pools ([`crate::oneshot_pool`]) are
@@ -142,6 +156,19 @@ impl<K: Ord, T, C: Default> Shelves<K, T, C> {
             counters.insert(pool.to_owned(), C::default());
         }
         f(counters.get_mut(pool).expect("inserted"));
+    }
+
+    /// Counts a take that found nothing fitting, for a pool that exists: a request of a
+    /// profile (and language) without a pool adds no entry to the counters.
+    pub(crate) fn count_miss<Q>(&self, pool: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+        C: Misses,
+    {
+        if let Some(c) = self.counters.lock().expect("not poisoned").get_mut(pool) {
+            c.miss();
+        }
     }
 
     pub(crate) fn ready_count<Q>(&self, pool: &Q) -> usize
@@ -199,15 +226,6 @@ impl Pools {
             }
             self.count(profile, |c| c.discarded += 1);
             discard(candidate).await;
-        }
-    }
-
-    /// Counts a take that found nothing fitting, for a pool that exists (a profile with a
-    /// `pool_size`).
-    fn count_miss(&self, profile: &str) {
-        let mut counters = self.counters.lock().expect("not poisoned");
-        if let Some(c) = counters.get_mut(profile).filter(|c| c.size > 0) {
-            c.missed += 1;
         }
     }
 

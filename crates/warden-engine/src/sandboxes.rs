@@ -865,13 +865,19 @@ impl Sandboxes {
         let all: Vec<Arc<Entry>> = std::mem::take(&mut *self.live.lock().expect("not poisoned"))
             .into_values()
             .collect();
+        // The durable ones' counts of executions, up to date for the next start: one commit.
+        let durable: Vec<SandboxRecord> = all
+            .iter()
+            .filter(|e| e.durable)
+            .map(|e| Self::record_of(e))
+            .collect();
+        if let Some(store) = self.store.as_ref().filter(|_| !durable.is_empty())
+            && let Err(e) = store.put_all(&durable)
+        {
+            eprintln!("warden: saving the durable sandboxes' records at shutdown: {e}");
+        }
         for entry in all {
-            if entry.durable {
-                // Its count of executions, up to date for the next start.
-                if let Err(e) = self.save(&entry) {
-                    eprintln!("warden: saving sandbox {}: {e}", entry.id);
-                }
-            } else {
+            if !entry.durable {
                 self.record_destroyed(&entry, DestroyCause::Shutdown);
             }
             let _ = entry.handle.destroy().await;

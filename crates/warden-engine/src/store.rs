@@ -230,14 +230,29 @@ impl Store {
 
     /// Saves a sandbox's record (new or changed), durably.
     pub fn put(&self, record: &SandboxRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(record).expect("a record serializes");
-        self.write(
-            &format!("save the record of sandbox {}", record.id),
-            |table| {
-                table.insert(record.id.as_str(), bytes.as_slice())?;
-                Ok(())
-            },
-        )
+        self.put_all(std::slice::from_ref(record))
+    }
+
+    /// Saves (creates or replaces) several records in one transaction: one commit to disk
+    /// for all of them (a shutdown's, with every durable sandbox's count of executions).
+    pub fn put_all(&self, records: &[SandboxRecord]) -> Result<(), StoreError> {
+        let encoded: Vec<(&str, Vec<u8>)> = records
+            .iter()
+            .map(|r| {
+                let bytes = serde_json::to_vec(r).expect("a record serializes");
+                (r.id.as_str(), bytes)
+            })
+            .collect();
+        let operation = match records {
+            [one] => format!("save the record of sandbox {}", one.id),
+            _ => format!("save the records of {} sandboxes", records.len()),
+        };
+        self.write(&operation, |table| {
+            for (id, bytes) in &encoded {
+                table.insert(*id, bytes.as_slice())?;
+            }
+            Ok(())
+        })
     }
 
     /// Removes a sandbox's record (nothing to do if there is none).

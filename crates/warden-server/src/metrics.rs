@@ -1,7 +1,7 @@
 //! Prometheus metrics (`GET /metrics`, OpenMetrics text): executions by profile, language and
 //! outcome; their duration; policy violations; executions running and waiting; the warm
-//! pools and the one-shot pools (ready, size, taken, discarded, failed builds), read from the
-//! engine at each scrape.
+//! pools and the one-shot pools (ready, size, taken, discarded, failed builds, misses), read
+//! from the engine at each scrape.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -80,13 +80,7 @@ impl Place {
 }
 
 fn exec(addr: &str, id: &str, body: Value) -> Value {
-    let (status, v) = call(
-        addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
-        &body.to_string(),
-    );
+    let (status, v) = post_to(addr, id, "exec", &body.to_string());
     assert_eq!(status, 200, "{v}");
     v
 }
@@ -153,13 +147,7 @@ fn a_durable_sandbox_outlives_kill_9_and_an_upgraded_binary() {
         serde_json::json!({"code": "open('made.txt', 'w').write('made in a run')\nx = 42\nprint(x)", "context": "default"}),
     );
     assert_eq!(out["stdout"], "42\n", "{out}");
-    let (status, ctx) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{id}/contexts"),
-        "{}",
-    );
+    let (status, ctx) = post_to(&addr, &id, "contexts", "{}");
     assert_eq!(status, 201, "{ctx}");
     let ctx = ctx["id"].as_str().unwrap().to_owned();
     let out = exec(
@@ -571,25 +559,13 @@ fn snapshots_are_the_keys_own_counted_and_make_new_sandboxes() {
     let (_, parent) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
     let parent = parent["id"].as_str().unwrap().to_owned();
     write(&addr, &parent, "state.txt", "before");
-    let (status, snap) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/snapshot"),
-        r#"{"name": "first"}"#,
-    );
+    let (status, snap) = post_to(&addr, &parent, "snapshot", r#"{"name": "first"}"#);
     assert_eq!(status, 201, "{snap}");
     assert_eq!(snap["sandbox_id"], parent.as_str());
     assert_eq!(snap["workspace_mb"], 24);
     write(&addr, &parent, "state.txt", "after");
     // The name is the key's: taken for alice, free for bob (who cannot see alice's).
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/snapshot"),
-        r#"{"name": "first"}"#,
-    );
+    let (status, v) = post_to(&addr, &parent, "snapshot", r#"{"name": "first"}"#);
     assert_eq!(
         (status, v["error"]["code"].as_str()),
         (409, Some("name_taken"))
@@ -621,21 +597,9 @@ fn snapshots_are_the_keys_own_counted_and_make_new_sandboxes() {
     write(&addr, &child, "state.txt", "child");
     assert_eq!(read(&addr, &parent, "state.txt"), "after");
     // The quota: a second snapshot fits, a third does not, until one is deleted.
-    let (status, _) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/snapshot"),
-        r#"{"name": "second"}"#,
-    );
+    let (status, _) = post_to(&addr, &parent, "snapshot", r#"{"name": "second"}"#);
     assert_eq!(status, 201);
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{child}/snapshot"),
-        r#"{"name": "third"}"#,
-    );
+    let (status, v) = post_to(&addr, &child, "snapshot", r#"{"name": "third"}"#);
     assert_eq!(status, 507, "{v}");
     assert_eq!(v["error"]["code"], "snapshot_quota_exceeded", "{v}");
     let (_, list) = call(&addr, ALICE, "GET", "/v1/snapshots", "");
@@ -647,13 +611,7 @@ fn snapshots_are_the_keys_own_counted_and_make_new_sandboxes() {
     assert_eq!(list["quota_bytes"], 60 * 1024 * 1024);
     let (status, v) = call(&addr, ALICE, "DELETE", "/v1/snapshots/first", "");
     assert_eq!(status, 200, "{v}");
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{child}/snapshot"),
-        r#"{"name": "third"}"#,
-    );
+    let (status, v) = post_to(&addr, &child, "snapshot", r#"{"name": "third"}"#);
     assert_eq!(status, 201, "{v}");
     // Snapshots survive a kill -9; a snapshot cut off before its record (a folder of a copy
     // in progress) is never listed and is removed at the next start.
@@ -707,13 +665,7 @@ fn ten_forks_are_independent_of_each_other_and_of_their_parent() {
     );
     let parent = parent["id"].as_str().unwrap().to_owned();
     write(&addr, &parent, "state.txt", "parent");
-    let (status, forks) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/fork"),
-        r#"{"count": 10}"#,
-    );
+    let (status, forks) = post_to(&addr, &parent, "fork", r#"{"count": 10}"#);
     assert_eq!(status, 201, "{forks}");
     let ids: Vec<String> = forks["sandboxes"]
         .as_array()
@@ -751,13 +703,7 @@ fn ten_forks_are_independent_of_each_other_and_of_their_parent() {
         .count();
     assert_eq!(left, 0, "a fork's copy is left");
     // Out of range.
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/fork"),
-        r#"{"count": 17}"#,
-    );
+    let (status, v) = post_to(&addr, &parent, "fork", r#"{"count": 17}"#);
     assert_eq!(status, 400, "{v}");
     // A sandbox that is not durable cannot be forked, and says why.
     let (_, fleeting) = call(
@@ -851,13 +797,7 @@ fn a_paused_durable_sandbox_comes_back_after_a_kill_9() {
         serde_json::json!({"code": "open('a.txt', 'w').write('a')\nv = 1", "context": "default"}),
     );
     assert_eq!(out["exit_code"], 0, "{out}");
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{id}/pause"),
-        "",
-    );
+    let (status, v) = post_to(&addr, &id, "pause", "");
     assert_eq!(status, 200, "{v}");
     // The frozen context holds the workspace: the next start thaws what its killed owner
     // left frozen, so that it dies and lets go of the image.
@@ -881,6 +821,17 @@ fn cell_in(addr: &str, id: &str, context: &str, code: &str) -> Value {
         addr,
         id,
         serde_json::json!({ "code": code, "context": context }),
+    )
+}
+
+/// `POST /v1/sandboxes/{id}/{action}` as ALICE.
+fn post_to(addr: &str, id: &str, action: &str, body: &str) -> (u16, Value) {
+    call(
+        addr,
+        ALICE,
+        "POST",
+        &format!("/v1/sandboxes/{id}/{action}"),
+        body,
     )
 }
 
@@ -923,24 +874,12 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
         cell_in(&addr, &parent, "default", STATE)["stdout"],
         "ready\n"
     );
-    let (status, other) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/contexts"),
-        "{}",
-    );
+    let (status, other) = post_to(&addr, &parent, "contexts", "{}");
     assert_eq!(status, 201, "{other}");
     let other = other["id"].as_str().unwrap().to_owned();
     cell_in(&addr, &parent, &other, "y = [1, 2]");
 
-    let (status, snap) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/snapshot"),
-        r#"{"name": "vars"}"#,
-    );
+    let (status, snap) = post_to(&addr, &parent, "snapshot", r#"{"name": "vars"}"#);
     assert_eq!(status, 201, "{snap}");
     let saved = reported(&snap["contexts"], "default", "saved");
     for name in ["x", "inc", "threading"] {
@@ -999,13 +938,7 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
     );
 
     // Forks: each its own copy of the variables as they are now.
-    let (status, forks) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/fork"),
-        r#"{"count": 4}"#,
-    );
+    let (status, forks) = post_to(&addr, &parent, "fork", r#"{"count": 4}"#);
     assert_eq!(status, 201, "{forks}");
     assert_eq!(reported(&forks["contexts"], "default", "unsaved"), ["lock"]);
     let ids: Vec<String> = forks["sandboxes"]
@@ -1042,21 +975,9 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
 
     // A paused sandbox: its contexts are thawed for their save and frozen again (the save
     // once waited on its own context's lock for ever: schemathesis found it).
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/pause"),
-        "{}",
-    );
+    let (status, v) = post_to(&addr, &parent, "pause", "{}");
     assert_eq!(status, 200, "{v}");
-    let (status, snap) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/snapshot"),
-        r#"{"name": "paused"}"#,
-    );
+    let (status, snap) = post_to(&addr, &parent, "snapshot", r#"{"name": "paused"}"#);
     assert_eq!(status, 201, "{snap}");
     assert!(
         reported(&snap["contexts"], "default", "saved").contains(&"x"),
@@ -1064,13 +985,7 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
     );
     let (_, info) = call(&addr, ALICE, "GET", &format!("/v1/sandboxes/{parent}"), "");
     assert_eq!(info["state"], "paused", "{info}");
-    let (status, forks) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{parent}/fork"),
-        r#"{"count": 1}"#,
-    );
+    let (status, forks) = post_to(&addr, &parent, "fork", r#"{"count": 1}"#);
     assert_eq!(status, 201, "{forks}");
     let (_, info) = call(&addr, ALICE, "GET", &format!("/v1/sandboxes/{parent}"), "");
     assert_eq!(info["state"], "paused", "{info}");
@@ -1089,25 +1004,13 @@ fn an_evicted_contexts_state_comes_back_after_a_kill_9_and_never_lingers() {
     assert_eq!(cell_in(&addr, &id, "default", STATE)["stdout"], "ready\n");
     let mut others = Vec::new();
     for _ in 0..2 {
-        let (status, v) = call(
-            &addr,
-            ALICE,
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts"),
-            "{}",
-        );
+        let (status, v) = post_to(&addr, &id, "contexts", "{}");
         assert_eq!(status, 201, "{v}");
         let other = v["id"].as_str().unwrap().to_owned();
         cell_in(&addr, &id, &other, "z = 'zed'");
         others.push(other);
     }
-    let (status, v) = call(
-        &addr,
-        ALICE,
-        "POST",
-        &format!("/v1/sandboxes/{id}/pause"),
-        r#"{"evict": true}"#,
-    );
+    let (status, v) = post_to(&addr, &id, "pause", r#"{"evict": true}"#);
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["evicted"].as_array().unwrap().len(), 3, "{v}");
     kill_9(server);

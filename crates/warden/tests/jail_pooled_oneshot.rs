@@ -722,23 +722,7 @@ fn the_daemon_serves_one_shots_from_its_pool_each_in_a_fresh_sandbox_and_leaves_
     // A clean stop destroys the held sandboxes.
     let held = pooled_helpers_of(daemon);
     assert!(!held.is_empty());
-    let mut server = server;
-    // SAFETY: kill with the pid of our own child and a signal number.
-    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
-    server.child.wait().unwrap();
-    let alive = |pid: &u32| running(*pid);
-    let mut left = held.clone();
-    for _ in 0..100 {
-        left.retain(alive);
-        if left.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        left.is_empty(),
-        "held sandboxes outlived the daemon: {left:?}"
-    );
+    stop_and_expect_held_gone(server, &held);
 }
 
 #[test]
@@ -803,22 +787,7 @@ fn the_daemon_serves_javascript_one_shots_from_its_pool_each_in_a_fresh_sandbox(
     // A clean stop destroys the held sandboxes.
     let held = pooled_helpers_of(daemon);
     assert!(!held.is_empty());
-    let mut server = server;
-    // SAFETY: kill with the pid of our own child and a signal number.
-    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
-    server.child.wait().unwrap();
-    let mut left = held.clone();
-    for _ in 0..100 {
-        left.retain(|pid| running(*pid));
-        if left.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        left.is_empty(),
-        "held sandboxes outlived the daemon: {left:?}"
-    );
+    stop_and_expect_held_gone(server, &held);
 }
 
 /// A metric of the JavaScript one-shot pool of the profile `pooled` (`ready`, `size`,
@@ -848,4 +817,24 @@ fn running(pid: u32) -> bool {
         stat.rsplit_once(')')
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
     })
+}
+
+/// Stops the daemon (SIGTERM) and checks that every held sandbox's process (`held`) is gone
+/// within 5 s.
+fn stop_and_expect_held_gone(mut server: common::Server, held: &[u32]) {
+    // SAFETY: kill with the pid of our own child and a signal number.
+    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    server.child.wait().unwrap();
+    let mut left = held.to_vec();
+    for _ in 0..100 {
+        left.retain(|pid| running(*pid));
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        left.is_empty(),
+        "held sandboxes outlived the daemon: {left:?}"
+    );
 }

@@ -1,9 +1,11 @@
 //! The jail as an engine [`Backend`]: builds the [`JailPlan`], starts the helper process with
-//! it (forked early by a single-threaded caller, see [`crate::prestart`], else exec'd, see
-//! [`crate::client`]), and hands out sandboxes with a lifetime ([`crate::sandbox`]).
+//! it (forked early by a single-threaded caller, see [`crate::prestart`], else started by its
+//! [`crate::launcher::Launcher`]: forked by a fork server, or exec'd), and hands out sandboxes
+//! with a lifetime ([`crate::sandbox`]).
 //!
-//! Invariants: the helper is single-threaded — exec'd with an empty environment (the daemon's
-//! variables never reach a sandbox), or forked only when the caller has exactly one thread;
+//! Invariants: the helper is single-threaded — launched with an empty environment but for its
+//! mode and host ids (the daemon's variables never reach a sandbox), or forked by the caller
+//! only when the caller has exactly one thread;
 //! a caller that goes away before the result ends the sandbox (its processes killed through
 //! its cgroup, the helper then tears down; killed outright after a grace period), and a helper
 //! that outlives the plan's timeout by a safety margin is killed — a stuck helper becomes an
@@ -16,10 +18,11 @@ use crate::cgroup::Hierarchy;
 use crate::client::{KillHelperOnDrop, blocking, converse, encode_plan, exec_helper};
 use crate::contain::landlock::{LandlockKernel, RealKernel};
 use crate::held::HeldJailRun;
+use crate::launcher::Launcher;
 use crate::plan::{CODE_DIR, JailPlan, PlanInput};
 use crate::prestart::{HelperParts, Prestarted};
 use crate::sandbox::{JailSandbox, SandboxPart};
-use crate::settings::{JailSettings, net_request};
+use crate::settings::{HelperStart, JailSettings, net_request};
 use crate::workspace::Workspace;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,11 +46,20 @@ pub struct JailBackend {
     landlock: BTreeMap<String, LandlockRequirement>,
     /// The kernel's Landlock, asked once per process.
     landlock_kernel: Arc<dyn LandlockKernel>,
+    /// How helpers other than the one forked early are started.
+    launcher: Launcher,
 }
 
 impl JailBackend {
     pub fn new(settings: JailSettings) -> JailBackend {
+        let launcher = match settings.helper_start {
+            HelperStart::ForkServer => Launcher::fork_server(settings.helper_exe.clone()),
+            HelperStart::Exec | HelperStart::ForkWhenSingleThreaded => {
+                Launcher::exec(settings.helper_exe.clone())
+            }
+        };
         JailBackend {
+            launcher,
             settings,
             hierarchy: Hierarchy::detect().map_err(|e| format!("cannot read cgroup layout: {e}")),
             forked: std::sync::Mutex::new(Vec::new()),
@@ -122,7 +134,7 @@ impl JailBackend {
     /// A sandbox's part of the backend: its runs map to `uid`, which its workspace holds.
     fn sandbox_part(&self, landlock: u32, uid: u32) -> SandboxPart {
         SandboxPart {
-            helper_exe: self.settings.helper_exe.clone(),
+            launcher: self.launcher.clone(),
             host_paths: self.settings.host_paths.clone(),
             ids: crate::plan::IdMap {
                 host: crate::plan::HostIds::Held { uid },
@@ -202,8 +214,7 @@ impl Backend for JailBackend {
         // (and the sandbox's init, cloned from it) must never hold.
         let prestarted = self.prestarted.lock().expect("not poisoned").take();
         let prestarted = prestarted.or_else(|| {
-            self.settings
-                .fork_when_single_threaded
+            (self.settings.helper_start == HelperStart::ForkWhenSingleThreaded)
                 .then(Prestarted::fork_if_single_threaded)
                 .flatten()
         });
@@ -226,7 +237,7 @@ impl Backend for JailBackend {
             frames_r,
         }) = prestarted.and_then(|mut p| p.parts.take())
         {
-            let guard = KillHelperOnDrop(Some(pid as u32));
+            let guard = KillHelperOnDrop::of_own_child(pid);
             let internal = |e: std::io::Error| BackendError::Internal(format!("helper pipe: {e}"));
             let frames =
                 tokio::net::unix::pipe::Receiver::from_owned_fd(frames_r).map_err(internal)?;
@@ -237,7 +248,7 @@ impl Backend for JailBackend {
                     .map_err(|e| std::io::Error::other(e.to_string()))
             };
             let result = converse(&jail_plan, send, frames, events, margin).await;
-            std::mem::forget(guard);
+            guard.disarm();
             if result.is_err() {
                 // SAFETY: kill and waitpid on our own child.
                 unsafe {
@@ -253,16 +264,7 @@ impl Backend for JailBackend {
             }
             return result;
         }
-        exec_helper(
-            &self.settings.helper_exe,
-            &jail_plan,
-            events,
-            margin,
-            None,
-            None,
-            None,
-        )
-        .await
+        exec_helper(&self.launcher, &jail_plan, events, margin, None, None, None).await
     }
 
     /// The same plan as [`JailBackend::exec`]'s (its code aside), run by a helper in `pooled`
@@ -275,7 +277,7 @@ impl Backend for JailBackend {
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
         let ready_within = plan.limits.timeout + Duration::from_secs(10);
-        let held = HeldJailRun::start(&self.settings.helper_exe, &jail_plan, ready_within).await?;
+        let held = HeldJailRun::start(&self.launcher, &jail_plan, ready_within).await?;
         Ok(Box::new(held))
     }
 
@@ -435,7 +437,7 @@ mod tests {
                 host: crate::plan::HostIds::Lease(Default::default()),
             },
             helper_exe: "/nonexistent".into(),
-            fork_when_single_threaded: false,
+            helper_start: HelperStart::Exec,
             wait_for_teardown: false,
             network,
         })

@@ -1,9 +1,10 @@
-//! The engine's side of the helper protocol: starting an exec'd helper ([`helper_command`],
-//! [`exec_helper`]), sending it the plan and reading its frames ([`converse`]) until the result,
-//! output chunks becoming live events on the way ([`OutputEvents`]).
+//! The engine's side of the helper protocol: the command of an exec'd helper
+//! ([`helper_command`]), a run's helper started by the backend's [`crate::launcher::Launcher`]
+//! ([`exec_helper`]), sending it the plan and reading its frames ([`converse`]) until the
+//! result, output chunks becoming live events on the way ([`OutputEvents`]).
 //!
-//! Invariants: an exec'd helper has an empty environment (the daemon's variables never reach a
-//! sandbox) and dies with its caller (parent-death signal); a caller that goes away before the
+//! Invariants: a helper has an empty environment but for its mode and host ids (the daemon's
+//! variables never reach a sandbox) and dies with its starter (parent-death signal); a caller that goes away before the
 //! result ends the sandbox through its cgroup and lets the helper tear it down, killing it
 //! after a grace period ([`KillHelperOnDrop`]); a helper that outlives the plan's timeout by
 //! the margin is an error, never a hang; a helper that ends without a final frame is an error.
@@ -98,12 +99,12 @@ pub(crate) fn helper_command(
     command
 }
 
-/// Starts an exec'd helper (with a sandbox's descriptors, if given) and converses with it;
+/// Starts a helper (with a sandbox's descriptors, if given) and converses with it;
 /// with a live `stdin`, the helper runs in [`crate::helper::LIVE_MODE`]: the plan goes as a
 /// `Plan` frame and the chunks after it, as they come, are the program's stdin, whose end
 /// closes it.
 pub(crate) async fn exec_helper(
-    helper_exe: &std::path::Path,
+    launcher: &crate::launcher::Launcher,
     jail_plan: &JailPlan,
     events: Option<EventSender>,
     margin: Duration,
@@ -115,14 +116,13 @@ pub(crate) async fn exec_helper(
         Some(_) => crate::helper::LIVE_MODE,
         None => "1",
     };
-    let mut command = helper_command(helper_exe, &jail_plan.ids.host, inherited, mode);
-    let mut child = command.spawn().map_err(|e| {
-        BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
-    })?;
+    let mut child = launcher
+        .start(&jail_plan.ids.host, inherited, mode, false)
+        .await?;
     // Until the result arrives, dropping this future (a caller that went away) ends the
     // sandbox through its cgroup and lets the helper tear it down (see `KillHelperOnDrop`);
     // after it, the helper finishes its clean-up on its own and is reaped in the background.
-    let guard = KillHelperOnDrop(child.id());
+    let guard = KillHelperOnDrop::of(&child);
     let helper_pid = child.id();
     let stdout = child.stdout.take().expect("piped stdout");
     let live = stdin;
@@ -165,7 +165,7 @@ pub(crate) async fn exec_helper(
             }
         },
     };
-    std::mem::forget(guard);
+    guard.disarm();
     if result.is_ok() {
         tokio::spawn(async move {
             let _ = child.wait().await;
@@ -365,45 +365,51 @@ pub(crate) async fn read_frames(
 
 /// Ends a sandbox whose caller went away (a dropped request): its processes are killed
 /// through its cgroup, so the helper sees the sandbox end and tears it down (cgroup included)
-/// as after any run; a helper still alive after a grace period is killed outright.
-pub(crate) struct KillHelperOnDrop(pub(crate) Option<u32>);
+/// as after any run; a helper still alive after a grace period is killed outright. It holds
+/// the helper by a pidfd, which names it even after its pid is reused.
+pub(crate) struct KillHelperOnDrop(Option<(u32, std::os::fd::OwnedFd)>);
+
+impl KillHelperOnDrop {
+    pub(crate) fn of(child: &crate::launcher::HelperChild) -> KillHelperOnDrop {
+        KillHelperOnDrop(child.id().zip(child.pidfd()))
+    }
+
+    /// The result is in: the helper finishes its clean-up on its own.
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+
+    /// A helper this process forked itself (and has not reaped).
+    pub(crate) fn of_own_child(pid: libc::pid_t) -> KillHelperOnDrop {
+        KillHelperOnDrop(
+            crate::sys::pidfd_open(pid)
+                .ok()
+                .map(|pidfd| (pid as u32, pidfd)),
+        )
+    }
+}
 
 /// How long a helper gets to tear down a sandbox whose caller went away.
 const TEARDOWN_GRACE_MS: libc::c_int = 5_000;
 
 impl Drop for KillHelperOnDrop {
     fn drop(&mut self) {
-        let Some(pid) = self.0 else {
+        let Some((pid, pidfd)) = self.0.take() else {
             return;
         };
-        let pid = pid as libc::pid_t;
-        // The pidfd first: it names this process even after the pid is reused.
-        let Ok(pidfd) = crate::sys::pidfd_open(pid) else {
+        use std::os::fd::AsFd;
+        // Its runs' cgroups are named after its pid: only while it lives is the pid its own.
+        if crate::sys::wait_readable(pidfd.as_fd(), 0).unwrap_or(true) {
             return;
-        };
+        }
         if let Ok(h) = Hierarchy::detect() {
-            h.kill_runs_of(pid as u32);
+            h.kill_runs_of(pid);
         }
         std::thread::spawn(move || {
-            use std::os::fd::AsRawFd;
-            let mut poll = libc::pollfd {
-                fd: pidfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let exited = unsafe { libc::poll(&mut poll, 1, TEARDOWN_GRACE_MS) } > 0;
+            let exited =
+                crate::sys::wait_readable(pidfd.as_fd(), TEARDOWN_GRACE_MS).unwrap_or(true);
             if !exited {
-                // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        pidfd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0,
-                    )
-                };
+                let _ = crate::sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
             }
         });
     }

@@ -1,4 +1,4 @@
-//! The engine's side of a context: one exec'd helper in session mode (see [`crate::session`])
+//! The engine's side of a context: one helper in session mode (see [`crate::session`])
 //! per context, kept alive between cells, spoken to in frames over its stdin and stdout.
 //!
 //! Invariants: each context is its own helper, sandbox and interpreter process, so no state is
@@ -7,7 +7,7 @@
 //! killed, never waited on forever; dropping a context kills its helper (whose death kills the
 //! sandbox), and [`JailContext::close`] ends it cleanly (the helper removes its cgroup).
 
-use crate::client::{OutputEvents, helper_command, helper_error, read_frame};
+use crate::client::{OutputEvents, helper_error, read_frame};
 use crate::plan::JailPlan;
 use crate::protocol::{Tag, write_frame};
 use crate::session::{CellRequest, Ready};
@@ -59,7 +59,7 @@ pub enum CellEnd {
 /// A running context's helper.
 #[derive(Debug)]
 pub struct JailContext {
-    child: tokio::process::Child,
+    child: crate::launcher::HelperChild,
     to_helper: tokio::process::ChildStdin,
     from_helper: tokio::process::ChildStdout,
     pub ready: Ready,
@@ -76,20 +76,18 @@ impl JailContext {
     /// Starts the helper with `plan` (a session plan) and waits until the interpreter is
     /// ready, within the plan's timeout and the safety margin.
     pub async fn start(
-        helper_exe: &std::path::Path,
+        launcher: &crate::launcher::Launcher,
         plan: &JailPlan,
         inherited: crate::client::Inherited,
     ) -> Result<JailContext, BackendError> {
-        let mut command = helper_command(
-            helper_exe,
-            &plan.ids.host,
-            Some(inherited),
-            crate::helper::SESSION_MODE,
-        );
-        command.kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| {
-            BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
-        })?;
+        let mut child = launcher
+            .start(
+                &plan.ids.host,
+                Some(inherited),
+                crate::helper::SESSION_MODE,
+                true,
+            )
+            .await?;
         let mut to_helper = child.stdin.take().expect("piped stdin");
         let mut from_helper = child.stdout.take().expect("piped stdout");
         let payload = serde_json::to_vec(plan)
@@ -221,7 +219,7 @@ impl JailContext {
     /// then is kept for the next cell), so anything readable from it, or its exit, means the
     /// context ended. Not for use during a cell.
     pub fn is_alive(&mut self) -> bool {
-        if !matches!(self.child.try_wait(), Ok(None)) {
+        if self.child.has_ended() {
             return false;
         }
         use std::os::fd::AsRawFd;

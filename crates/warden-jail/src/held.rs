@@ -1,5 +1,5 @@
 //! The engine's side of a pooled one-shot ([`crate::pooled`] is the helper's): a helper
-//! exec'd in `pooled` mode, given the plan without its code, that says `Ready` once the
+//! started in `pooled` mode, given the plan without its code, that says `Ready` once the
 //! sandbox's interpreter waits at its gate; [`HeldJailRun::run`] sends the code and reads the
 //! frames to the result as a cold run's ([`crate::client`]).
 //!
@@ -9,7 +9,8 @@
 //! any case: parent-death signal); a held run whose helper said anything after `Ready` (its
 //! sandbox ended) is not alive and never runs.
 
-use crate::client::{KillHelperOnDrop, helper_command, read_frame, read_frames};
+use crate::client::{KillHelperOnDrop, read_frame, read_frames};
+use crate::launcher::{HelperChild, Launcher};
 use crate::plan::{GATED_CODE_ROOM, JailPlan};
 use crate::pooled::Start;
 use crate::protocol::{Tag, write_frame};
@@ -22,7 +23,7 @@ use warden_types::ExecResult;
 /// A pooled one-shot sandbox whose interpreter waits for its code.
 #[derive(Debug)]
 pub struct HeldJailRun {
-    child: tokio::process::Child,
+    child: HelperChild,
     stdin: tokio::process::ChildStdin,
     stdout: tokio::process::ChildStdout,
     trace: bool,
@@ -36,7 +37,7 @@ impl HeldJailRun {
     /// Starts a helper in `pooled` mode with `plan` (gated, its code empty) and waits until its
     /// interpreter waits at the gate (`Ready`), within `ready_within`.
     pub(crate) async fn start(
-        helper_exe: &std::path::Path,
+        launcher: &Launcher,
         plan: &JailPlan,
         ready_within: Duration,
     ) -> Result<HeldJailRun, BackendError> {
@@ -46,11 +47,9 @@ impl HeldJailRun {
                     .into(),
             ));
         }
-        let mut command =
-            helper_command(helper_exe, &plan.ids.host, None, crate::helper::POOLED_MODE);
-        let mut child = command.spawn().map_err(|e| {
-            BackendError::Internal(format!("start helper {}: {e}", helper_exe.display()))
-        })?;
+        let mut child = launcher
+            .start(&plan.ids.host, None, crate::helper::POOLED_MODE, false)
+            .await?;
         let mut stdin = child.stdin.take().expect("piped stdin");
         let mut stdout = child.stdout.take().expect("piped stdout");
         let mut frame = Vec::new();
@@ -112,7 +111,7 @@ impl HeldRun for HeldJailRun {
         if trace {
             eprintln!("warden-trace: {:.3} held run starts", crate::monotonic_ms());
         }
-        let guard = KillHelperOnDrop(child.id());
+        let guard = KillHelperOnDrop::of(&child);
         let start = Start {
             code: plan.code,
             stdin: plan.stdin,
@@ -137,7 +136,7 @@ impl HeldRun for HeldJailRun {
                 margin.as_secs()
             )))
         });
-        std::mem::forget(guard);
+        guard.disarm();
         drop(stdin);
         if result.is_err() {
             let _ = child.start_kill();

@@ -4,7 +4,8 @@
 //! no_new_privs, Landlock and a seccomp allow-list.
 //!
 //! The path of one run: the engine's [`JailBackend`] builds a [`JailPlan`] and starts the
-//! helper (this binary re-executed in helper mode, single-threaded) with the plan on stdin;
+//! helper (this binary in helper mode, single-threaded: forked by the daemon's fork server,
+//! `launcher.rs`, or exec'd) with the plan on stdin;
 //! [`helper::main`] runs [`supervisor::run`], which clones the sandbox's init (`init.rs`); init runs the
 //! containment [`contain::STEPS`] in order and starts the program; the supervisor relays its
 //! output as [`protocol`] frames and ends with the result.
@@ -20,6 +21,7 @@ pub mod gate;
 pub mod held;
 pub mod helper;
 mod init;
+pub mod launcher;
 pub mod layout;
 mod link;
 pub mod mounts;
@@ -43,7 +45,7 @@ pub use backend::JailBackend;
 pub use plan::{IdMap, JailPlan, MountOp, PlanError, PlanInput};
 pub use prestart::Prestarted;
 pub use sandbox::JailSandbox;
-pub use settings::{JailSettings, NetSettings};
+pub use settings::{HelperStart, JailSettings, NetSettings};
 
 /// Monotonic clock in milliseconds, comparable across processes: for `WARDEN_TRACE_TIMING`.
 pub fn monotonic_ms() -> f64 {

@@ -36,11 +36,11 @@ use warden_engine::{
 };
 use warden_types::{Eviction, ExecResult, FileEntry, Restoration, WorkspacePath};
 
-/// What a sandbox needs of its backend to start runs: always exec'd helpers (the daemon is
-/// multi-threaded).
+/// What a sandbox needs of its backend to start runs: the backend's launcher (never a helper
+/// forked from this process: the daemon is multi-threaded).
 #[derive(Debug, Clone)]
 pub(crate) struct SandboxPart {
-    pub(crate) helper_exe: PathBuf,
+    pub(crate) launcher: crate::launcher::Launcher,
     pub(crate) host_paths: Vec<PathBuf>,
     /// The sandbox's ids: its host uid is held by its workspace (`HostIds::Held`).
     pub(crate) ids: IdMap,
@@ -414,7 +414,7 @@ impl JailSandbox {
         let margin = plan.limits.timeout + Duration::from_secs(10);
         let cancel = self.destroyed.subscribe();
         exec_helper(
-            &b.helper_exe,
+            &b.launcher,
             &jail_plan,
             events,
             margin,
@@ -433,7 +433,7 @@ impl JailSandbox {
             .load(std::sync::atomic::Ordering::SeqCst);
         let plan = self.context_plan(spec)?;
         let mut live =
-            JailContext::start(&self.backend.helper_exe, &plan, inherited(&workspace)?).await?;
+            JailContext::start(&self.backend.launcher, &plan, inherited(&workspace)?).await?;
         live.rules_generation = generation;
         Ok(live)
     }

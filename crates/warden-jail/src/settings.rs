@@ -18,15 +18,27 @@ pub struct JailSettings {
     pub ids: IdMap,
     /// The binary to re-execute as the helper (normally the running `warden`).
     pub helper_exe: PathBuf,
-    /// Fork the helper instead of exec'ing it when this process has a single thread (the
-    /// one-shot CLI). A multi-threaded process always execs.
-    pub fork_when_single_threaded: bool,
+    /// How helpers are started.
+    pub helper_start: HelperStart,
     /// Block until a forked helper has removed its sandbox, after the result is in. A process
     /// about to exit must: as pid 1 of a pid namespace (a container's entry point), its exit
     /// would kill the helper before its clean-up.
     pub wait_for_teardown: bool,
     /// The host side of networked sandboxes.
     pub network: NetSettings,
+}
+
+/// How the backend starts its helpers (see [`crate::launcher`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelperStart {
+    /// Exec each helper (the binary re-executed in helper mode).
+    Exec,
+    /// Fork the helper when this process has a single thread (the one-shot CLI: the plan is
+    /// already in memory, and no exec); exec it otherwise.
+    ForkWhenSingleThreaded,
+    /// Fork each helper from a fork server, a helper process exec'd once: a daemon, which
+    /// starts a helper per sandbox.
+    ForkServer,
 }
 
 /// How networked sandboxes are wired to the host (`[sandbox.jail.network]`).

@@ -648,46 +648,87 @@ pub fn waitpid(pid: libc::pid_t) -> io::Result<libc::c_int> {
 
 /// Sends one descriptor over a unix socket (SCM_RIGHTS).
 pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut cmsg_buf = vec![0u8; space];
-    // SAFETY: an all-zero msghdr is a valid empty message header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg_buf.as_mut_ptr().cast();
-    msg.msg_controllen = space;
-    // SAFETY: msg_control points at a buffer of CMSG_SPACE bytes, so the first header and its
-    // data fit; the header pointer is non-null for the same reason.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd.as_raw_fd());
-    }
-    // SAFETY: `msg` describes valid buffers alive for the call.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    send_with_fds(sock, &[0u8], &[fd])
 }
 
 /// Receives one descriptor sent by [`send_fd`]; `Ok(None)` when the peer closed without sending.
 pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     let mut byte = [0u8; 1];
+    let (n, mut fds) = recv_with_fds(sock, &mut byte, 1)?;
+    if n == 0 || fds.is_empty() {
+        return Ok(None);
+    }
+    Ok(fds.pop())
+}
+
+/// The most descriptors one message carries ([`send_with_fds`], [`recv_with_fds`]).
+pub const MAX_FDS_PER_MESSAGE: usize = 8;
+
+/// Sends `bytes` (one message on a datagram or seqpacket socket) with `fds` (SCM_RIGHTS, at
+/// most [`MAX_FDS_PER_MESSAGE`]), without blocking on a non-blocking socket.
+pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    assert!(
+        fds.len() <= MAX_FDS_PER_MESSAGE,
+        "too many descriptors for one message"
+    );
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    };
+    let data_len = std::mem::size_of_val(fds) as u32;
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(data_len) } as usize;
+    let mut cmsg_buf = vec![0u8; space];
+    // SAFETY: an all-zero msghdr is a valid empty message header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        msg.msg_control = cmsg_buf.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        // SAFETY: msg_control points at a buffer of CMSG_SPACE bytes, so the first header and
+        // its data fit; the header pointer is non-null for the same reason.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as usize;
+            let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+            for (i, fd) in fds.iter().enumerate() {
+                std::ptr::write_unaligned(data.add(i), fd.as_raw_fd());
+            }
+        }
+    }
+    loop {
+        // SAFETY: `msg` describes valid buffers alive for the call (the kernel only reads
+        // the iovec's bytes).
+        let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Receives one message into `buf` with up to `max_fds` descriptors (close-on-exec); returns
+/// its length (0: the peer closed) and the descriptors. A message longer than `buf` is an
+/// error (`InvalidData`), its descriptors closed.
+pub fn recv_with_fds(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    max_fds: usize,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let max_fds = max_fds.min(MAX_FDS_PER_MESSAGE);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
     };
     // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let space =
+        unsafe { libc::CMSG_SPACE((max_fds * std::mem::size_of::<RawFd>()) as u32) } as usize;
     let mut cmsg_buf = vec![0u8; space];
     // SAFETY: an all-zero msghdr is a valid empty message header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -699,26 +740,68 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
         // SAFETY: `msg` describes valid buffers alive for the call.
         let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if n >= 0 {
-            break n;
+            break n as usize;
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
     };
-    if n == 0 {
-        return Ok(None);
-    }
-    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR returns null or a header inside it.
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR/NXTHDR return null or a header
+    // inside it, and an SCM_RIGHTS header's data holds (len - CMSG_LEN(0)) / 4 descriptors
+    // that this process now owns.
     unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Ok(None);
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let count =
+                    ((*cmsg).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-        Ok(Some(OwnedFd::from_raw_fd(fd)))
     }
+    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a message or its descriptors did not fit",
+        ));
+    }
+    Ok((n, fds))
+}
+
+/// A close-on-exec unix seqpacket socket pair: messages keep their bounds and carry
+/// descriptors (the fork server's channel, [`crate::launcher`]).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sends `signal` to the process a pidfd names (never to a process that reused its pid).
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal on a descriptor, no siginfo, no flags.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    })?;
+    Ok(())
 }

@@ -81,7 +81,7 @@ async fn main() {
             host: warden_jail::plan::HostIds::Lease(Default::default()),
         },
         helper_exe: warden.into(),
-        fork_when_single_threaded: false,
+        helper_start: warden_jail::HelperStart::ForkServer,
         wait_for_teardown: false,
         network: Default::default(),
     });

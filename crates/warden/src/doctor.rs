@@ -206,7 +206,7 @@ pub fn run(config: Option<&PathBuf>, json: bool) -> anyhow::Result<i32> {
                             host: warden_jail::plan::HostIds::Lease(Default::default()),
                         },
                         helper_exe: PathBuf::new(),
-                        fork_when_single_threaded: false,
+                        helper_start: warden_jail::HelperStart::Exec,
                         wait_for_teardown: false,
                         network: warden_jail::NetSettings {
                             pool: settings.sandbox.jail.network.pool,

@@ -7,12 +7,13 @@
 //! expired ones are reaped on the way.
 
 use crate::cli::load_settings;
-use crate::run::{HelperMode, engine_with};
+use crate::run::engine_with;
 use crate::serve::{DaemonLimitArgs, admission_of};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 use warden_engine::Sandboxes;
+use warden_jail::HelperStart;
 use warden_mcp::{McpOptions, WardenMcp};
 
 #[derive(Debug, Args)]
@@ -34,7 +35,7 @@ pub fn run(config: Option<&PathBuf>, args: &McpArgs) -> anyhow::Result<i32> {
     // Only a file: stdout carries the protocol.
     let audit =
         warden_server::audit::open_log(&settings.server.audit, true).map_err(anyhow::Error::msg)?;
-    let engine = engine_with(settings, None, HelperMode::Exec)?
+    let engine = engine_with(settings, None, HelperStart::ForkServer)?
         .with_admission(admission)
         .with_audit(std::sync::Arc::new(audit));
     let runtime = tokio::runtime::Builder::new_multi_thread()

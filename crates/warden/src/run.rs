@@ -9,7 +9,7 @@ use std::time::Duration;
 use warden_config::{BackendKind, Settings};
 use warden_docker::{DockerBackend, DockerSettings};
 use warden_engine::{Engine, EngineError, ExecRequest};
-use warden_jail::{IdMap, JailBackend, JailSettings};
+use warden_jail::{HelperStart, IdMap, JailBackend, JailSettings};
 use warden_types::{ExecEvent, ExecResult};
 
 #[derive(Debug, Args)]
@@ -42,24 +42,15 @@ pub struct RunArgs {
 
 /// The engine with the backends this process can offer, for a one-shot CLI process.
 pub fn engine(settings: Arc<Settings>) -> anyhow::Result<Engine> {
-    engine_with(settings, None, HelperMode::ForkWhenSingleThreaded)
-}
-
-/// How the jail's helper is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HelperMode {
-    /// The one-shot CLI: fork its single thread (faster), wait for clean-up as pid 1.
-    ForkWhenSingleThreaded,
-    /// A multi-threaded daemon: always exec the helper.
-    Exec,
+    engine_with(settings, None, HelperStart::ForkWhenSingleThreaded)
 }
 
 /// The jail backend as doctor describes it (never started).
 pub fn jail_backend(settings: &Settings) -> anyhow::Result<JailBackend> {
-    Ok(jail_with(settings, HelperMode::Exec)?)
+    Ok(jail_with(settings, HelperStart::Exec)?)
 }
 
-fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBackend> {
+fn jail_with(settings: &Settings, mode: HelperStart) -> std::io::Result<JailBackend> {
     let jail = &settings.sandbox.jail;
     Ok(JailBackend::new(JailSettings {
         host_paths: jail.host_paths.clone(),
@@ -73,11 +64,11 @@ fn jail_with(settings: &Settings, mode: HelperMode) -> std::io::Result<JailBacke
             }),
         },
         helper_exe: std::env::current_exe()?,
-        fork_when_single_threaded: mode == HelperMode::ForkWhenSingleThreaded,
+        helper_start: mode,
         // Only pid 1 of a pid namespace (a container's entry point) must wait: its exit would
         // kill the helper before the clean-up, which otherwise finishes on its own within a
         // millisecond or two of the answer.
-        wait_for_teardown: mode == HelperMode::ForkWhenSingleThreaded && std::process::id() == 1,
+        wait_for_teardown: mode == HelperStart::ForkWhenSingleThreaded && std::process::id() == 1,
         network: warden_jail::NetSettings {
             pool: jail.network.pool,
             pool6: jail.network.pool6,
@@ -104,7 +95,7 @@ pub fn landlock_requirements(
 pub fn engine_with(
     settings: Arc<Settings>,
     prestarted: Option<warden_jail::Prestarted>,
-    mode: HelperMode,
+    mode: HelperStart,
 ) -> anyhow::Result<Engine> {
     let backend = jail_with(&settings, mode)?.adopt(prestarted);
     let engine = Engine::new(settings.clone()).with_backend(BackendKind::Jail, Arc::new(backend));
@@ -218,7 +209,7 @@ pub fn run(
         stdin,
         args: args.args.clone(),
     };
-    let engine = engine_with(settings, prestarted, HelperMode::ForkWhenSingleThreaded)?;
+    let engine = engine_with(settings, prestarted, HelperStart::ForkWhenSingleThreaded)?;
     trace("engine built");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

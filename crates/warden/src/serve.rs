@@ -2,11 +2,12 @@
 //! keys in the settings it listens only on loopback.
 
 use crate::cli::load_settings;
-use crate::run::{HelperMode, engine_with};
+use crate::run::engine_with;
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use warden_engine::AdmissionLimits;
+use warden_jail::HelperStart;
 use warden_server::{AppState, ServerLimits, router};
 
 #[derive(Debug, Args)]
@@ -197,7 +198,7 @@ pub fn run(config: Option<&PathBuf>, args: &ServeArgs) -> anyhow::Result<i32> {
     let admission = admission_of(&settings.server);
     let audit = warden_server::audit::open_log(&settings.server.audit, false)
         .map_err(anyhow::Error::msg)?;
-    let engine = engine_with(settings, None, HelperMode::Exec)?
+    let engine = engine_with(settings, None, HelperStart::ForkServer)?
         .with_admission(admission)
         .with_audit(std::sync::Arc::new(audit));
     let runtime = tokio::runtime::Builder::new_multi_thread()

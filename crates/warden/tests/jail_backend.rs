@@ -1,5 +1,6 @@
-//! The jail backend as a multi-threaded caller (the daemon) uses it: the helper is exec'd, not
-//! forked; output streams as events; several sandboxes run at once.
+//! The jail backend as a multi-threaded caller (the daemon) uses it: helpers forked by its fork
+//! server (or exec'd one by one), never forked from the caller itself; output streams as events;
+//! several sandboxes run at once; a fork server that dies is replaced.
 
 mod common;
 
@@ -11,6 +12,141 @@ use warden_types::{ExecEvent, Language, Limits, Reason};
 
 fn backend() -> Arc<JailBackend> {
     Arc::new(JailBackend::new(common::jail_settings()))
+}
+
+fn exec_backend() -> Arc<JailBackend> {
+    Arc::new(JailBackend::new(warden_jail::JailSettings {
+        helper_start: warden_jail::HelperStart::Exec,
+        ..common::jail_settings()
+    }))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn proc_field(pid: i32, file: &str) -> Vec<u8> {
+    std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default()
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    String::from_utf8(proc_field(pid, "status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|p| p.trim().parse().ok())
+}
+
+/// The ancestors of the process whose command line holds `marker` (a sandboxed program's
+/// argument), nearest first, up to this process's child.
+fn ancestors_of_program(marker: &str) -> Vec<i32> {
+    let Some(program) = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<i32>().ok()?;
+            proc_field(pid, "cmdline")
+                .split(|b| *b == 0)
+                .any(|arg| arg == marker.as_bytes())
+                .then_some(pid)
+        })
+    else {
+        return vec![];
+    };
+    let me = std::process::id() as i32;
+    let mut chain = vec![program];
+    while let Some(parent) = parent_of(*chain.last().unwrap()) {
+        if parent == me {
+            return chain;
+        }
+        if parent <= 1 {
+            break;
+        }
+        chain.push(parent);
+    }
+    vec![]
+}
+
+/// This process's child above the marked program, if that child is a fork server (a forked
+/// helper's and its init's environment block is the fork server's own: only the one whose
+/// parent is this process is the server).
+fn fork_server_above(marker: &str) -> Option<i32> {
+    let top = *ancestors_of_program(marker).last()?;
+    proc_field(top, "environ")
+        .split(|b| *b == 0)
+        .any(|v| v == b"WARDEN_JAIL_HELPER=forks")
+        .then_some(top)
+}
+
+/// The descriptors this process holds open across exec (the test harness's, e.g. cargo's
+/// jobserver): an exec'd helper inherits them, a forked one does not.
+fn inheritable_fds() -> Vec<String> {
+    std::fs::read_dir("/proc/self/fdinfo")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                .unwrap_or(0);
+            flags & libc::O_CLOEXEC as u32 == 0
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !["0", "1", "2"].contains(&n.as_str()))
+        .collect()
+}
+
+/// What can be seen of a helper from outside: its signal mask and dispositions, credentials,
+/// capabilities, threads, and the kinds of its open descriptors but `skip`.
+fn helper_view(pid: i32, skip: &[String]) -> (Vec<String>, Vec<String>) {
+    let status = String::from_utf8(proc_field(pid, "status")).unwrap_or_default();
+    let lines = status
+        .lines()
+        .filter(|l| {
+            [
+                "Sig",
+                "Shd",
+                "Cap",
+                "NoNewPrivs",
+                "Seccomp",
+                "Uid",
+                "Gid",
+                "Groups",
+                "Threads",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .map(String::from)
+        .collect();
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| !skip.contains(&e.file_name().to_string_lossy().into_owned()))
+                .map(|e| {
+                    let target = std::fs::read_link(e.path()).unwrap_or_default();
+                    let target = target.to_string_lossy();
+                    // pipe:[inode], a run's cgroup: the kind, not the instance.
+                    target
+                        .split(":[")
+                        .next()
+                        .unwrap_or_default()
+                        .split("/run-")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    fds.sort();
+    (lines, fds)
 }
 
 fn plan(code: &str) -> ExecPlan {
@@ -207,5 +343,108 @@ fn the_import_guard_changes_nothing_the_program_observes() {
                 without.reason
             )
         );
+    });
+}
+
+#[test]
+fn forked_and_execd_helpers_are_the_same_process_and_give_the_program_the_same() {
+    require_root!();
+    runtime().block_on(async {
+        // What a program can see of the process it was started in: its environment, its
+        // descriptors, its signals' mask and dispositions, its limits, its scheduling, its
+        // credentials, its folder, its session.
+        let code = "import os, resource\n\
+            print(sorted(os.environ.items()))\n\
+            print(sorted(os.listdir('/proc/self/fd')))\n\
+            print([l for l in open('/proc/self/status') if l.startswith(('Sig', 'Shd', 'Cap', 'NoNewPrivs', 'Seccomp', 'Uid', 'Gid', 'Groups'))])\n\
+            print([resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n.startswith('RLIMIT_')])\n\
+            print(os.sched_getscheduler(0), os.nice(0), os.sched_getaffinity(0), os.umask(0o22))\n\
+            print(os.getcwd(), os.getpid(), os.getppid(), os.getsid(0), os.getpgrp())\n\
+            print(open('/proc/self/oom_score_adj').read(), open('/proc/self/loginuid').read())\n";
+        let forked = backend().exec(plan(code), None).await.unwrap();
+        let execd = exec_backend().exec(plan(code), None).await.unwrap();
+        assert_eq!(forked.exit_code, Some(0), "{forked:?}");
+        assert_eq!(
+            (&forked.stdout, &forked.stderr),
+            (&execd.stdout, &execd.stderr)
+        );
+        // And the helper itself, seen from outside while its program runs: the one below the
+        // fork server against the one exec'd by this process.
+        let mut views = vec![];
+        for (name, b) in [("forked", backend()), ("exec'd", exec_backend())] {
+            let marker = format!("helper-view-{}-{}", name.len(), std::process::id());
+            let mut p = plan("import time\nprint('started', flush=True)\ntime.sleep(30)");
+            p.args = vec![marker.clone()];
+            let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+            let run = tokio::spawn(async move { b.exec(p, Some(tx)).await });
+            assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+            let chain = ancestors_of_program(&marker);
+            // program ← init ← helper (← the fork server)
+            let helper = match name {
+                "forked" => chain[chain.len() - 2],
+                _ => chain[chain.len() - 1],
+            };
+            let skip = match name {
+                "forked" => vec![],
+                _ => inheritable_fds(),
+            };
+            views.push(helper_view(helper, &skip));
+            run.abort();
+        }
+        assert!(!views[0].0.is_empty() && !views[0].1.is_empty(), "{views:?}");
+        assert_eq!(views[0], views[1], "forked, then exec'd");
+    });
+}
+
+#[test]
+fn a_fork_server_that_dies_is_replaced_and_its_runs_end() {
+    require_root!();
+    runtime().block_on(async {
+        let b = backend();
+        // A run in progress when its fork server is killed: its helper and sandbox die with
+        // the server, and the run ends at once as lost, leaving nothing behind.
+        let marker = format!("fork-server-test-{}", std::process::id());
+        let mut p = plan("import time\nprint('started', flush=True)\ntime.sleep(30)");
+        p.args = vec![marker.clone()];
+        p.limits.timeout = Duration::from_secs(40);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let run = {
+            let b = b.clone();
+            tokio::spawn(async move { b.exec(p, Some(tx)).await })
+        };
+        assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+        let server = fork_server_above(&marker).expect("the run's fork server");
+        let killed_at = std::time::Instant::now();
+        // SAFETY: kill with integers.
+        assert_eq!(unsafe { libc::kill(server, libc::SIGKILL) }, 0);
+        let outcome = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the run ended")
+            .unwrap();
+        let error = outcome.expect_err("a run whose helper died");
+        assert!(
+            error.to_string().contains("helper ended"),
+            "{error} after {:?}",
+            killed_at.elapsed()
+        );
+        let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while h.has_stale() {
+            assert!(std::time::Instant::now() < deadline, "stale cgroups left");
+            h.remove_stale();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The next run starts another fork server.
+        let mut p = plan("import time\nprint('again', flush=True)\ntime.sleep(30)");
+        p.args = vec![marker.clone()];
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let run = {
+            let b = b.clone();
+            tokio::spawn(async move { b.exec(p, Some(tx)).await })
+        };
+        assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+        let replacement = fork_server_above(&marker).expect("the next run's fork server");
+        assert_ne!(replacement, server);
+        run.abort();
     });
 }

@@ -128,7 +128,7 @@ pub fn run_with_timeout(
 
 /// The jail as the tests build it through the Backend trait: the default host paths, fast
 /// cgroup attach, the sandbox user 1000 mapped to a host uid of its own (the default range), this build's binary as the
-/// exec'd helper (the multi-threaded daemon's mode), no network. Override fields with
+/// helpers' fork server (the daemon's mode), no network. Override fields with
 /// `JailSettings { …, ..common::jail_settings() }`.
 pub fn jail_settings() -> warden_jail::JailSettings {
     warden_jail::JailSettings {
@@ -140,7 +140,7 @@ pub fn jail_settings() -> warden_jail::JailSettings {
             host: warden_jail::plan::HostIds::Lease(Default::default()),
         },
         helper_exe: warden(),
-        fork_when_single_threaded: false,
+        helper_start: warden_jail::HelperStart::ForkServer,
         wait_for_teardown: false,
         network: Default::default(),
     }

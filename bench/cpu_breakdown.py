@@ -7,7 +7,8 @@ Usage (root, a release build):
 `cli`: N times `WARDEN run one.py` (`print(1)`, the default profile) under `perf record -g`
 (following every child: the CLI, the jail's helper, supervisor, init and the interpreter), and
 N times bare `/usr/bin/python3 -c 'print(1)'` the same way, in BLOCKS alternated blocks. `daemon`: `WARDEN serve`, once its pools
-are full, under `perf record -g -p` (which follows every process it starts from then on), and
+are full, under `perf record -g -p` of the daemon and its helpers' fork server (which follows
+every process they start from then on), and
 N `POST /v1/execute` of `print(1)` from CLIENTS threads on
 keep-alive connections; the bare loop the same N times. Both also record the whole machine
 (`perf record -a`) during the Warden part to count the kernel's worker threads (network
@@ -157,6 +158,21 @@ def is_kworker(comm, frames):
     return comm.startswith("kworker") or comm.startswith("ksoftirqd") or comm.startswith("rcu")
 
 
+def daemon_tree_roots(daemon_pid):
+    """The daemon and its helpers' fork server (`warden serve` forks every helper from it; it
+    was started before sampling begins, so `perf -p` must name it to follow its children)."""
+    roots = [daemon_pid]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == daemon_pid and b"WARDEN_JAIL_HELPER=forks" in environ:
+            roots.append(int(pid))
+    return ",".join(map(str, roots))
+
+
 def perf_record(out, *, argv=None, pid=None, system=False):
     cmd = ["perf", "record", "-q", "-g", "-o", out]
     if system:
@@ -256,7 +272,8 @@ def main():
             perf_record(tree_files[-1], argv=[
                 "sh", "-c", f"for i in $(seq {per_block}); do {a.warden} run {one} >/dev/null || exit 1; done"]).wait(timeout=600)
         else:
-            tree = perf_record(tree_files[-1], pid=daemon.proc.pid)  # follows what the daemon starts from now on
+            # Follows what the daemon and its fork server start from now on.
+            tree = perf_record(tree_files[-1], pid=daemon_tree_roots(daemon.proc.pid))
             time.sleep(0.5)
             daemon.one_shots(a.clients, per_block // a.clients)
             time.sleep(1)  # the last teardowns and the pool's refill, counted

@@ -44,6 +44,13 @@ pub const POOLED_MODE: &str = "pooled";
 
 /// Runs the exec'd helper: the plan from stdin, frames to stdout; returns the exit status.
 pub fn main() -> i32 {
+    // Named after its mode for whoever looks at the host's processes ("warden pooled", …);
+    // the sandbox's init takes the binary's name back (see `init::sandbox_init`).
+    let mode = std::env::var(HELPER_ENV).unwrap_or_default();
+    crate::sys::set_name(&format!(
+        "warden {}",
+        if mode == "1" { "run" } else { mode.as_str() }
+    ));
     // Inherited without close-on-exec on purpose; the sandboxed program must not get it.
     crate::sys::set_cloexec(INHERITED_WORKSPACE_FD);
     let stdout = std::io::stdout();

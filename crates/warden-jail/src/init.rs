@@ -163,6 +163,9 @@ pub(crate) fn next_message(fd: BorrowedFd<'_>) -> Option<(u8, Vec<u8>)> {
     Some((header[0], payload))
 }
 
+/// The sandbox's init's name (`/proc/1/comm` inside): the binary's.
+const INIT_NAME: &str = "warden";
+
 /// The sandbox's init: runs the containment steps, starts the program, reaps, reports the
 /// program's status, exits. Never returns.
 pub(crate) fn sandbox_init(
@@ -174,6 +177,9 @@ pub(crate) fn sandbox_init(
     status: OwnedFd,
 ) -> ! {
     let status_fd = status.as_raw_fd();
+    // The name a program sees as pid 1's whatever the helper's (each names its mode), as
+    // with the CLI's helper: one way of starting a sandbox is not told from another.
+    crate::sys::set_name(INIT_NAME);
     // Die with the supervisor: a sandbox must not outlive the process that enforces its
     // limits. A supervisor that died before this line leaves the plan pipe empty.
     // SAFETY: prctl with integer arguments.

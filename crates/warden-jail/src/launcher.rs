@@ -462,6 +462,12 @@ pub fn serve_forks(socket: OwnedFd) -> i32 {
 }
 
 fn serve_forks_on(socket: OwnedFd) -> io::Result<()> {
+    // Nothing its starter left open without close-on-exec (a shell's, a jobserver's pipe)
+    // stays open for the daemon's lifetime: only the socket and the standard descriptors.
+    // SAFETY: close_range takes integers; descriptors from 3 up are nobody's in this process.
+    if unsafe { libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
     // SIGCHLD is read from a signalfd, so it is blocked here; a helper gets the mask back.
     // SAFETY: sigset calls on a local set; sigprocmask on this (only) thread.
     let (chld, unblocked) = unsafe {

@@ -791,6 +791,15 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Sets this thread's name (`/proc/<pid>/comm`, what `ps` and `top` show; at most 15 bytes
+/// are kept).
+pub fn set_name(name: &str) {
+    if let Ok(name) = CString::new(name) {
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string, valid for the call.
+        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    }
+}
+
 /// Sends `signal` to the process a pidfd names (never to a process that reused its pid).
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: pidfd_send_signal on a descriptor, no siginfo, no flags.

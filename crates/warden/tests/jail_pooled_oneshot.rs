@@ -659,22 +659,26 @@ fn pooled_helpers() -> Vec<u32> {
     pooled_helpers_of(std::process::id())
 }
 
-/// `parent`'s children that are helpers in pooled mode.
+/// `parent`'s helpers in pooled mode: its children, or its fork server's, named after that
+/// mode.
 fn pooled_helpers_of(parent: u32) -> Vec<u32> {
-    let me = parent.to_string();
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+    };
+    let name = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
-            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            ppid == Some(me.as_str())
-                && env
-                    .split(|b| *b == 0)
-                    .any(|v| v == b"WARDEN_JAIL_HELPER=pooled")
+            let Some(up) = parent_of(*pid) else {
+                return false;
+            };
+            name(*pid).trim_end() == "warden pooled"
+                && (up == parent
+                    || (name(up).trim_end() == "warden forks" && parent_of(up) == Some(parent)))
         })
         .collect()
 }

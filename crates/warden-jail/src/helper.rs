@@ -3,7 +3,7 @@
 //! - exec: `warden` re-executed with `WARDEN_JAIL_HELPER=1` (a multi-threaded caller);
 //! - the fork server (a daemon): `warden` exec'd once with `WARDEN_JAIL_HELPER=forks` forks a
 //!   child per helper, which sets up what an exec'd helper gets and runs [`main`] (see
-//!   [`crate::launcher`]);
+//!   [`crate::launcher`], [`crate::fork_server`]);
 //! - fork: a single-threaded caller (the one-shot CLI) forks itself and the child serves the
 //!   plan it already has in memory, saving an exec and the plan's encoding.
 //!
@@ -55,13 +55,13 @@ pub fn main() -> i32 {
     crate::sys::set_cloexec(INHERITED_WORKSPACE_FD);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    if std::env::var_os(HELPER_ENV).is_some_and(|v| v == crate::launcher::FORKS_MODE) {
+    if std::env::var_os(HELPER_ENV).is_some_and(|v| v == crate::fork_server::FORKS_MODE) {
         // The fork server's socket is its stdin; it never uses its stdout.
         drop(out);
         // SAFETY: descriptor 0 is the socket the engine started this process with, and
         // nothing else in this process owns it.
         let socket = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(0) };
-        return crate::launcher::serve_forks(socket);
+        return crate::fork_server::serve_forks(socket);
     }
     if std::env::var_os(HELPER_ENV).is_some_and(|v| v == SESSION_MODE) {
         use std::os::fd::AsFd;

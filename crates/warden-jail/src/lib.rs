@@ -17,6 +17,7 @@ mod client;
 pub mod contain;
 pub mod context;
 pub use warden_net::disk;
+mod fork_server;
 pub mod gate;
 pub mod held;
 pub mod helper;

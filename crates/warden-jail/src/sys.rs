@@ -765,7 +765,8 @@ pub fn recv_with_fds(
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+    // (The control buffer's alignment may have room for one more than asked.)
+    if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 || fds.len() > max_fds {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "a message or its descriptors did not fit",
@@ -813,4 +814,79 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Resu
         )
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_message_carries_its_bytes_and_descriptors_that_name_the_same_files() {
+        let (ours, theirs) = seqpacket_pair().unwrap();
+        let (first_r, first_w) = pipe().unwrap();
+        let (second_r, second_w) = pipe().unwrap();
+        send_with_fds(
+            ours.as_fd(),
+            b"two pipes",
+            &[first_w.as_fd(), second_w.as_fd()],
+        )
+        .unwrap();
+        send_with_fds(ours.as_fd(), b"none", &[]).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, fds) = recv_with_fds(theirs.as_fd(), &mut buf, 4).unwrap();
+        assert_eq!(&buf[..n], b"two pipes");
+        assert_eq!(fds.len(), 2);
+        // Received in order, close-on-exec, and the same pipes: what is written through
+        // them comes out of the read ends kept here.
+        for (fd, (reader, text)) in fds.iter().zip([(&first_r, b"1"), (&second_r, b"2")]) {
+            // SAFETY: F_GETFD on an open descriptor.
+            let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+            assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+            write_all(fd.as_fd(), text).unwrap();
+            let mut got = [0u8; 1];
+            assert_eq!(read(reader.as_fd(), &mut got).unwrap(), 1);
+            assert_eq!(&got, text);
+        }
+        // Message bounds are kept: the next message, alone.
+        let (n, fds) = recv_with_fds(theirs.as_fd(), &mut buf, 4).unwrap();
+        assert_eq!((&buf[..n], fds.len()), (&b"none"[..], 0));
+        // The peer gone: a message of length 0.
+        drop(ours);
+        let (n, fds) = recv_with_fds(theirs.as_fd(), &mut buf, 4).unwrap();
+        assert_eq!((n, fds.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_message_too_long_or_with_too_many_descriptors_is_refused_and_closes_them() {
+        let (ours, theirs) = seqpacket_pair().unwrap();
+        let (reader, writer) = pipe().unwrap();
+        send_with_fds(ours.as_fd(), &[7u8; 100], &[writer.as_fd()]).unwrap();
+        let mut small = [0u8; 10];
+        let e = recv_with_fds(theirs.as_fd(), &mut small, 1).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        send_with_fds(ours.as_fd(), b"x", &[writer.as_fd(), writer.as_fd()]).unwrap();
+        let mut buf = [0u8; 10];
+        let e = recv_with_fds(theirs.as_fd(), &mut buf, 1).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        // Every copy that arrived was closed: with ours gone too, the pipe's reader sees its
+        // end.
+        drop(writer);
+        let mut got = [0u8; 1];
+        assert_eq!(read(reader.as_fd(), &mut got).unwrap(), 0);
+    }
+
+    #[test]
+    fn send_fd_and_recv_fd_pass_one_descriptor() {
+        let (ours, theirs) = socketpair().unwrap();
+        let (reader, writer) = pipe().unwrap();
+        send_fd(ours.as_fd(), writer.as_fd()).unwrap();
+        let received = recv_fd(theirs.as_fd()).unwrap().expect("a descriptor");
+        write_all(received.as_fd(), b"z").unwrap();
+        let mut got = [0u8; 1];
+        read(reader.as_fd(), &mut got).unwrap();
+        assert_eq!(&got, b"z");
+        drop(ours);
+        assert!(recv_fd(theirs.as_fd()).unwrap().is_none());
+    }
 }

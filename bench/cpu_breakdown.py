@@ -33,6 +33,8 @@ import tempfile
 import threading
 import time
 
+import procs  # bench/procs.py (a script's own folder is on sys.path)
+
 SYSCALL = re.compile(r"^(?:__x64_sys_|__do_sys_|__se_sys_|__ia32_sys_|ksys_)(\w+)$")
 
 # The stage of a system call, for the table (anything else is "other syscalls").
@@ -158,21 +160,6 @@ def is_kworker(comm, frames):
     return comm.startswith("kworker") or comm.startswith("ksoftirqd") or comm.startswith("rcu")
 
 
-def daemon_tree_roots(daemon_pid):
-    """The daemon and its helpers' fork server (`warden serve` forks every helper from it; it
-    was started before sampling begins, so `perf -p` must name it to follow its children)."""
-    roots = [daemon_pid]
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == daemon_pid and b"WARDEN_JAIL_HELPER=forks" in environ:
-            roots.append(int(pid))
-    return ",".join(map(str, roots))
-
-
 def perf_record(out, *, argv=None, pid=None, system=False):
     cmd = ["perf", "record", "-q", "-g", "-o", out]
     if system:
@@ -273,7 +260,8 @@ def main():
                 "sh", "-c", f"for i in $(seq {per_block}); do {a.warden} run {one} >/dev/null || exit 1; done"]).wait(timeout=600)
         else:
             # Follows what the daemon and its fork server start from now on.
-            tree = perf_record(tree_files[-1], pid=daemon_tree_roots(daemon.proc.pid))
+            roots = [daemon.proc.pid] + procs.fork_servers(daemon.proc.pid)
+            tree = perf_record(tree_files[-1], pid=",".join(map(str, roots)))
             time.sleep(0.5)
             daemon.one_shots(a.clients, per_block // a.clients)
             time.sleep(1)  # the last teardowns and the pool's refill, counted

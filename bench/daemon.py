@@ -14,6 +14,7 @@ usage: daemon.py WARDEN [--rounds N] [--duration S]
 """
 import argparse, http.client, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
+from procs import descendants  # bench/procs.py
 
 def pct(xs, p):
     xs = sorted(xs)
@@ -25,22 +26,6 @@ def rss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-def descendants(root):
-    """Processes below `root` (the daemon's helpers and sandboxes still alive)."""
-    children = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(pid))
-    out, todo = [], [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 def stale_cgroups(pid):
     """Sandbox cgroups (of the daemon's hierarchy) that no live helper owns: a live sandbox's

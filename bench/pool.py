@@ -24,6 +24,7 @@ usage: pool.py WARDEN [--language python|javascript] [--rounds N] [--size SIZE]
 import argparse, concurrent.futures, http.client, json, os, random, shutil, statistics
 import subprocess, sys, tempfile, threading, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
+from procs import descendants  # bench/procs.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -195,22 +196,6 @@ def pool_counts(addr, language):
                 return int(float(line.split()[-1]))
         sys.exit(f"/metrics has no {series}{labels}")
     return (value("warden_oneshot_pool_taken_total"), value("warden_oneshot_pool_missed_total"))
-
-
-def descendants(root):
-    children = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(pid))
-    out, todo = [], [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ usage: scale.py WARDEN [--sandboxes 10000] [--contexts 2000] [--clients 8]
 """
 import argparse, http.client, json, os, subprocess, sys, tempfile, threading, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
+from procs import descendants  # bench/procs.py
 
 SETTINGS = """
 [server]
@@ -52,26 +53,6 @@ def status_kib(pid, key):
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
-
-
-def descendants(root):
-    parent = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    out = []
-    for pid in parent:
-        at = pid
-        while at in parent and at > 1:
-            at = parent[at]
-            if at == root:
-                out.append(pid)
-                break
-    return out
 
 
 class Api:

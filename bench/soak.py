@@ -24,6 +24,7 @@ Exit status: 0 when every request gave its expected outcome and nothing leaked, 
 """
 import argparse, fcntl, http.client, json, os, random, signal, subprocess, sys, tempfile, threading, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
+from procs import descendants  # bench/procs.py
 
 SETTINGS = """
 [sandbox]
@@ -108,21 +109,6 @@ def fd_count(pid):
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return 0
-
-def descendants(root):
-    children = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(pid))
-    out, todo = [], [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 def cgroup_parents():
     """The folders that hold sandbox cgroups: warden/ in the memory, pids, cpu and freezer

@@ -429,17 +429,21 @@ fn children(parent: u32) -> Vec<u32> {
     found
 }
 
-/// Every process under `pid`, as `pid: cmdline`.
+/// Every process under `pid`, as `pid: cmdline`, but the daemon's fork server (which lives as
+/// long as the daemon; the helpers it forks are counted).
 fn descendants(pid: u32) -> Vec<String> {
     let mut out = Vec::new();
     let mut todo = children(pid);
     while let Some(p) = todo.pop() {
+        todo.extend(children(p));
+        if common::is_fork_server(p) {
+            continue;
+        }
         let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
         out.push(format!(
             "{p}: {}",
             String::from_utf8_lossy(&cmd).replace('\0', " ")
         ));
-        todo.extend(children(p));
     }
     out
 }

@@ -45,27 +45,6 @@ fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
-/// The host's processes whose parent is `parent`.
-fn children(parent: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 fn host_processes_with(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -98,16 +77,13 @@ fn eventually(secs: u64, mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-/// The daemon's helper: its child that is the warden binary (the helper is this binary
-/// re-executed), waiting for it to appear.
-fn helper_of(daemon: u32) -> u32 {
-    let exe = std::fs::canonicalize(common::warden()).unwrap();
+/// The daemon's helper of the run whose program holds `marker` (forked by the daemon's fork
+/// server), waiting for it to appear.
+fn helper_of(daemon: u32, marker: &str) -> u32 {
     let mut found = None;
     assert!(
         eventually(10, || {
-            found = children(daemon)
-                .into_iter()
-                .find(|&p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == exe));
+            found = common::helper_running(daemon, marker);
             found.is_some()
         }),
         "no helper under the daemon"
@@ -175,7 +151,7 @@ fn a_killed_helper_ends_the_run_with_a_clear_error_and_leaves_nothing() {
     if !eventually(10, || !host_processes_with(&marker).is_empty()) {
         panic!("the program never started: {:?}", running.join());
     }
-    let helper = helper_of(daemon);
+    let helper = helper_of(daemon, &marker);
     kill9(helper);
     let (status, body, took) = running.join().unwrap();
     assert!(took < Duration::from_secs(10), "the answer took {took:?}");
@@ -226,7 +202,7 @@ fn a_killed_helper_ends_the_run_with_a_clear_error_and_leaves_nothing() {
     if !eventually(10, || !host_processes_with(&marker).is_empty()) {
         panic!("the program never started: {:?}", running.join());
     }
-    let helper = helper_of(daemon);
+    let helper = helper_of(daemon, &marker);
     kill9(helper);
     let (status, body, took) = running.join().unwrap();
     assert!(took < Duration::from_secs(10), "the answer took {took:?}");

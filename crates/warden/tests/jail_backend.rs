@@ -33,14 +33,6 @@ fn proc_field(pid: i32, file: &str) -> Vec<u8> {
     std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default()
 }
 
-fn parent_of(pid: i32) -> Option<i32> {
-    String::from_utf8(proc_field(pid, "status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .and_then(|p| p.trim().parse().ok())
-}
-
 /// The ancestors of the process whose command line holds `marker` (a sandboxed program's
 /// argument), nearest first, up to this process's child.
 fn ancestors_of_program(marker: &str) -> Vec<i32> {
@@ -59,7 +51,7 @@ fn ancestors_of_program(marker: &str) -> Vec<i32> {
     };
     let me = std::process::id() as i32;
     let mut chain = vec![program];
-    while let Some(parent) = parent_of(*chain.last().unwrap()) {
+    while let Some(parent) = common::parent_of(*chain.last().unwrap() as u32).map(|p| p as i32) {
         if parent == me {
             return chain;
         }

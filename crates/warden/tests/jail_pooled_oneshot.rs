@@ -662,23 +662,17 @@ fn pooled_helpers() -> Vec<u32> {
 /// `parent`'s helpers in pooled mode: its children, or its fork server's, named after that
 /// mode.
 fn pooled_helpers_of(parent: u32) -> Vec<u32> {
-    let parent_of = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-    };
     let name = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            let Some(up) = parent_of(*pid) else {
+            let Some(up) = common::parent_of(*pid) else {
                 return false;
             };
             name(*pid).trim_end() == "warden pooled"
                 && (up == parent
-                    || (name(up).trim_end() == "warden forks" && parent_of(up) == Some(parent)))
+                    || (common::is_fork_server(up) && common::parent_of(up) == Some(parent)))
         })
         .collect()
 }

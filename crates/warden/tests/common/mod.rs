@@ -312,15 +312,6 @@ pub fn http_request(
 
 /// The pids of processes descending from `root` whose command line contains `needle`.
 pub fn descendants_running(root: u32, needle: &str) -> Vec<u32> {
-    let parent_of = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -343,4 +334,48 @@ pub fn descendants_running(root: u32, needle: &str) -> Vec<u32> {
         }
     }
     out
+}
+
+/// A process's parent, from `/proc/<pid>/stat`.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Whether `pid` is a daemon's fork server (the one process a `warden serve` keeps besides its
+/// threads, which forks every helper: named after its mode).
+pub fn is_fork_server(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|n| n.trim_end() == "warden forks")
+}
+
+/// The helper of the run whose program's command line holds `marker`: its ancestor whose
+/// parent is `daemon` (an exec'd helper) or a fork server (a forked one).
+pub fn helper_running(daemon: u32, marker: &str) -> Option<u32> {
+    let program = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline)
+                .contains(marker)
+                .then_some(pid)
+        })?;
+    let mut at = program;
+    loop {
+        let parent = parent_of(at)?;
+        if parent == daemon || is_fork_server(parent) {
+            return Some(at);
+        }
+        if parent <= 1 {
+            return None;
+        }
+        at = parent;
+    }
 }

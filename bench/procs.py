@@ -1,0 +1,49 @@
+"""The processes of a daemon, for the benchmarks' counts: what is left under it, which of its
+processes perf follows.
+
+A `warden serve` keeps one process of its own for its whole life besides its threads: the fork
+server that forks every helper (named "warden forks", its environment saying
+WARDEN_JAIL_HELPER=forks). It is not a sandbox's and is never counted as left behind; the
+helpers it forks are."""
+import os
+
+
+def _parents():
+    parent = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return parent
+
+
+def is_fork_server(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            if f.read().strip() == "warden forks":
+                return True
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return b"WARDEN_JAIL_HELPER=forks" in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def descendants(root):
+    """Every process under `root` but a daemon's fork server (its children are counted)."""
+    children = {}
+    for pid, ppid in _parents().items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if not is_fork_server(c):
+                out.append(c)
+            todo.append(c)
+    return out
+
+
+def fork_servers(daemon):
+    """The daemon's fork servers (its children in that mode)."""
+    return [pid for pid, ppid in _parents().items() if ppid == daemon and is_fork_server(pid)]

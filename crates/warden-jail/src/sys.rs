@@ -221,12 +221,17 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 /// A close-on-exec unix stream socket pair, used to pass a descriptor back from the sandbox.
 pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    unix_pair(libc::SOCK_STREAM)
+}
+
+/// A close-on-exec unix socket pair of `kind`.
+fn unix_pair(kind: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
     check(unsafe {
         libc::socketpair(
             libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            kind | libc::SOCK_CLOEXEC,
             0,
             fds.as_mut_ptr(),
         )
@@ -778,18 +783,7 @@ pub fn recv_with_fds(
 /// A close-on-exec unix seqpacket socket pair: messages keep their bounds and carry
 /// descriptors (the fork server's channel, [`crate::launcher`]).
 pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    unix_pair(libc::SOCK_SEQPACKET)
 }
 
 /// Sets this thread's name (`/proc/<pid>/comm`, what `ps` and `top` show; at most 15 bytes

@@ -21,14 +21,6 @@ fn exec_backend() -> Arc<JailBackend> {
     }))
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn proc_field(pid: i32, file: &str) -> Vec<u8> {
     std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default()
 }
@@ -141,6 +133,24 @@ fn helper_view(pid: i32, skip: &[String]) -> (Vec<String>, Vec<String>) {
     (lines, fds)
 }
 
+/// Starts a run of a program that prints a line, then sleeps 30 s, with `marker` as its
+/// argument (to find its processes); returns once the line is out, with the run's task.
+async fn start_marked_run(
+    b: &Arc<JailBackend>,
+    marker: &str,
+) -> tokio::task::JoinHandle<Result<warden_types::ExecResult, warden_engine::BackendError>> {
+    let mut p = plan("import time\nprint('started', flush=True)\ntime.sleep(30)");
+    p.args = vec![marker.to_owned()];
+    p.limits.timeout = Duration::from_secs(40);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let run = {
+        let b = b.clone();
+        tokio::spawn(async move { b.exec(p, Some(tx)).await })
+    };
+    assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+    run
+}
+
 fn plan(code: &str) -> ExecPlan {
     ExecPlan {
         import_guard: None,
@@ -174,12 +184,7 @@ fn plan(code: &str) -> ExecPlan {
 #[test]
 fn exec_mode_streams_output_while_the_program_runs() {
     require_root!();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         b.check(&plan("")).unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::channel(16);
@@ -211,12 +216,7 @@ fn exec_mode_streams_output_while_the_program_runs() {
 #[test]
 fn exec_mode_runs_sandboxes_concurrently() {
     require_root!();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let start = std::time::Instant::now();
         let runs: Vec<_> = (0..6)
@@ -246,12 +246,7 @@ fn exec_mode_runs_sandboxes_concurrently() {
 #[test]
 fn a_caller_that_goes_away_leaves_no_process_and_no_cgroup() {
     require_root!();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    common::runtime().block_on(async {
         let backend = backend();
         let mut p = plan(
             "import os\nif os.fork() == 0:\n    os.execvp('sleep', ['sleep', '63.5'])\nos.execvp('sleep', ['sleep', '63.5'])",
@@ -294,12 +289,7 @@ fn a_caller_that_goes_away_leaves_no_process_and_no_cgroup() {
 #[test]
 fn the_import_guard_changes_nothing_the_program_observes() {
     require_root!();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         // What a program can see of its start: argv, its names, the import path, the loaded
         // modules, its environment, its folder, warnings' attribution, a traceback, the exit.
@@ -341,7 +331,7 @@ fn the_import_guard_changes_nothing_the_program_observes() {
 #[test]
 fn forked_and_execd_helpers_are_the_same_process_and_give_the_program_the_same() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         // What a program can see of the process it was started in: its environment, its
         // descriptors, its signals' mask and dispositions, its limits, its scheduling, its
         // credentials, its folder, its session.
@@ -365,11 +355,7 @@ fn forked_and_execd_helpers_are_the_same_process_and_give_the_program_the_same()
         let mut views = vec![];
         for (name, b) in [("forked", backend()), ("exec'd", exec_backend())] {
             let marker = format!("helper-view-{}-{}", name.len(), std::process::id());
-            let mut p = plan("import time\nprint('started', flush=True)\ntime.sleep(30)");
-            p.args = vec![marker.clone()];
-            let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-            let run = tokio::spawn(async move { b.exec(p, Some(tx)).await });
-            assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+            let run = start_marked_run(&b, &marker).await;
             let chain = ancestors_of_program(&marker);
             // program ← init ← helper (← the fork server)
             let helper = match name {
@@ -391,20 +377,12 @@ fn forked_and_execd_helpers_are_the_same_process_and_give_the_program_the_same()
 #[test]
 fn a_fork_server_that_dies_is_replaced_and_its_runs_end() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         // A run in progress when its fork server is killed: its helper and sandbox die with
         // the server, and the run ends at once as lost, leaving nothing behind.
         let marker = format!("fork-server-test-{}", std::process::id());
-        let mut p = plan("import time\nprint('started', flush=True)\ntime.sleep(30)");
-        p.args = vec![marker.clone()];
-        p.limits.timeout = Duration::from_secs(40);
-        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-        let run = {
-            let b = b.clone();
-            tokio::spawn(async move { b.exec(p, Some(tx)).await })
-        };
-        assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+        let run = start_marked_run(&b, &marker).await;
         let server = fork_server_above(&marker).expect("the run's fork server");
         let killed_at = std::time::Instant::now();
         // SAFETY: kill with integers.
@@ -427,14 +405,7 @@ fn a_fork_server_that_dies_is_replaced_and_its_runs_end() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // The next run starts another fork server.
-        let mut p = plan("import time\nprint('again', flush=True)\ntime.sleep(30)");
-        p.args = vec![marker.clone()];
-        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-        let run = {
-            let b = b.clone();
-            tokio::spawn(async move { b.exec(p, Some(tx)).await })
-        };
-        assert!(matches!(rx.recv().await, Some(ExecEvent::Stdout { .. })));
+        let run = start_marked_run(&b, &marker).await;
         let replacement = fork_server_above(&marker).expect("the next run's fork server");
         assert_ne!(replacement, server);
         run.abort();

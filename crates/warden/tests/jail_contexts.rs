@@ -74,14 +74,6 @@ async fn run(sb: &Arc<dyn BackendSandbox>, ctx: &str, code: &str) -> ExecResult 
     sb.exec_in_context(ctx, cell(code), None).await.unwrap()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn no_stale_cgroups() {
     let h = warden_jail::cgroup::Hierarchy::detect().unwrap();
     for _ in 0..50 {
@@ -96,7 +88,7 @@ fn no_stale_cgroups() {
 #[test]
 fn state_persists_the_last_expression_is_the_result_and_errors_are_trimmed() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-basics", 128).await;
         sb.create_context(spec("c1", 128)).await.unwrap();
@@ -139,7 +131,7 @@ fn state_persists_the_last_expression_is_the_result_and_errors_are_trimmed() {
 #[test]
 fn a_timeout_interrupts_the_cell_and_the_context_survives() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-interrupt", 128).await;
         sb.create_context(spec("c", 128)).await.unwrap();
@@ -168,7 +160,7 @@ fn a_timeout_interrupts_the_cell_and_the_context_survives() {
 #[test]
 fn a_cell_that_ignores_the_interrupt_is_killed_and_the_context_restarted() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-kill", 128).await;
         sb.create_context(spec("c", 128)).await.unwrap();
@@ -199,7 +191,7 @@ fn a_cell_that_ignores_the_interrupt_is_killed_and_the_context_restarted() {
 #[test]
 fn a_context_that_its_sandbox_limit_stops_at_start_is_a_limit_error() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-tiny", 1).await;
         match sb.create_context(spec("c", 1)).await {
@@ -214,7 +206,7 @@ fn a_context_that_its_sandbox_limit_stops_at_start_is_a_limit_error() {
 #[test]
 fn a_memory_kill_restarts_the_context_and_says_so() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-memory", 96).await;
         sb.create_context(spec("c", 96)).await.unwrap();
@@ -237,7 +229,7 @@ fn a_memory_kill_restarts_the_context_and_says_so() {
 #[test]
 fn contexts_share_the_workspace_but_not_state_and_sandboxes_share_nothing() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let one = sandbox(&b, "ctx-one", 128).await;
         let two = sandbox(&b, "ctx-two", 128).await;
@@ -274,7 +266,7 @@ fn contexts_share_the_workspace_but_not_state_and_sandboxes_share_nothing() {
 #[test]
 fn output_past_the_cap_stops_the_cell() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-flood", 128).await;
         sb.create_context(spec("c", 128)).await.unwrap();
@@ -291,7 +283,7 @@ fn output_past_the_cap_stops_the_cell() {
 #[test]
 fn rich_outputs_figures_dataframes_and_display() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-rich", 512).await;
         sb.create_context(spec("c", 512)).await.unwrap();
@@ -332,7 +324,7 @@ fn rich_outputs_figures_dataframes_and_display() {
 #[test]
 fn an_interpreter_that_dies_between_cells_is_replaced_and_the_next_cell_says_so() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-idle-death", 128).await;
         sb.create_context(spec("c", 128)).await.unwrap();
@@ -369,7 +361,7 @@ fn js_spec(id: &str, memory_mb: u64) -> ContextSpec {
 #[test]
 fn a_javascript_context_keeps_state_and_reports_values_and_errors() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-js", 256).await;
         sb.create_context(js_spec("js", 256)).await.unwrap();
@@ -417,7 +409,7 @@ fn a_javascript_context_keeps_state_and_reports_values_and_errors() {
 #[test]
 fn a_timeout_interrupts_a_javascript_cell_and_the_context_survives() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-js-interrupt", 256).await;
         sb.create_context(js_spec("c", 256)).await.unwrap();
@@ -457,7 +449,7 @@ fn a_timeout_interrupts_a_javascript_cell_and_the_context_survives() {
 #[test]
 fn a_memory_kill_restarts_a_javascript_context_and_says_so() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-js-memory", 128).await;
         sb.create_context(js_spec("c", 128)).await.unwrap();
@@ -480,7 +472,7 @@ fn a_memory_kill_restarts_a_javascript_context_and_says_so() {
 #[test]
 fn preloading_into_a_javascript_context_is_refused() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-js-preload", 128).await;
         let mut s = js_spec("c", 128);
@@ -496,7 +488,7 @@ fn preloading_into_a_javascript_context_is_refused() {
 #[test]
 fn the_import_guard_refuses_a_cell_at_run_time_and_the_next_cell_finds_a_fresh_interpreter() {
     require_root!();
-    runtime().block_on(async {
+    common::runtime().block_on(async {
         let b = backend();
         let sb = sandbox(&b, "ctx-guard", 256).await;
         let guarded = ContextSpec {

@@ -379,3 +379,12 @@ pub fn helper_running(daemon: u32, marker: &str) -> Option<u32> {
         at = parent;
     }
 }
+
+/// A multi-threaded runtime of two workers, as the daemon has on this project's machines.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}

@@ -14,6 +14,8 @@
 //! - The fork server exits when the engine's end of its socket closes (the daemon ended, `kill
 //!   -9` included), and its helpers die with it; a fork server that ended is replaced at the
 //!   next start, and the waiters of its helpers see them killed (`SIGKILL`) once they are gone.
+//!   One that does not answer a request within [`ANSWER_WITHIN`] is replaced too: a start
+//!   fails, never hangs.
 //! - A forked helper is signalled through a pidfd opened before the fork server could reap it:
 //!   never a process that reused its pid.
 
@@ -32,6 +34,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::oneshot;
 use warden_engine::BackendError;
+
+/// How long a fork server may take to answer a request (a fork: a millisecond or so) before
+/// it is given up for another: a start fails, never hangs.
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How a process starts its helpers: exec'd each, or forked by its fork server.
 #[derive(Debug, Clone)]
@@ -283,9 +289,23 @@ impl ForkServer {
             }
             return Err(e);
         }
-        let started = answered
-            .await
-            .map_err(|_| io::Error::other("the fork server ended"))??;
+        let started = match tokio::time::timeout(ANSWER_WITHIN, answered).await {
+            Ok(answer) => answer.map_err(|_| io::Error::other("the fork server ended"))??,
+            Err(_) => {
+                // A fork server that does not answer (stopped, say) is given up: the next
+                // start starts another; this one's helpers keep running meanwhile.
+                let mut waiters = connection.state.lock().expect("not poisoned");
+                waiters.requests = None;
+                eprintln!(
+                    "warden: the helpers' fork server did not answer within {}s; starting another",
+                    ANSWER_WITHIN.as_secs()
+                );
+                return Err(io::Error::other(format!(
+                    "the fork server did not answer within {}s",
+                    ANSWER_WITHIN.as_secs()
+                )));
+            }
+        };
         let stdin = ChildStdin::from_std(std::process::ChildStdin::from(stdin_w))?;
         let stdout = ChildStdout::from_std(std::process::ChildStdout::from(stdout_r))?;
         Ok(HelperChild {

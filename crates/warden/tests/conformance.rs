@@ -975,14 +975,20 @@ async fn timeout_in_a_sandbox_kills_everything(s: &Subject) -> Outcome {
     assert_eq!(r.reason, Reason::Timeout, "{r:?}");
     let survivors = host_processes_with(&marker);
     assert!(survivors.is_empty(), "left running: {survivors:?}");
-    // What the run wrote before its timeout comes back.
+    // What the run wrote before its timeout comes back. The timeout leaves the program time
+    // to write first: under gVisor on a loaded host the interpreter alone can take a second
+    // to start (a 1 s timeout sometimes ended it before its write, and this check failed).
     let mut plan = s.plan(
         "python",
-        "import time\nopen('output/partial.txt', 'w').write('so far')\ntime.sleep(60)",
+        "import time\nopen('output/partial.txt', 'w').write('so far')\nprint('written', flush=True)\ntime.sleep(60)",
     );
-    plan.limits.timeout = Duration::from_secs(1);
+    plan.limits.timeout = Duration::from_secs(5);
     let r = exec_kept(sb.exec(plan, None).await);
-    assert_eq!(r.reason, Reason::Timeout, "{r:?}");
+    assert_eq!(
+        (r.reason, r.stdout.as_str()),
+        (Reason::Timeout, "written\n"),
+        "{r:?}"
+    );
     let names: Vec<_> = r.artifacts.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["partial.txt"], "{r:?}");
     // The sandbox still works after a timeout, its workspace intact.

@@ -411,3 +411,44 @@ fn a_fork_server_that_dies_is_replaced_and_its_runs_end() {
         run.abort();
     });
 }
+
+#[test]
+fn a_fork_server_that_does_not_answer_is_given_up_for_another() {
+    require_root!();
+    common::runtime().block_on(async {
+        let b = backend();
+        let marker = format!("fork-server-stopped-{}", std::process::id());
+        let run = start_marked_run(&b, &marker).await;
+        let server = fork_server_above(&marker).expect("the run's fork server");
+        // SAFETY: kill with integers.
+        assert_eq!(unsafe { libc::kill(server, libc::SIGSTOP) }, 0);
+        let asked = std::time::Instant::now();
+        let error = b
+            .exec(plan("print(1)"), None)
+            .await
+            .expect_err("a start through a stopped fork server");
+        assert!(
+            error.to_string().contains("did not answer"),
+            "{error} after {:?}",
+            asked.elapsed()
+        );
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            asked.elapsed()
+        );
+        // The next start gets another fork server; the run of the stopped one still runs.
+        assert_eq!(b.exec(plan("print(2)"), None).await.unwrap().stdout, "2\n");
+        assert!(!run.is_finished());
+        // SAFETY: kill with integers.
+        unsafe {
+            libc::kill(server, libc::SIGKILL);
+            libc::kill(server, libc::SIGCONT);
+        }
+        let ended = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("its run ended with it")
+            .unwrap();
+        assert!(ended.is_err(), "{ended:?}");
+    });
+}

@@ -47,6 +47,10 @@ use warden_engine::{
 use warden_net::uids::UidLease;
 use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
 
+/// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the full test suite
+/// under load (twice in about sixteen runs, never alone).
+const RUNSC_KILLED_RUN_REPORT: &str = "with this runsc, a persistent sandbox's run killed at its timeout has sometimes come back without the files it wrote before it (2 of about 16 full suite runs on a loaded 2-core host; never in runs of the case alone, also beside CPU hogs); the kill path took 5 s more than usual then; the cause is not found yet (the docker backend now says in its log when a killed run's report comes back empty)";
+
 /// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the conformance suite.
 const RUNSC_EXEC_AFTER_ARTIFACTS: &str = "with this runsc (Debian's 2022-12-19 build), the exec after a run that returned output files in a persistent sandbox fails with \"No such exec instance\"; the cause is not found yet";
 
@@ -218,6 +222,11 @@ impl DockerBackend {
                 "timeout_in_a_sandbox_kills_everything",
                 Some("exec"),
                 RUNSC_EXEC_AFTER_ARTIFACTS,
+            ),
+            u(
+                "timeout_in_a_sandbox_kills_everything",
+                Some("report"),
+                RUNSC_KILLED_RUN_REPORT,
             ),
             u(
                 "egress",
@@ -1646,6 +1655,18 @@ impl DockerSandbox {
             // The kill took the wrapper too (here it is not pid 1): ask for its report alone.
             match self.report_only(&plan.limits).await {
                 Ok(report) => {
+                    if report.report.is_none() {
+                        // Said, as a failed read is: the run's files do not come back.
+                        eprintln!(
+                            "warden: docker: the report of a killed run in {} came back empty (its stream ended without one{})",
+                            self.name,
+                            report
+                                .stream_error
+                                .as_deref()
+                                .map(|e| format!(": {e}"))
+                                .unwrap_or_default()
+                        );
+                    }
                     relayed.report = report.report;
                     relayed.report_complete = report.report_complete;
                 }

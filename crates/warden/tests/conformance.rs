@@ -990,7 +990,7 @@ async fn timeout_in_a_sandbox_kills_everything(s: &Subject) -> Outcome {
         "{r:?}"
     );
     let names: Vec<_> = r.artifacts.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["partial.txt"], "{r:?}");
+    waivable!("report", names == ["partial.txt"], "{names:?}: {r:?}");
     // The sandbox still works after a timeout, its workspace intact.
     let r = exec_kept(
         sb.exec(

@@ -48,8 +48,8 @@ use warden_net::uids::UidLease;
 use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
 
 /// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the full test suite
-/// under load (twice in about sixteen runs, never alone).
-const RUNSC_KILLED_RUN_REPORT: &str = "with this runsc, a persistent sandbox's run killed at its timeout has sometimes come back without the files it wrote before it (2 of about 16 full suite runs on a loaded 2-core host; never in runs of the case alone, also beside CPU hogs); the kill path took 5 s more than usual then; the cause is not found yet (the docker backend now says in its log when a killed run's report comes back empty)";
+/// under load (3 times in about 17 runs, never alone).
+const RUNSC_KILLED_RUN_REPORT: &str = "with this runsc, a persistent sandbox's run killed at its timeout has sometimes come back without the files it wrote before it (3 of about 17 full suite runs on a loaded 2-core host; never in runs of the case alone, also beside CPU hogs): the program had written its file (it said so after the write), and the run ended 5-6 s after its timeout, so the kill path, not the program, is where it goes wrong, likely the kill exec not seen done within its grace and the container killed whole; the cause is not found yet (the docker backend says in its log when a kill falls back to killing the container and when a killed run's report is lost)";
 
 /// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the conformance suite.
 const RUNSC_EXEC_AFTER_ARTIFACTS: &str = "with this runsc (Debian's 2022-12-19 build), the exec after a run that returned output files in a persistent sandbox fails with \"No such exec instance\"; the cause is not found yet";

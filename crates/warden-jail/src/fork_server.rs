@@ -61,10 +61,7 @@ pub fn serve_forks(socket: OwnedFd) -> i32 {
 fn serve_forks_on(socket: OwnedFd) -> io::Result<()> {
     // Nothing its starter left open without close-on-exec (a shell's, a jobserver's pipe)
     // stays open for the daemon's lifetime: only the socket and the standard descriptors.
-    // SAFETY: close_range takes integers; descriptors from 3 up are nobody's in this process.
-    if unsafe { libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sys::close_from(3)?;
     // SIGCHLD is read from a signalfd, so it is blocked here; a helper gets the mask back.
     // SAFETY: sigset calls on a local set; sigprocmask on this (only) thread.
     let (chld, unblocked) = unsafe {
@@ -88,33 +85,16 @@ fn serve_forks_on(socket: OwnedFd) -> io::Result<()> {
     let server_pid = unsafe { libc::getpid() };
     let mut buf = vec![0u8; MAX_MESSAGE];
     loop {
-        let mut polled = [
-            libc::pollfd {
-                fd: socket.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: signals.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: two valid pollfds for the duration of the call.
-        if unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) } < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
+        // Ends first (each reported before the next fork), then the next request.
+        match sys::first_readable(&[signals.as_fd(), socket.as_fd()], None) {
+            Some(0) => {
+                let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+                while sys::read(signals.as_fd(), &mut info).is_ok_and(|n| n > 0) {}
+                reap(socket.as_fd())?;
                 continue;
             }
-            return Err(e);
-        }
-        if polled[1].revents != 0 {
-            let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
-            while sys::read(signals.as_fd(), &mut info).is_ok_and(|n| n > 0) {}
-            reap(socket.as_fd())?;
-        }
-        if polled[0].revents == 0 {
-            continue;
+            Some(_) => {}
+            None => return Err(io::Error::other("poll of the socket and signals failed")),
         }
         let (n, fds) = match sys::recv_with_fds(socket.as_fd(), &mut buf, 4) {
             Ok((0, _)) => return Ok(()),
@@ -271,10 +251,7 @@ fn become_helper(
         // Nothing else of the fork server's: its socket, its signalfd, the copies (standard
         // error stays: the daemon's).
         let first_free = (targets[fds.len() - 1] + 1).max(3);
-        // SAFETY: close_range takes integers; everything from `first_free` up is ours to close.
-        if unsafe { libc::syscall(libc::SYS_close_range, first_free, libc::c_uint::MAX, 0) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        sys::close_from(first_free)?;
         // SAFETY: on this (only) thread.
         if unsafe { libc::sigprocmask(libc::SIG_SETMASK, unblocked, std::ptr::null_mut()) } != 0 {
             return Err(io::Error::last_os_error());

@@ -27,7 +27,7 @@ use crate::supervisor::{self, JailError, Stream};
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// What a pooled sandbox is given to run: what differs between runs of one pool.
@@ -109,7 +109,7 @@ fn run(
     // Ready: the guard's first report (node: its gate's byte), the sign that the interpreter
     // reached its gate.
     let deadline = Instant::now() + plan.limits.timeout.max(Duration::from_secs(10));
-    match wait_readable(
+    match crate::sys::first_readable(
         &[launched.ctl_r.as_fd(), launched.pidfd.as_fd()],
         Some(deadline),
     ) {
@@ -124,7 +124,7 @@ fn run(
         return None;
     }
     // Wait for the code (or the end of input), watching the sandbox meanwhile.
-    match wait_readable(&[input.as_fd(), launched.pidfd.as_fd()], None) {
+    match crate::sys::first_readable(&[input.as_fd(), launched.pidfd.as_fd()], None) {
         Some(0) => {}
         _ => return Some(Err(ended_early(launched, plan))),
     }
@@ -176,38 +176,5 @@ fn ended_early(launched: supervisor::Launched, plan: &JailPlan) -> JailError {
             command: plan.argv[0].clone(),
             message: "the interpreter ended before its code came".into(),
         },
-    }
-}
-
-/// The index of the first of `fds` to become readable (or hang up), `None` at the deadline.
-fn wait_readable(fds: &[BorrowedFd<'_>], deadline: Option<Instant>) -> Option<usize> {
-    loop {
-        let mut polled: Vec<libc::pollfd> = fds
-            .iter()
-            .map(|fd| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let wait_ms = match deadline {
-            Some(at) => at
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(i32::MAX as u128) as i32,
-            None => -1,
-        };
-        // SAFETY: `polled` is a valid array of pollfd of the given length.
-        let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, wait_ms) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return None;
-        }
-        if n == 0 {
-            return None;
-        }
-        return polled.iter().position(|p| p.revents != 0);
     }
 }

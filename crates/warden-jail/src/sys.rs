@@ -542,6 +542,24 @@ pub fn cloexec_from(first: RawFd) -> io::Result<()> {
     }
 }
 
+/// Closes every descriptor from `first` up (`close_range`, Linux 5.9).
+pub fn close_from(first: RawFd) -> io::Result<()> {
+    // SAFETY: close_range takes integers; the caller owns every descriptor from `first` up.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The highest signal number on Linux (`_NSIG - 1`, the last real-time signal).
 const SIGNAL_MAX: libc::c_int = 64;
 
@@ -619,6 +637,43 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: i32) -> io::Result<bool> {
     // SAFETY: `pfd` is one valid pollfd.
     let n = check(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })?;
     Ok(n == 1)
+}
+
+/// The index of the first of `fds` to become readable (or hang up), `None` at the deadline
+/// (or if `poll` fails).
+pub fn first_readable(
+    fds: &[BorrowedFd<'_>],
+    deadline: Option<std::time::Instant>,
+) -> Option<usize> {
+    loop {
+        let mut polled: Vec<libc::pollfd> = fds
+            .iter()
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let wait_ms = match deadline {
+            Some(at) => at
+                .saturating_duration_since(std::time::Instant::now())
+                .as_millis()
+                .min(i32::MAX as u128) as i32,
+            None => -1,
+        };
+        // SAFETY: `polled` is a valid array of pollfd of the given length.
+        let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, wait_ms) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return None;
+        }
+        if n == 0 {
+            return None;
+        }
+        return polled.iter().position(|p| p.revents != 0);
+    }
 }
 
 /// Opens `/proc/<pid>` as a pidfd, which becomes readable when the process exits.

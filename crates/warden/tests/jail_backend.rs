@@ -87,8 +87,9 @@ fn inheritable_fds() -> Vec<String> {
 }
 
 /// What can be seen of a helper from outside: its signal mask and dispositions, credentials,
-/// capabilities, threads, and the kinds of its open descriptors but `skip`.
-fn helper_view(pid: i32, skip: &[String]) -> (Vec<String>, Vec<String>) {
+/// capabilities, threads, and the kinds of its open descriptors, leaving out those numbered in
+/// `leaked` (the test harness's, which only an exec'd helper inherits).
+fn helper_view(pid: i32, leaked: &[String]) -> (Vec<String>, Vec<String>) {
     let status = String::from_utf8(proc_field(pid, "status")).unwrap_or_default();
     let lines = status
         .lines()
@@ -112,7 +113,7 @@ fn helper_view(pid: i32, skip: &[String]) -> (Vec<String>, Vec<String>) {
     let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| {
             d.flatten()
-                .filter(|e| !skip.contains(&e.file_name().to_string_lossy().into_owned()))
+                .filter(|e| !leaked.contains(&e.file_name().to_string_lossy().into_owned()))
                 .map(|e| {
                     let target = std::fs::read_link(e.path()).unwrap_or_default();
                     let target = target.to_string_lossy();
@@ -362,11 +363,11 @@ fn forked_and_execd_helpers_are_the_same_process_and_give_the_program_the_same()
                 "forked" => chain[chain.len() - 2],
                 _ => chain[chain.len() - 1],
             };
-            let skip = match name {
+            let leaked = match name {
                 "forked" => vec![],
                 _ => inheritable_fds(),
             };
-            views.push(helper_view(helper, &skip));
+            views.push(helper_view(helper, &leaked));
             run.abort();
         }
         assert!(!views[0].0.is_empty() && !views[0].1.is_empty(), "{views:?}");

@@ -117,9 +117,13 @@ fn state_file(id: &str) -> Result<WorkspacePath, BackendError> {
 }
 
 /// From a save or restore's answer: the driver's JSON report (a failure is the driver's
-/// error, or a context that died on the way).
+/// error, or a context that died on the way). The state file is in the workspace, so what the
+/// user put there can be in its way (a file named `.warden`, a folder at the state's path, a
+/// folder made read-only): that is the caller's to move, said with the path, as is a limit of
+/// the workspace that the state ran into.
 fn state_report<T: serde::de::DeserializeOwned>(
     end: CellEnd,
+    id: &str,
     what: &str,
 ) -> Result<T, BackendError> {
     let result = match end {
@@ -132,10 +136,24 @@ fn state_report<T: serde::de::DeserializeOwned>(
         }
     };
     if let Some(error) = result.cell.error {
-        return Err(BackendError::Refused(format!(
-            "the {what} failed: {}: {}",
-            error.name, error.value
-        )));
+        let (name, value) = (error.name.as_str(), error.value.as_str());
+        let at = format!(".warden/{id}.state");
+        return Err(match name {
+            "FileExistsError" | "NotADirectoryError" | "IsADirectoryError" | "PermissionError" => {
+                BackendError::BadPath(format!(
+                    "the workspace's files are in the way of the {what} of context {id:?}'s \
+                     state, kept at {at}: {name}: {value}"
+                ))
+            }
+            // ENOSPC, EFBIG: the sandbox's `workspace_mb` and `max_file_size_mb`.
+            "OSError" if value.starts_with("[Errno 28]") || value.starts_with("[Errno 27]") => {
+                BackendError::Limit(format!(
+                    "a limit of the workspace (its size cap or the file size limit) stopped \
+                     the {what} of context {id:?}'s state at {at}: {value}"
+                ))
+            }
+            _ => BackendError::Refused(format!("the {what} failed: {name}: {value}")),
+        });
     }
     let text = result.cell.text.unwrap_or_default();
     serde_json::from_str(&text)
@@ -359,7 +377,7 @@ impl JailSandbox {
         } else {
             slot.live = Some(live);
         }
-        state_report(end?, "restore")
+        state_report(end?, id, "restore")
     }
 
     /// One execution: a fresh jail with the workspace attached; `stdin`: its live stdin.
@@ -477,7 +495,7 @@ async fn save_state(
     let end = live
         .exec(&state_request(StateOp::SaveState, id, timeout), None)
         .await?;
-    state_report(end, "save").map(Some)
+    state_report(end, id, "save").map(Some)
 }
 
 /// The request that saves or restores a context's state (`code` is the state's path).

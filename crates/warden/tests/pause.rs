@@ -465,3 +465,49 @@ fn a_saved_state_is_loaded_as_user_code_under_the_import_guard() {
         "the crafted state ran: {v}"
     );
 }
+
+#[test]
+fn an_evicting_pause_whose_state_path_the_user_took_is_refused_naming_it() {
+    let _one_at_a_time = serial();
+    require_root!();
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let id = create(addr, "ctx");
+    assert_eq!(cell(addr, &id, "x = 7\nprint(x)")["stdout"], "7\n");
+    // A file of the user's where the state's folder goes (schemathesis found this: a 503).
+    let body = serde_json::json!({ "code": "open('.warden', 'w').write('mine')" }).to_string();
+    let (status, v) = call(addr, "POST", &format!("/v1/sandboxes/{id}/exec"), &body);
+    assert_eq!((status, v["exit_code"].as_i64()), (200, Some(0)), "{v}");
+    let (status, v) = call(
+        addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": true}"#,
+    );
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("bad_path")),
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(".warden/default.state") && message.contains("FileExistsError"),
+        "{message}"
+    );
+    // Nothing was lost: the sandbox runs, its context kept its variable, the file is the user's.
+    assert_eq!(state(addr, &id), "running");
+    assert_eq!(
+        cell(addr, &id, "print(x, open('.warden').read())")["stdout"],
+        "7 mine\n"
+    );
+    // Moved out of the way, the same pause works.
+    cell(addr, &id, "import os\nos.rename('.warden', 'mine.txt')");
+    let (status, v) = call(
+        addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pause"),
+        r#"{"evict": true}"#,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(names(&v["evicted"][0]["saved"]), ["os", "x"], "{v}");
+}

@@ -3,21 +3,39 @@
 shuffled order, so that drift in the machine's speed (a shared VM's neighbours, frequency
 changes) hits every command alike instead of whichever block hyperfine happened to run in.
 
-usage: interleave.py [--rounds N] [--warmup N] [--gap-ms MS] [--json FILE] NAME=COMMAND ...
+usage: interleave.py [--rounds N] [--warmup N] [--gap-ms MS] [--tree] [--json FILE] NAME=COMMAND ...
 
 --gap-ms pauses between two commands, so that work one command leaves to the kernel or to
 its own background processes after it exits (a sandbox's teardown, a network namespace's
 asynchronous clean-up) does not land on the next command's timing.
+--tree times each command until every process it started has exited, not only the command
+itself: the harness is their subreaper (`PR_SET_CHILD_SUBREAPER`) and reaps the orphans too, so
+work a command leaves to a child that outlives it (a forked helper's teardown) is counted.
+(The kernel's own deferred work, such as a network namespace's clean-up, is not a process and
+stays uncounted either way.)
 Prints a markdown table: median, p10, p90, mean (ms) and each median's ratio to the first
 command's; with --json, the raw samples too.
 """
-import argparse, json, random, shlex, statistics, subprocess, sys, time
+import argparse, ctypes, json, os, random, shlex, statistics, subprocess, sys, time
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def reap_orphans():
+    """Waits for every process left to this subreaper (the orphans of the last command)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gap-ms", type=float, default=0.0)
+    ap.add_argument("--tree", action="store_true",
+                    help="time until every process the command started has exited")
     ap.add_argument("--json")
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
@@ -26,9 +44,13 @@ def main():
         name, _, cmd = spec.partition("=")
         cmds.append((name, shlex.split(cmd)))
     samples = {name: [] for name, _ in cmds}
+    if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     def once(argv):
         t = time.perf_counter()
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if a.tree:
+            reap_orphans()
         dt = time.perf_counter() - t
         if a.gap_ms:
             time.sleep(a.gap_ms / 1000)

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Where the time of one sandboxed run goes, in three phases, per command, interleaved.
+
+Each run of a command is recorded with `perf record` on two scheduler tracepoints only
+(`sched_process_exec`, `sched_process_exit`: no sampling, little overhead) and split at the
+interpreter's own exec and exit:
+
+- `before`: from the command's exec to the interpreter's exec (the sandbox's set-up: the
+  launcher's own start, namespaces, the root, limits; 0 for the bare interpreter);
+- `program`: from the interpreter's exec to its exit (its start-up, the program, its exit);
+- `after`: from the interpreter's exit to the command's exit (the kernel's teardown of the
+  interpreter, then the launcher noticing, reporting and exiting).
+
+The three add up to the command's run time as the tracepoints see it (from its exec, so
+without the fork that started it). Rounds run every command once in a shuffled order, as
+`interleave.py` does; prints the medians (ms) per phase.
+
+usage: phases.py [--rounds N] [--gap-ms MS] [--program NAME] NAME=COMMAND ...
+"""
+import argparse, os, random, re, shlex, statistics, subprocess, sys, tempfile, time
+
+EVENT = re.compile(r"\s(\d+\.\d+):\s+sched:(sched_process_exec|sched_process_exit):(.*)")
+
+
+def phases(argv, program, data):
+    """One run of `argv` under perf: (before, program, after) in ms."""
+    r = subprocess.run(["perf", "record", "-q", "-o", data, "-e", "sched:sched_process_exec",
+                        "-e", "sched:sched_process_exit", "--"] + argv,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
+    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True).stdout
+    events = []
+    for line in out.splitlines():
+        m = EVENT.search(line)
+        if m:
+            events.append((float(m.group(1)), m.group(2), m.group(3), line.split()[1]))
+    start = events[0]
+    top_pid = start[3]
+    exec_at = next(t for t, kind, rest, _ in events
+                   if kind == "sched_process_exec" and f"/{program} " in rest + " ")
+    exit_at = next(t for t, kind, rest, _ in events
+                   if kind == "sched_process_exit" and f"comm={program} " in rest)
+    end = [t for t, kind, _, pid in events if kind == "sched_process_exit" and pid == top_pid][-1]
+    return ((exec_at - start[0]) * 1e3, (exit_at - exec_at) * 1e3, (end - exit_at) * 1e3)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--gap-ms", type=float, default=25.0)
+    ap.add_argument("--program", default="python3",
+                    help="the interpreter's file name, as exec'd (default python3)")
+    ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
+    a = ap.parse_args()
+    cmds = [(name, shlex.split(cmd)) for name, _, cmd in (s.partition("=") for s in a.commands)]
+    samples = {name: [] for name, _ in cmds}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "perf.data")
+        for _, argv in cmds:  # warm-up
+            phases(argv, a.program, data)
+        for _ in range(a.rounds):
+            order = list(cmds)
+            random.shuffle(order)
+            for name, argv in order:
+                samples[name].append(phases(argv, a.program, data))
+                time.sleep(a.gap_ms / 1000)
+    print(f"| command | before ms | program | after | total (medians of {a.rounds}) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, _ in cmds:
+        runs = samples[name]
+        cols = [statistics.median(c) for c in zip(*runs)]
+        total = statistics.median(sum(r) for r in runs)
+        print(f"| {name} | {cols[0]:.2f} | {cols[1]:.2f} | {cols[2]:.2f} | {total:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

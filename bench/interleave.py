@@ -10,7 +10,8 @@ its own background processes after it exits (a sandbox's teardown, a network nam
 asynchronous clean-up) does not land on the next command's timing.
 --tree times each command until every process it started has exited, not only the command
 itself: the harness is their subreaper (`PR_SET_CHILD_SUBREAPER`) and reaps the orphans too, so
-work a command leaves to a child that outlives it (a forked helper's teardown) is counted.
+work a command leaves to a child that outlives it (a forked helper's teardown) is counted; a
+last column gives the median time from the command's own exit to its last orphan's.
 (The kernel's own deferred work, such as a network namespace's clean-up, is not a process and
 stays uncounted either way.)
 Prints a markdown table: median, p10, p90, mean (ms) and each median's ratio to the first
@@ -46,12 +47,16 @@ def main():
     samples = {name: [] for name, _ in cmds}
     if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    last_after = [0.0]  # ms from the command's exit to its last orphan's (with --tree)
+    after = {name: [] for name, _ in cmds}
     def once(argv):
         t = time.perf_counter()
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        exited = time.perf_counter()
         if a.tree:
             reap_orphans()
         dt = time.perf_counter() - t
+        last_after[0] = (time.perf_counter() - exited) * 1000
         if a.gap_ms:
             time.sleep(a.gap_ms / 1000)
         if r.returncode != 0:
@@ -65,16 +70,19 @@ def main():
         random.shuffle(order)
         for name, argv in order:
             samples[name].append(once(argv))
+            after[name].append(last_after[0])
     base = statistics.median(samples[cmds[0][0]])
-    print("| command | median ms | p10 | p90 | mean | median / first |")
-    print("|---|---:|---:|---:|---:|---:|")
+    extra = " after the command's exit (median ms) |" if a.tree else ""
+    print("| command | median ms | p10 | p90 | mean | median / first |" + extra)
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|" if a.tree else ""))
     summary = {}
     for name, _ in cmds:
         s = sorted(samples[name])
         med = statistics.median(s)
         q = statistics.quantiles(s, n=10)
         summary[name] = {"median": med, "p10": q[0], "p90": q[-1], "mean": statistics.fmean(s)}
-        print(f"| {name} | {med:.1f} | {q[0]:.1f} | {q[-1]:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |")
+        tail = f" {statistics.median(after[name]):.2f} |" if a.tree else ""
+        print(f"| {name} | {med:.1f} | {q[0]:.1f} | {q[-1]:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |" + tail)
     if a.json:
         json.dump({"rounds": a.rounds, "summary": summary, "samples": samples}, open(a.json, "w"))
 

@@ -38,11 +38,15 @@ def phases(argv, program, data):
             events.append((float(m.group(1)), m.group(2), m.group(3), line.split()[1]))
     start = events[0]
     top_pid = start[3]
-    exec_at = next(t for t, kind, rest, _ in events
-                   if kind == "sched_process_exec" and f"/{program} " in rest + " ")
-    exit_at = next(t for t, kind, rest, _ in events
-                   if kind == "sched_process_exit" and f"comm={program} " in rest)
-    end = [t for t, kind, _, pid in events if kind == "sched_process_exit" and pid == top_pid][-1]
+    execs = [t for t, kind, rest, _ in events
+             if kind == "sched_process_exec" and f"/{program} " in rest + " "]
+    exits = [t for t, kind, rest, _ in events
+             if kind == "sched_process_exit" and f"comm={program} " in rest]
+    ends = [t for t, kind, _, pid in events if kind == "sched_process_exit" and pid == top_pid]
+    if not (execs and exits and ends):
+        sys.exit(f"no exec and exit of {program!r} (or of the command) recorded for "
+                 f"{shlex.join(argv)}: is --program the interpreter's file name?")
+    exec_at, exit_at, end = execs[0], exits[0], ends[-1]
     return ((exec_at - start[0]) * 1e3, (exit_at - exec_at) * 1e3, (end - exit_at) * 1e3)
 
 

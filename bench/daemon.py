@@ -10,7 +10,7 @@
    (processes of the sandbox user, stale cgroups); beside it, the rate of a bare
    `python3 -c 'print(1)'` loop run by as many workers as cores for the same time.
 
-usage: daemon.py WARDEN [--rounds N] [--duration S]
+usage: daemon.py WARDEN [--rounds N] [--duration S] [--max-concurrent N]
 """
 import argparse, http.client, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
@@ -66,11 +66,13 @@ def main():
     ap.add_argument("warden")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--duration", type=int, default=60)
+    ap.add_argument("--max-concurrent", type=int, default=8,
+                    help="the daemon's --max-concurrent (its default, 8, unless given)")
     a = ap.parse_args()
     work = tempfile.mkdtemp()
     one = os.path.join(work, "one.py")
     open(one, "w").write("print(1)\n")
-    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir(), "--max-concurrent", "8",
+    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir(), "--max-concurrent", str(a.max_concurrent),
                             "--max-queued", "64"], stderr=subprocess.PIPE, text=True)
     try:
         line = ""

@@ -45,8 +45,13 @@ def stale_cgroups(pid):
             continue
         base = f"/sys/fs/cgroup/{c}{own[c]}/warden"
         for e in (os.listdir(base) if os.path.isdir(base) else []):
-            if not e.startswith("run-") or open(f"{base}/{e}/cgroup.procs").read().split():
+            if not e.startswith("run-"):
                 continue
+            try:
+                if open(f"{base}/{e}/cgroup.procs").read().split():
+                    continue
+            except FileNotFoundError:
+                continue  # removed since the listing: a teardown that was finishing
             try:
                 fd = os.open(f"{memory}/{e}", os.O_RDONLY | os.O_DIRECTORY)
             except FileNotFoundError:

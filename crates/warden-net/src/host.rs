@@ -16,7 +16,7 @@ use crate::dns;
 use crate::plan::{Interface, NetPlan, NetRequest, PlanError, TABLE};
 use crate::pool::{Lease, Pool, PoolError};
 use crate::sys::{Cmd, NetSys, Pending, SysError};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Seek};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -376,14 +376,12 @@ fn base_tag() -> u64 {
 }
 
 fn write_state(file: &mut std::fs::File, state: SlotState) -> std::io::Result<()> {
-    file.set_len(0)?;
-    file.rewind()?;
     let word = match state {
-        SlotState::Unknown => return Ok(()),
+        SlotState::Unknown => return crate::lease::overwrite(file, b""),
         SlotState::Clean => "clean",
         SlotState::Dirty => "dirty",
     };
-    file.write_all(format!("{word} {:016x}\n", base_tag()).as_bytes())
+    crate::lease::overwrite(file, format!("{word} {:016x}\n", base_tag()).as_bytes())
 }
 
 fn read_state(file: &mut std::fs::File) -> SlotState {

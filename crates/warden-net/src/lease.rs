@@ -428,15 +428,8 @@ impl Lease {
     /// Replaces the record.
     pub fn write_record(&mut self, text: &str) -> std::io::Result<()> {
         match &mut self.hold {
-            Hold::File(file) | Hold::Inherited(file) => {
-                file.set_len(0)?;
-                file.rewind()?;
-                file.write_all(text.as_bytes())
-            }
-            Hold::Byte { record, .. } => {
-                let mut file = open_record(record, true)?;
-                file.write_all(text.as_bytes())
-            }
+            Hold::File(file) | Hold::Inherited(file) => overwrite(file, text.as_bytes()),
+            Hold::Byte { record, .. } => overwrite(&mut record_to_write(record)?, text.as_bytes()),
         }
     }
 
@@ -447,7 +440,7 @@ impl Lease {
                 let _ = file.set_len(0);
             }
             Hold::Byte { record, .. } => {
-                let _ = open_record(record, false);
+                let _ = empty_record(record);
             }
         }
     }
@@ -499,16 +492,35 @@ fn read_record(path: &Path) -> String {
     s
 }
 
-/// A record file, emptied; created if `create`.
-fn open_record(path: &Path, create: bool) -> std::io::Result<File> {
+/// A record file, emptied (a release: nothing left to recover).
+fn empty_record(path: &Path) -> std::io::Result<File> {
+    record_options().truncate(true).open(path)
+}
+
+/// A record file to [`overwrite`], created if missing.
+fn record_to_write(path: &Path) -> std::io::Result<File> {
+    record_options().create(true).truncate(false).open(path)
+}
+
+fn record_options() -> std::fs::OpenOptions {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let mut options = std::fs::OpenOptions::new();
+    options
         .write(true)
-        .create(create)
-        .truncate(true)
         .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(path)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW);
+    options
+}
+
+/// Replaces a record file's content with `text`. It writes over the old content and cuts the
+/// file to its length; it never empties the file first. On ext4 (a `/run` that is not a
+/// tmpfs), a file truncated to nothing and written again is flushed to disk when it is closed
+/// (`auto_da_alloc`). That would be a disk write per lease, for a record that the release empties
+/// moments later, before the kernel's own write-back would have written it.
+pub(crate) fn overwrite(file: &mut File, text: &[u8]) -> std::io::Result<()> {
+    file.rewind()?;
+    file.write_all(text)?;
+    file.set_len(text.len() as u64)
 }
 
 fn open_lock(path: &Path) -> Result<File, LeaseError> {
@@ -606,6 +618,35 @@ pub(crate) mod tests {
                 Err(LeaseError::Exhausted { count: 3, .. })
             ));
             drop((b, d, e));
+        }
+    }
+
+    #[test]
+    fn a_record_is_replaced_whole_by_a_shorter_or_longer_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        for leases in both(&tmp.path().join("l"), 0, 2) {
+            let mut a = leases.lease(0, |_, _| true).unwrap();
+            a.write_record("held by a long name\n").unwrap();
+            a.write_record("held 2\n").unwrap();
+            drop(a);
+            let mut seen = None;
+            let b = eventually(0, Lease::index, || {
+                leases.lease(0, |_, record| {
+                    seen = Some(record.to_owned());
+                    true
+                })
+            });
+            assert_eq!(
+                seen.as_deref(),
+                Some("held 2\n"),
+                "no tail of the longer record"
+            );
+            let mut b = b;
+            b.write_record("held by a longer name than before\n")
+                .unwrap();
+            assert_eq!(leases.record_of(0), "held by a longer name than before\n");
+            b.release();
+            assert_eq!(leases.record_of(0), "");
         }
     }
 

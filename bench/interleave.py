@@ -30,6 +30,16 @@ def reap_orphans():
         except ChildProcessError:
             return
 
+def interleaved(cmds, rounds, run):
+    """Runs `run(argv)` for every (name, argv) of `cmds` once per round, in a new shuffled order
+    each round; yields (name, what it returned)."""
+    for _ in range(rounds):
+        order = list(cmds)
+        random.shuffle(order)
+        for name, argv in order:
+            yield name, run(argv)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=100)
@@ -45,32 +55,28 @@ def main():
         name, _, cmd = spec.partition("=")
         cmds.append((name, shlex.split(cmd)))
     samples = {name: [] for name, _ in cmds}
+    after = {name: [] for name, _ in cmds}  # ms from the command's exit to its last orphan's
     if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
-    last_after = [0.0]  # ms from the command's exit to its last orphan's (with --tree)
-    after = {name: [] for name, _ in cmds}
     def once(argv):
+        """(ms until the command, or with --tree its last process, exited; ms past its exit)"""
         t = time.perf_counter()
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         exited = time.perf_counter()
         if a.tree:
             reap_orphans()
-        dt = time.perf_counter() - t
-        last_after[0] = (time.perf_counter() - exited) * 1000
+        done = time.perf_counter()
         if a.gap_ms:
             time.sleep(a.gap_ms / 1000)
         if r.returncode != 0:
             sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
-        return dt * 1000
+        return (done - t) * 1000, (done - exited) * 1000
     for _ in range(a.warmup):
         for _, argv in cmds:
             once(argv)
-    for _ in range(a.rounds):
-        order = list(cmds)
-        random.shuffle(order)
-        for name, argv in order:
-            samples[name].append(once(argv))
-            after[name].append(last_after[0])
+    for name, (dt, past) in interleaved(cmds, a.rounds, once):
+        samples[name].append(dt)
+        after[name].append(past)
     base = statistics.median(samples[cmds[0][0]])
     extra = " after the command's exit (median ms) |" if a.tree else ""
     print("| command | median ms | p10 | p90 | mean | median / first |" + extra)
@@ -81,7 +87,10 @@ def main():
         med = statistics.median(s)
         q = statistics.quantiles(s, n=10)
         summary[name] = {"median": med, "p10": q[0], "p90": q[-1], "mean": statistics.fmean(s)}
-        tail = f" {statistics.median(after[name]):.2f} |" if a.tree else ""
+        tail = ""
+        if a.tree:
+            summary[name]["after_exit_median"] = statistics.median(after[name])
+            tail = f" {summary[name]['after_exit_median']:.2f} |"
         print(f"| {name} | {med:.1f} | {q[0]:.1f} | {q[-1]:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |" + tail)
     if a.json:
         json.dump({"rounds": a.rounds, "summary": summary, "samples": samples}, open(a.json, "w"))

@@ -12,12 +12,13 @@ interpreter's own exec and exit:
   interpreter, then the launcher noticing, reporting and exiting).
 
 The three add up to the command's run time as the tracepoints see it (from its exec, so
-without the fork that started it). Rounds run every command once in a shuffled order, as
-`interleave.py` does; prints the medians (ms) per phase.
+without the fork that started it). Rounds run every command once in a shuffled order
+(`interleave.py`'s `interleaved`); prints the medians (ms) per phase.
 
 usage: phases.py [--rounds N] [--gap-ms MS] [--program NAME] NAME=COMMAND ...
 """
-import argparse, os, random, re, shlex, statistics, subprocess, sys, tempfile, time
+import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
+from interleave import interleaved  # bench/interleave.py (a script's own folder is on sys.path)
 
 EVENT = re.compile(r"\s(\d+\.\d+):\s+sched:(sched_process_exec|sched_process_exit):(.*)")
 
@@ -64,12 +65,12 @@ def main():
         data = os.path.join(tmp, "perf.data")
         for _, argv in cmds:  # warm-up
             phases(argv, a.program, data)
-        for _ in range(a.rounds):
-            order = list(cmds)
-            random.shuffle(order)
-            for name, argv in order:
-                samples[name].append(phases(argv, a.program, data))
-                time.sleep(a.gap_ms / 1000)
+        def once(argv):
+            split = phases(argv, a.program, data)
+            time.sleep(a.gap_ms / 1000)
+            return split
+        for name, split in interleaved(cmds, a.rounds, once):
+            samples[name].append(split)
     print(f"| command | before ms | program | after | total (medians of {a.rounds}) |")
     print("|---|---:|---:|---:|---:|")
     for name, _ in cmds:

@@ -630,7 +630,7 @@ pub(crate) mod tests {
             a.write_record("held 2\n").unwrap();
             drop(a);
             let mut seen = None;
-            let b = eventually(0, Lease::index, || {
+            let mut b = eventually(0, Lease::index, || {
                 leases.lease(0, |_, record| {
                     seen = Some(record.to_owned());
                     true
@@ -641,7 +641,6 @@ pub(crate) mod tests {
                 Some("held 2\n"),
                 "no tail of the longer record"
             );
-            let mut b = b;
             b.write_record("held by a longer name than before\n")
                 .unwrap();
             assert_eq!(leases.record_of(0), "held by a longer name than before\n");
@@ -710,10 +709,16 @@ pub(crate) mod tests {
         let raw = fd.as_raw_fd();
         let mut command = std::process::Command::new("sleep");
         command.arg("60");
-        // SAFETY: only dup2 between fork and exec.
+        // SAFETY: only dup2 or fcntl between fork and exec. A descriptor already at 3 keeps
+        // its close-on-exec flag through dup2 (a no-op then), so it is cleared instead.
         unsafe {
             command.pre_exec(move || {
-                if libc::dup2(raw, 3) == -1 {
+                let placed = if raw == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(raw, 3)
+                };
+                if placed == -1 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

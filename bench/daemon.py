@@ -15,6 +15,7 @@ usage: daemon.py WARDEN [--rounds N] [--duration S] [--max-concurrent N]
 import argparse, http.client, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 from procs import descendants  # bench/procs.py
+from loops import loop_rate  # bench/loops.py
 
 def pct(xs, p):
     xs = sorted(xs)
@@ -153,16 +154,7 @@ def main():
         leftover = len(descendants(srv.pid))
         cg = stale_cgroups(srv.pid)
         # Bare python3 loop, one worker per core, same duration.
-        deadline = time.time() + a.duration
-        def worker():
-            n = 0
-            while time.time() < deadline:
-                subprocess.run(["/usr/bin/python3", "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True)
-                n += 1
-            return n
-        import concurrent.futures
-        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as ex:
-            bare = sum(ex.map(lambda _: worker(), range(os.cpu_count()))) / a.duration
+        bare = loop_rate(["/usr/bin/python3", "-c", "print(1)"], a.duration)
         print(f"## Load: wrk, 32 connections, {a.duration} s, POST /v1/execute print(1)\n")
         print("| measure | value |")
         print("|---|---|")

@@ -5,7 +5,10 @@
 # and the sandbox's own overhead: `warden run` of a script that runs `true` vs `bwrap … true`
 # and vs `bwrap … bash true.sh` (the same bash start-up that `warden run true.sh` pays).
 # The commands are interleaved round by round (bench/interleave.py), so drift in a shared
-# machine's speed hits them alike.
+# machine's speed hits them alike. Beside them, `unshare` of the seven namespaces a sandbox gets:
+# the kernel's share, the floor of any sandbox built from namespaces. Then the same commands'
+# throughput in a loop by as many workers as cores (bench/loops.py), with bwrap also run inside
+# the jail's own cgroup leaves.
 # Then the docker backend (issue 5), also interleaved: one-shot `print(1)` through the jail,
 # through the docker backend and plain `docker run --rm --network none IMAGE python3 -c …`;
 # and one execution in an existing sandbox, jail and docker backends vs plain `docker exec`
@@ -25,6 +28,9 @@ echo 'print(1)' > "$work/one.py"
 echo 'true' > "$work/true.sh"
 py=/usr/bin/python3
 bwrap="bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
+# The floor of any sandbox made of namespaces: the kernel's part alone, the seven namespaces a
+# sandbox gets, with no root of its own, no limits and no policies.
+unshare="unshare --user --map-root-user --pid --fork --mount --net --ipc --uts --cgroup"
 "$warden" run "$work/one.py" >/dev/null   # the one-time cgroup set-up happens outside the timing
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"
 # --tree: each command is timed until every process it started has exited (`warden run`'s
@@ -35,6 +41,7 @@ python3 bench/interleave.py --rounds "$rounds" --gap-ms 25 --tree --json "$work/
   "python3 -c (bare)=$py -c 'print(1)'" \
   "warden run one.py=$warden run $work/one.py" \
   "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
+  "unshare python3 -c=$unshare $py -c 'print(1)'" \
   "warden run true.sh=$warden run $work/true.sh" \
   "bwrap true=$bwrap /usr/bin/true" \
   "bwrap bash true.sh=$bwrap --ro-bind $work $work /bin/bash $work/true.sh"
@@ -44,7 +51,25 @@ s = json.load(open(sys.argv[1]))["summary"]
 w, p, b = (s[k]["median"] for k in ("warden run one.py", "python3 -c (bare)", "bwrap python3 -c"))
 print(f"\nwarden / bare python3 = {w / p:.2f} (target <= 1.10, issue 24)")
 print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
+u = s["unshare python3 -c"]["median"]
+print(f"unshare / bare python3 = {u / p:.2f} (the namespaces alone)")
 PY
+
+# Throughput floors (issue 24, point 2): the same `print(1)` in a loop by as many workers as
+# cores, bare, in the namespaces alone, in bwrap, in bwrap inside the jail's own cgroup leaves
+# (crates/warden/examples/cgroup_wrap.rs: the per-sandbox limits' cost), and `warden run`.
+# LOOP_SECONDS=0 skips it.
+if [ "${LOOP_SECONDS:-20}" != 0 ]; then
+  cargo build --release --quiet -p warden --example cgroup_wrap
+  cgroup_wrap="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/cgroup_wrap"
+  echo
+  python3 bench/loops.py --seconds "${LOOP_SECONDS:-20}" --blocks 3 \
+    "bare python3 -c=$py -c 'print(1)'" \
+    "unshare python3 -c=$unshare $py -c 'print(1)'" \
+    "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
+    "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'" \
+    "warden run one.py=$warden run $work/one.py"
+fi
 
 # The daemon: HTTP exec latency against `warden run`, and a 32-connection load run.
 # Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.

@@ -30,6 +30,11 @@ def reap_orphans():
         except ChildProcessError:
             return
 
+def parse_commands(specs):
+    """`NAME=COMMAND` arguments as (name, argv) pairs, in their order."""
+    return [(name, shlex.split(cmd)) for name, _, cmd in (s.partition("=") for s in specs)]
+
+
 def interleaved(cmds, rounds, run):
     """Runs `run(argv)` for every (name, argv) of `cmds` once per round, in a new shuffled order
     each round; yields (name, what it returned)."""
@@ -50,10 +55,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
-    cmds = []
-    for spec in a.commands:
-        name, _, cmd = spec.partition("=")
-        cmds.append((name, shlex.split(cmd)))
+    cmds = parse_commands(a.commands)
     samples = {name: [] for name, _ in cmds}
     after = {name: [] for name, _ in cmds}  # ms from the command's exit to its last orphan's
     if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:

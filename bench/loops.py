@@ -10,7 +10,8 @@ bwrap) says what any sandbox built from namespaces can reach on the machine.
 
 usage: loops.py [--seconds S] [--blocks N] [--gap S] [--workers N] [--json FILE] NAME=COMMAND ...
 """
-import argparse, concurrent.futures, json, os, random, shlex, statistics, subprocess, time
+import argparse, concurrent.futures, json, os, statistics, subprocess, time
+from interleave import interleaved, parse_commands  # bench/interleave.py (a script's own folder is on sys.path)
 
 
 def loop_rate(argv, seconds, workers=None):
@@ -43,17 +44,16 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
-    cmds = []
-    for spec in a.commands:
-        name, _, cmd = spec.partition("=")
-        cmds.append((name, shlex.split(cmd)))
+    cmds = parse_commands(a.commands)
     rates = {name: [] for name, _ in cmds}
-    for _ in range(a.blocks):
-        order = list(cmds)
-        random.shuffle(order)
-        for name, argv in order:
-            rates[name].append(loop_rate(argv, a.seconds, a.workers))
-            time.sleep(a.gap)
+
+    def block(argv):
+        rate = loop_rate(argv, a.seconds, a.workers)
+        time.sleep(a.gap)
+        return rate
+
+    for name, rate in interleaved(cmds, a.blocks, block):
+        rates[name].append(rate)
     first = statistics.mean(rates[cmds[0][0]])
     print(f"| command ({a.workers} workers, {a.blocks} blocks of {a.seconds:g} s) "
           "| runs/s per block | mean | mean / first |")

@@ -18,7 +18,7 @@ without the fork that started it). Rounds run every command once in a shuffled o
 usage: phases.py [--rounds N] [--gap-ms MS] [--program NAME] NAME=COMMAND ...
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
-from interleave import interleaved  # bench/interleave.py (a script's own folder is on sys.path)
+from interleave import interleaved, parse_commands  # bench/interleave.py (a script's own folder is on sys.path)
 
 EVENT = re.compile(r"\s(\d+\.\d+):\s+sched:(sched_process_exec|sched_process_exit):(.*)")
 
@@ -59,7 +59,7 @@ def main():
                     help="the interpreter's file name, as exec'd (default python3)")
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
-    cmds = [(name, shlex.split(cmd)) for name, _, cmd in (s.partition("=") for s in a.commands)]
+    cmds = parse_commands(a.commands)
     samples = {name: [] for name, _ in cmds}
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")

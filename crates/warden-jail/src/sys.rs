@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// The filesystem calls the docker backend shares (a durable workspace's image, see
 /// [`warden_net::disk`]).
-pub use warden_net::fsys::{attach_clone, detached_fs, open_beneath, umount_detach};
+pub use warden_net::fsys::{attach_clone, detached_fs, dup2, open_beneath, umount_detach};
 
 /// The same helpers as the shared calls above (one definition, in warden-net).
 pub use warden_net::fsys::cstring;
@@ -290,18 +290,6 @@ pub fn redirect_to_null(fds: &[RawFd]) {
             let _ = dup2(null.as_raw_fd(), fd);
         }
     }
-}
-
-/// `dup2` that keeps the target open across exec (dup2 clears FD_CLOEXEC on the new fd).
-pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
-    if from == to {
-        // SAFETY: clearing FD_CLOEXEC on an open descriptor has no memory effects.
-        check(unsafe { libc::fcntl(from, libc::F_SETFD, 0) })?;
-        return Ok(());
-    }
-    // SAFETY: dup2 on descriptors has no memory effects.
-    check(unsafe { libc::dup2(from, to) })?;
-    Ok(())
 }
 
 pub fn mount(

@@ -1,9 +1,11 @@
 //! The filesystem system calls that the jail and the docker backend share (the jail's `sys`
 //! re-exports them): opening beneath a folder without following links, a filesystem mounted
-//! nowhere, a copy of such a mount attached at a path, a lazy unmount.
+//! nowhere, a copy of such a mount attached at a path, a lazy unmount; and placing a
+//! descriptor where a child expects to inherit it.
 //!
 //! Invariant: every wrapper returns `io::Result` with the OS error intact and owns the file
-//! descriptors it creates (`OwnedFd`), all of them close-on-exec.
+//! descriptors it creates (`OwnedFd`), all of them close-on-exec — except [`dup2`]'s target,
+//! which is placed to be inherited.
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -27,6 +29,20 @@ pub fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     } else {
         Ok(ret)
     }
+}
+
+/// `dup2` that leaves the target open across exec. `dup2` of a descriptor onto itself is a
+/// no-op that keeps its close-on-exec flag, so that case clears the flag instead.
+/// Async-signal-safe (usable between `fork` and `exec`).
+pub fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    if from == to {
+        // SAFETY: clearing FD_CLOEXEC on an open descriptor has no memory effects.
+        check(unsafe { libc::fcntl(from, libc::F_SETFD, 0) })?;
+        return Ok(());
+    }
+    // SAFETY: dup2 on descriptors has no memory effects.
+    check(unsafe { libc::dup2(from, to) })?;
+    Ok(())
 }
 
 /// [`check`] for calls that answer a `long` (`syscall(2)`).

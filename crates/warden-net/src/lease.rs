@@ -709,20 +709,9 @@ pub(crate) mod tests {
         let raw = fd.as_raw_fd();
         let mut command = std::process::Command::new("sleep");
         command.arg("60");
-        // SAFETY: only dup2 or fcntl between fork and exec. A descriptor already at 3 keeps
-        // its close-on-exec flag through dup2 (a no-op then), so it is cleared instead.
+        // SAFETY: only `fsys::dup2` (async-signal-safe) between fork and exec.
         unsafe {
-            command.pre_exec(move || {
-                let placed = if raw == 3 {
-                    libc::fcntl(3, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(raw, 3)
-                };
-                if placed == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            command.pre_exec(move || crate::fsys::dup2(raw, 3));
         }
         let child = command.spawn().unwrap();
         drop(fd);

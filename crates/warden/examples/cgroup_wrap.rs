@@ -70,12 +70,10 @@ fn main() -> ExitCode {
     }
     // SAFETY: the read end is this process's own copy.
     unsafe { libc::close(go_r) };
-    match cgroup.attach(pid) {
+    let attached = cgroup.attach(pid);
+    if attached.is_ok() {
         // SAFETY: one byte from a valid buffer to the pipe's write end.
-        Ok(()) => unsafe {
-            libc::write(go_w, [1u8].as_ptr().cast(), 1);
-        },
-        Err(e) => eprintln!("cgroup_wrap: attach: {e}"),
+        unsafe { libc::write(go_w, [1u8].as_ptr().cast(), 1) };
     }
     // SAFETY: the write end is this process's own; closing it ends a child that was not moved.
     unsafe { libc::close(go_w) };
@@ -85,6 +83,10 @@ fn main() -> ExitCode {
     let _ = (cgroup.oom_killed(), cgroup.pids_limit_hit());
     let _ = cgroup.remove();
     hierarchy.remove_stale();
+    if let Err(e) = attached {
+        // The child ended without running the command.
+        return fail("attach", e);
+    }
     ExitCode::from(if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status) as u8
     } else {

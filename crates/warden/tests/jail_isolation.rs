@@ -351,20 +351,9 @@ fn descriptors_left_open_by_the_caller_do_not_reach_the_program() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    // SAFETY: dup2 and fcntl are async-signal-safe; descriptor 7 ends without close-on-exec
-    // (dup2 clears it; when `raw` is already 7, dup2 is a no-op and fcntl clears it).
+    // SAFETY: `fsys::dup2` is async-signal-safe; descriptor 7 ends without close-on-exec.
     unsafe {
-        command.pre_exec(move || {
-            let placed = if raw == 7 {
-                libc::fcntl(7, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(raw, 7)
-            };
-            if placed < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        command.pre_exec(move || warden_net::fsys::dup2(raw, 7));
     }
     let mut child = command.spawn().unwrap();
     use std::io::Write;

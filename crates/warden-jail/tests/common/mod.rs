@@ -88,23 +88,12 @@ impl Driver {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: only dup2 and fcntl (async-signal-safe) between fork and exec. The request
-        // pipe goes to 0 first: it may sit at 3, where the reply pipe goes next. A reply pipe
-        // already at 3 keeps its close-on-exec flag through dup2 (a no-op then): cleared instead.
+        // SAFETY: only `fsys::dup2` (async-signal-safe) between fork and exec. The request
+        // pipe goes to 0 first: it may sit at 3, where the reply pipe goes next.
         unsafe {
             command.pre_exec(move || {
-                if libc::dup2(req_fd, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let reply = if rep_fd == 3 {
-                    libc::fcntl(3, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(rep_fd, 3)
-                };
-                if reply < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
+                warden_net::fsys::dup2(req_fd, 0)?;
+                warden_net::fsys::dup2(rep_fd, 3)
             });
         }
         let child = command.spawn().unwrap();

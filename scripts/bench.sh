@@ -8,7 +8,7 @@
 # machine's speed hits them alike. Beside them, `unshare` of the seven namespaces a sandbox gets:
 # the kernel's share, the floor of any sandbox built from namespaces. Then the same commands'
 # throughput in a loop by as many workers as cores (bench/loops.py), with bwrap also run inside
-# the jail's own cgroup leaves.
+# the jail's own cgroup leaves, and through the same wrapper without them (the wrapper's own cost).
 # Then the docker backend (issue 5), also interleaved: one-shot `print(1)` through the jail,
 # through the docker backend and plain `docker run --rm --network none IMAGE python3 -c …`;
 # and one execution in an existing sandbox, jail and docker backends vs plain `docker exec`
@@ -57,7 +57,8 @@ PY
 
 # Throughput floors (issue 24, point 2): the same `print(1)` in a loop by as many workers as
 # cores, bare, in the namespaces alone, in bwrap, in bwrap inside the jail's own cgroup leaves
-# (crates/warden/examples/cgroup_wrap.rs: the per-sandbox limits' cost), and `warden run`.
+# (crates/warden/examples/cgroup_wrap.rs), through that wrapper without the leaves (its own cost:
+# the limits' cost is the difference between those two), and `warden run`.
 # LOOP_SECONDS=0 skips it.
 if [ "${LOOP_SECONDS:-20}" != 0 ]; then
   cargo build --release --quiet -p warden --example cgroup_wrap
@@ -67,6 +68,7 @@ if [ "${LOOP_SECONDS:-20}" != 0 ]; then
     "bare python3 -c=$py -c 'print(1)'" \
     "unshare python3 -c=$unshare $py -c 'print(1)'" \
     "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
+    "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'" \
     "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'" \
     "warden run one.py=$warden run $work/one.py"
 fi

@@ -4,7 +4,12 @@
 //! sweep of stale leaves), so that the cost of per-sandbox cgroups can be measured on another
 //! sandbox, such as bwrap (issue 24, point 2: `bench/loops.py`, see docs/benchmarks.md).
 //!
-//! usage: cgroup_wrap COMMAND [ARG...]   (root; exits with the command's status)
+//! `--no-cgroups` does everything else the same (this process's start, the fork, the hand-over
+//! through a pipe, the exec, the wait) without any leaf: the control that prices the wrapper
+//! itself, so that what the cgroups cost is the difference between the two, not between the
+//! wrapped command and the bare one.
+//!
+//! usage: cgroup_wrap [--no-cgroups] COMMAND [ARG...]   (root; exits with the command's status)
 
 use std::ffi::CString;
 use std::process::ExitCode;
@@ -16,34 +21,44 @@ fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<CString> = std::env::args()
-        .skip(1)
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let with_cgroups = args.first().map(String::as_str) != Some("--no-cgroups");
+    if !with_cgroups {
+        args.remove(0);
+    }
+    let args: Vec<CString> = args
+        .into_iter()
         .map(|a| CString::new(a).expect("no NUL in arguments"))
         .collect();
     if args.is_empty() {
-        eprintln!("usage: cgroup_wrap COMMAND [ARG...]");
+        eprintln!("usage: cgroup_wrap [--no-cgroups] COMMAND [ARG...]");
         return ExitCode::from(2);
     }
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let hierarchy = match Hierarchy::detect() {
-        Ok(h) => h,
-        Err(e) => return fail("cgroup hierarchy", e),
+    let leaves = if with_cgroups {
+        let hierarchy = match Hierarchy::detect() {
+            Ok(h) => h,
+            Err(e) => return fail("cgroup hierarchy", e),
+        };
+        let name = format!("run-{}-bench", std::process::id());
+        let cgroup = match hierarchy.create(&name, false) {
+            Ok(cg) => cg,
+            Err(e) => return fail("create", e),
+        };
+        // The `standard` profile's limits (profiles/settings.toml).
+        let limits = CgroupPlan {
+            memory_bytes: 128 << 20,
+            max_pids: 64,
+            cpus: 1.0,
+        };
+        if let Err(e) = cgroup.set_limits(&limits) {
+            return fail("limits", e);
+        }
+        Some((hierarchy, cgroup))
+    } else {
+        None
     };
-    let name = format!("run-{}-bench", std::process::id());
-    let cgroup = match hierarchy.create(&name, false) {
-        Ok(cg) => cg,
-        Err(e) => return fail("create", e),
-    };
-    // The `standard` profile's limits (profiles/settings.toml).
-    let limits = CgroupPlan {
-        memory_bytes: 128 << 20,
-        max_pids: 64,
-        cpus: 1.0,
-    };
-    if let Err(e) = cgroup.set_limits(&limits) {
-        return fail("limits", e);
-    }
     // As the jail moves a sandbox's init in before it runs anything: the child waits, before
     // its exec, until it has been moved, so that all it starts is born inside.
     let mut fds = [0; 2];
@@ -70,7 +85,10 @@ fn main() -> ExitCode {
     }
     // SAFETY: the read end is this process's own copy.
     unsafe { libc::close(go_r) };
-    let attached = cgroup.attach(pid);
+    let attached = match &leaves {
+        Some((_, cgroup)) => cgroup.attach(pid),
+        None => Ok(()),
+    };
     if attached.is_ok() {
         // SAFETY: one byte from a valid buffer to the pipe's write end.
         unsafe { libc::write(go_w, [1u8].as_ptr().cast(), 1) };
@@ -80,9 +98,11 @@ fn main() -> ExitCode {
     let mut status = 0;
     // SAFETY: `status` is a valid int; `pid` is this process's child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    let _ = (cgroup.oom_killed(), cgroup.pids_limit_hit());
-    let _ = cgroup.remove();
-    hierarchy.remove_stale();
+    if let Some((hierarchy, cgroup)) = &leaves {
+        let _ = (cgroup.oom_killed(), cgroup.pids_limit_hit());
+        let _ = cgroup.remove();
+        hierarchy.remove_stale();
+    }
     if let Err(e) = attached {
         // The child ended without running the command.
         return fail("attach", e);

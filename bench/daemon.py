@@ -8,14 +8,17 @@
 2. Load: wrk with 32 connections for DURATION seconds against `POST /v1/execute`; errors,
    executions per second, the daemon's RSS before and after, and what is left afterwards
    (processes of the sandbox user, stale cgroups); beside it, the rate of a bare
-   `python3 -c 'print(1)'` loop run by as many workers as cores for the same time.
+   `python3 -c 'print(1)'` loop run by as many workers as cores for the same time, and of any
+   `--reference NAME=COMMAND` (another sandbox running the same line, say) looped the same way,
+   so that the daemon's rate is set beside theirs in the same run.
 
-usage: daemon.py WARDEN [--rounds N] [--duration S] [--max-concurrent N]
+usage: daemon.py WARDEN [--rounds N] [--duration S] [--max-concurrent N] [--reference NAME=COMMAND ...]
 """
 import argparse, http.client, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 from procs import descendants  # bench/procs.py
 from loops import loop_rate  # bench/loops.py
+from interleave import parse_commands  # bench/interleave.py
 
 def pct(xs, p):
     xs = sorted(xs)
@@ -74,7 +77,10 @@ def main():
     ap.add_argument("--duration", type=int, default=60)
     ap.add_argument("--max-concurrent", type=int, default=8,
                     help="the daemon's --max-concurrent (its default, 8, unless given)")
+    ap.add_argument("--reference", action="append", default=[], metavar="NAME=COMMAND",
+                    help="a command whose loop rate is measured after the bare loop's, the same way")
     a = ap.parse_args()
+    references = parse_commands(a.reference)
     work = tempfile.mkdtemp()
     one = os.path.join(work, "one.py")
     open(one, "w").write("print(1)\n")
@@ -155,12 +161,16 @@ def main():
         cg = stale_cgroups(srv.pid)
         # Bare python3 loop, one worker per core, same duration.
         bare = loop_rate(["/usr/bin/python3", "-c", "print(1)"], a.duration)
+        reference_rates = [(name, loop_rate(argv, a.duration)) for name, argv in references]
         print(f"## Load: wrk, 32 connections, {a.duration} s, POST /v1/execute print(1)\n")
         print("| measure | value |")
         print("|---|---|")
         print(f"| executions per second (warden, isolated) | {rate:.1f} |")
         print(f"| bare `python3 -c` per second, {os.cpu_count()} workers | {bare:.1f} |")
         print(f"| ratio warden / bare | {rate / bare:.2f} |")
+        for name, ref in reference_rates:
+            print(f"| {name} per second, {os.cpu_count()} workers (/ bare; warden / it) | "
+                  f"{ref:.1f} ({ref / bare:.2f}; {rate / ref:.2f}) |")
         print(f"| errors (connect, read, write, status, timeout) + non-2xx | {errors} + {non2xx} |")
         print(f"| daemon RSS before / after (KiB) | {rss_before} / {rss_after} |")
         print(f"| left afterwards: processes under the daemon, unowned cgroups (before the run: {cg_before}) | {leftover}, {cg} |")

@@ -22,6 +22,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/cache/warden/target}"
 bash scripts/setup-tests.sh >&2
 cargo build --release --quiet -p warden
 warden="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/warden"
+# Runs a command in the jail's own cgroup leaves (or, with --no-cgroups, the same way without
+# them): the throughput references below.
+cargo build --release --quiet -p warden --example cgroup_wrap
+cgroup_wrap="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/cgroup_wrap"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo 'print(1)' > "$work/one.py"
@@ -61,8 +65,6 @@ PY
 # the limits' cost is the difference between those two), and `warden run`.
 # LOOP_SECONDS=0 skips it.
 if [ "${LOOP_SECONDS:-20}" != 0 ]; then
-  cargo build --release --quiet -p warden --example cgroup_wrap
-  cgroup_wrap="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/cgroup_wrap"
   echo
   python3 bench/loops.py --seconds "${LOOP_SECONDS:-20}" --blocks 3 \
     "bare python3 -c=$py -c 'print(1)'" \
@@ -73,10 +75,15 @@ if [ "${LOOP_SECONDS:-20}" != 0 ]; then
     "warden run one.py=$warden run $work/one.py"
 fi
 
-# The daemon: HTTP exec latency against `warden run`, and a 32-connection load run.
+# The daemon: HTTP exec latency against `warden run`, and a 32-connection load run, with the
+# loop rates of bwrap, of bwrap through the wrapper and of bwrap in the jail's cgroup leaves
+# beside it (issue 24, point 2: what a sandbox without HTTP, policies, Landlock or seccomp does).
 # Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.
 if [ "${LOAD_SECONDS:-60}" != 0 ]; then
-  python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}"
+  python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}" \
+    --reference "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
+    --reference "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'" \
+    --reference "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'"
 fi
 
 # Extra start-up of a networked sandbox (issue 9): the same `true.sh` in an offline profile and

@@ -449,6 +449,7 @@ async fn sandbox_routes_refuse_bad_input_with_a_clear_4xx() {
     let s = "/v1/sandboxes";
     let exec = format!("/v1/sandboxes/{id}/exec");
     let contexts = format!("/v1/sandboxes/{id}/contexts");
+    let pause = format!("/v1/sandboxes/{id}/pause");
     let file = |p: &str| Case {
         method: "GET",
         content_type: None,
@@ -600,6 +601,9 @@ async fn sandbox_routes_refuse_bad_input_with_a_clear_4xx() {
             "invalid_json",
             &["language"],
         ),
+        // An optional body may be absent, but whitespace is a body and not JSON.
+        json_case(&contexts, "\t", 400, "invalid_json", &["EOF"]),
+        json_case(&pause, " \n", 400, "invalid_json", &["EOF"]),
         json_case(
             "/v1/sandboxes/no-such-sandbox/exec",
             r#"{"code": "x"}"#,

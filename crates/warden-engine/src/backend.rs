@@ -386,6 +386,12 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
 pub const PAUSE_BUSY: &str =
     "an execution is running in this sandbox; pause it after the execution ends";
 
+/// A backend's refusal to pause a sandbox whose processes did not all stop in time (the
+/// kernel's freezer did not settle: one was in a call it cannot be stopped in); nothing stays
+/// frozen, and the engine answers it as `sandbox_busy`, for the caller to retry.
+pub const FREEZE_UNSETTLED: &str =
+    "a process of this sandbox could not be stopped now; retry the pause";
+
 /// The refusal of a backend that cannot evict a context.
 pub const NO_EVICTION: &str = "this backend cannot evict a context";
 

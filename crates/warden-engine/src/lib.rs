@@ -31,9 +31,9 @@ pub use observe::{ExecRecord, ExecTrace, FinishedTrace, Observer};
 pub use pipeline::{Execution, Streamed};
 
 pub use backend::{
-    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, HeldRun,
-    NO_CONTEXTS, NO_DURABLE, NO_EVICTION, NO_GATEWAY, NO_HELD_RUNS, NO_LIVE_STDIN, NO_PAUSE,
-    PAUSE_BUSY, SandboxSpec, StdinReceiver, StdinWriter, Unsupported,
+    Backend, BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan,
+    FREEZE_UNSETTLED, HeldRun, NO_CONTEXTS, NO_DURABLE, NO_EVICTION, NO_GATEWAY, NO_HELD_RUNS,
+    NO_LIVE_STDIN, NO_PAUSE, PAUSE_BUSY, SandboxSpec, StdinReceiver, StdinWriter, Unsupported,
 };
 pub use contexts::{ContextInfo, CreateContext, DEFAULT_CONTEXT, INTERRUPT_GRACE};
 pub use oneshot_pool::{OneShotPoolId, OneShotPoolStatus};

@@ -1109,8 +1109,11 @@ impl Sandboxes {
             usage.uses
         };
         entry.handle.pause().await.map_err(|e| match e {
-            // Something of the sandbox's holds its turn now: the caller's to retry.
-            BackendError::Refused(m) if m == crate::backend::PAUSE_BUSY => {
+            // Something of the sandbox's holds its turn now, or one of its processes could
+            // not be stopped now: the caller's to retry.
+            BackendError::Refused(m)
+                if m == crate::backend::PAUSE_BUSY || m == crate::backend::FREEZE_UNSETTLED =>
+            {
                 EngineError::SandboxBusy(entry.id.clone())
             }
             e => e.into(),

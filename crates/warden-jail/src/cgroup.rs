@@ -454,7 +454,7 @@ impl Hierarchy {
             write(&leaf.join(file), value)?;
             // v1 passes through FREEZING while it catches every task; v2 says so in
             // cgroup.events.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let deadline = std::time::Instant::now() + FREEZE_SETTLE;
             loop {
                 let settled = match self {
                     Hierarchy::V1 { .. } => {
@@ -473,7 +473,7 @@ impl Hierarchy {
                         value: value.into(),
                         source: io::Error::new(
                             io::ErrorKind::TimedOut,
-                            "the kernel did not settle in 10 s",
+                            format!("the kernel did not settle in {FREEZE_SETTLE:?}"),
                         ),
                     });
                 }
@@ -692,6 +692,11 @@ fn rmdir_retrying(path: &Path) -> Result<(), CgroupError> {
         source: io::Error::from_raw_os_error(libc::EBUSY),
     })
 }
+
+/// How long a freeze or thaw may take to settle. A healthy one settles in milliseconds; one
+/// that does not has a process in a call the freezer cannot stop it in, and the caller is
+/// better told so soon (a pause refused as busy, to retry) than held.
+const FREEZE_SETTLE: Duration = Duration::from_secs(3);
 
 const CFS_PERIOD_US: u64 = 100_000;
 

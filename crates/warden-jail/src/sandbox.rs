@@ -244,6 +244,11 @@ impl JailSandbox {
                         crate::cgroup::CgroupError::ControllerMissing { .. } => {
                             BackendError::Refused(format!("cannot pause: {e}"))
                         }
+                        crate::cgroup::CgroupError::Write { source, .. }
+                            if frozen && source.kind() == std::io::ErrorKind::TimedOut =>
+                        {
+                            BackendError::Refused(warden_engine::FREEZE_UNSETTLED.into())
+                        }
                         e => BackendError::Internal(e.to_string()),
                     });
                 }

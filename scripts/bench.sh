@@ -35,6 +35,13 @@ bwrap="bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
 # The floor of any sandbox made of namespaces: the kernel's part alone, the seven namespaces a
 # sandbox gets, with no root of its own, no limits and no policies.
 unshare="unshare --user --map-root-user --pid --fork --mount --net --ipc --uts --cgroup"
+# bwrap alone, through the cgroup wrapper without leaves (the wrapper's own cost), and in the
+# jail's cgroup leaves: the references of both throughput blocks below (NAME=COMMAND).
+bwrap_references=(
+  "bwrap python3 -c=$bwrap $py -c 'print(1)'"
+  "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'"
+  "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'"
+)
 "$warden" run "$work/one.py" >/dev/null   # the one-time cgroup set-up happens outside the timing
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"
 # --tree: each command is timed until every process it started has exited (`warden run`'s
@@ -69,9 +76,7 @@ if [ "${LOOP_SECONDS:-20}" != 0 ]; then
   python3 bench/loops.py --seconds "${LOOP_SECONDS:-20}" --blocks 3 \
     "bare python3 -c=$py -c 'print(1)'" \
     "unshare python3 -c=$unshare $py -c 'print(1)'" \
-    "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
-    "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'" \
-    "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'" \
+    "${bwrap_references[@]}" \
     "warden run one.py=$warden run $work/one.py"
 fi
 
@@ -80,10 +85,10 @@ fi
 # beside it (issue 24, point 2: what a sandbox without HTTP, policies, Landlock or seccomp does).
 # Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.
 if [ "${LOAD_SECONDS:-60}" != 0 ]; then
+  references=()
+  for r in "${bwrap_references[@]}"; do references+=(--reference "$r"); done
   python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}" \
-    --reference "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
-    --reference "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'" \
-    --reference "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'"
+    "${references[@]}"
 fi
 
 # Extra start-up of a networked sandbox (issue 9): the same `true.sh` in an offline profile and

@@ -1959,7 +1959,7 @@ head -c {max_bytes} "./$last"
         let mut state = self
             .state
             .try_lock()
-            .map_err(|_| BackendError::Refused(warden_engine::PAUSE_BUSY.into()))?;
+            .map_err(|_| BackendError::Busy(warden_engine::PAUSE_BUSY.into()))?;
         if state.destroyed {
             return Err(self.gone());
         }

@@ -95,6 +95,11 @@ pub enum BackendError {
     /// had to start, e.g. a context's interpreter: the caller's to change, not a failure.
     #[error("{0}")]
     Limit(String),
+    /// Something of the sandbox's holds it now — an execution's turn, a process the freezer
+    /// cannot stop yet — so it cannot be paused or copied this instant: the caller's to retry
+    /// (409 `sandbox_busy`), never a failure. Nothing was changed.
+    #[error("{0}")]
+    Busy(String),
     /// Something broke in the backend itself.
     #[error("backend failure: {0}")]
     Internal(String),
@@ -381,16 +386,14 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     }
 }
 
-/// A backend's refusal to pause a sandbox that is running something now (the engine answers
-/// it as `sandbox_busy`).
+/// A backend's [`BackendError::Busy`] for a pause beside a running execution.
 pub const PAUSE_BUSY: &str =
     "an execution is running in this sandbox; pause it after the execution ends";
 
-/// A backend's refusal to pause a sandbox whose processes did not all stop in time (the
-/// kernel's freezer did not settle: one was in a call it cannot be stopped in); nothing stays
-/// frozen, and the engine answers it as `sandbox_busy`, for the caller to retry.
-pub const FREEZE_UNSETTLED: &str =
-    "a process of this sandbox could not be stopped now; retry the pause";
+/// A backend's [`BackendError::Busy`] when the sandbox's processes did not all stop in time
+/// for a pause or a copy (the kernel's freezer did not settle: one was in a call it cannot be
+/// stopped in); nothing stays frozen.
+pub const FREEZE_UNSETTLED: &str = "a process of this sandbox could not be stopped now; retry";
 
 /// The refusal of a backend that cannot evict a context.
 pub const NO_EVICTION: &str = "this backend cannot evict a context";

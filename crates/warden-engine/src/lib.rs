@@ -183,6 +183,7 @@ impl EngineError {
             EngineError::Storage(_) => "storage_failed",
             EngineError::Backend(b) => match b {
                 BackendError::Refused(_) => "refused",
+                BackendError::Busy(_) => "sandbox_busy",
                 BackendError::Command(_) => "runtime_unavailable",
                 BackendError::Limit(_) => "limit_exceeded",
                 BackendError::NotFound(_) => "not_found",

@@ -1108,16 +1108,8 @@ impl Sandboxes {
             }
             usage.uses
         };
-        entry.handle.pause().await.map_err(|e| match e {
-            // Something of the sandbox's holds its turn now, or one of its processes could
-            // not be stopped now: the caller's to retry.
-            BackendError::Refused(m)
-                if m == crate::backend::PAUSE_BUSY || m == crate::backend::FREEZE_UNSETTLED =>
-            {
-                EngineError::SandboxBusy(entry.id.clone())
-            }
-            e => e.into(),
-        })?;
+        // A backend's `Busy` (its turn held, a process that would not stop) is 409 as it is.
+        entry.handle.pause().await?;
         {
             let mut usage = entry.usage.lock().expect("not poisoned");
             if usage.uses != uses_before || usage.running > 0 {

@@ -78,6 +78,8 @@ pub enum CgroupError {
     },
     #[error("read {path:?}: {source}")]
     Read { path: PathBuf, source: io::Error },
+    #[error("{path:?} did not settle at {value:?} within {FREEZE_SETTLE:?}")]
+    Unsettled { path: PathBuf, value: &'static str },
     #[error("remove cgroup {path:?}: {source}")]
     Remove { path: PathBuf, source: io::Error },
 }
@@ -468,13 +470,9 @@ impl Hierarchy {
                     break;
                 }
                 if std::time::Instant::now() > deadline {
-                    return Err(CgroupError::Write {
+                    return Err(CgroupError::Unsettled {
                         path: leaf.join(file),
-                        value: value.into(),
-                        source: io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("the kernel did not settle in {FREEZE_SETTLE:?}"),
-                        ),
+                        value,
                     });
                 }
                 std::thread::sleep(Duration::from_millis(1));

@@ -244,10 +244,8 @@ impl JailSandbox {
                         crate::cgroup::CgroupError::ControllerMissing { .. } => {
                             BackendError::Refused(format!("cannot pause: {e}"))
                         }
-                        crate::cgroup::CgroupError::Write { source, .. }
-                            if frozen && source.kind() == std::io::ErrorKind::TimedOut =>
-                        {
-                            BackendError::Refused(warden_engine::FREEZE_UNSETTLED.into())
+                        crate::cgroup::CgroupError::Unsettled { .. } => {
+                            BackendError::Busy(warden_engine::FREEZE_UNSETTLED.into())
                         }
                         e => BackendError::Internal(e.to_string()),
                     });
@@ -913,7 +911,7 @@ impl BackendSandbox for JailSandbox {
         let _turn = self
             .turns
             .try_write()
-            .map_err(|_| BackendError::Refused(warden_engine::PAUSE_BUSY.into()))?;
+            .map_err(|_| BackendError::Busy(warden_engine::PAUSE_BUSY.into()))?;
         self.workspace()?;
         self.set_frozen(true).await
     }

@@ -61,7 +61,8 @@ impl From<EngineError> for ApiError {
             | EngineError::Backend(BackendError::NotFound(_)) => S::NOT_FOUND,
             EngineError::NameTaken(_)
             | EngineError::SnapshotNameTaken(_)
-            | EngineError::SandboxBusy(_) => S::CONFLICT,
+            | EngineError::SandboxBusy(_)
+            | EngineError::Backend(BackendError::Busy(_)) => S::CONFLICT,
             EngineError::SnapshotQuota { .. } => S::INSUFFICIENT_STORAGE,
             EngineError::TooManyContexts { .. }
             | EngineError::TooManySandboxes { .. }

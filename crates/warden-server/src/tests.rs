@@ -1144,3 +1144,18 @@ fn a_full_hosts_contexts_are_503_naming_the_settings() {
         e.message
     );
 }
+
+/// A backend's `Busy` (a pause or a copy that cannot happen this instant: its turn held, a
+/// process the freezer could not stop) is 409 `sandbox_busy` with the backend's reason, for the
+/// caller to retry; never a 5xx.
+#[test]
+fn a_backends_busy_is_409_sandbox_busy_with_its_reason() {
+    for reason in [warden_engine::PAUSE_BUSY, warden_engine::FREEZE_UNSETTLED] {
+        let e = crate::error::ApiError::from(warden_engine::EngineError::Backend(
+            warden_engine::BackendError::Busy(reason.into()),
+        ));
+        assert_eq!(e.status, StatusCode::CONFLICT, "{reason}");
+        assert_eq!(e.code, "sandbox_busy", "{reason}");
+        assert_eq!(e.message, reason);
+    }
+}

@@ -6,7 +6,8 @@
 # and vs `bwrap … bash true.sh` (the same bash start-up that `warden run true.sh` pays).
 # The commands are interleaved round by round (bench/interleave.py), so drift in a shared
 # machine's speed hits them alike. Beside them, `unshare` of the seven namespaces a sandbox gets:
-# the kernel's share, the floor of any sandbox built from namespaces. Then the same commands'
+# the kernel's share, the floor of any sandbox built from namespaces. Then the interpreter's own
+# CPU at its program's first line in each (bench/interp_cpu.py). Then the same commands'
 # throughput in a loop by as many workers as cores (bench/loops.py), with bwrap also run inside
 # the jail's own cgroup leaves, and through the same wrapper without them (the wrapper's own cost).
 # Then the docker backend (issue 5), also interleaved: one-shot `print(1)` through the jail,
@@ -65,6 +66,18 @@ print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
 u = s["unshare python3 -c"]["median"]
 print(f"unshare / bare python3 = {u / p:.2f} (the namespaces alone)")
 PY
+
+# The interpreter's own CPU when its program's first line runs (bench/interp_cpu.py): what each
+# sandbox adds to the interpreter itself (its environment, the import guard, seccomp, Landlock),
+# apart from the set-up and teardown that other processes do; `warden run` with and without the
+# default profile's import guard.
+sed 's/^runtime_import_check = true /runtime_import_check = false/' profiles/settings.toml > "$work/noguard.toml"
+grep -q '^runtime_import_check = false' "$work/noguard.toml"
+python3 bench/interp_cpu.py --rounds "$rounds" \
+  "python3 (bare)=$py {probe}" \
+  "bwrap python3=$bwrap $py {probe}" \
+  "warden run=$warden run {probe}" \
+  "warden run, import guard off=$warden --config $work/noguard.toml run {probe}"
 
 # Throughput floors (issue 24, point 2): the same `print(1)` in a loop by as many workers as
 # cores, bare, in the namespaces alone, in bwrap, in bwrap inside the jail's own cgroup leaves

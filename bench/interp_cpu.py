@@ -18,11 +18,6 @@ from interleave import interleaved, parse_commands  # bench/interleave.py (a scr
 PROBE = "print(int(open('/proc/self/schedstat').read().split()[0]) / 1e6)\n"
 
 
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=80)
@@ -59,7 +54,8 @@ def main():
     for name, _ in cmds:
         v = samples[name]
         m = statistics.median(v)
-        print(f"| {name} | {m:.2f} | {pct(v, 10):.2f} | {pct(v, 25):.2f} | {pct(v, 90):.2f} | {m - first:+.2f} |")
+        q = statistics.quantiles(v, n=20)  # as interleave.py computes its p10 and p90
+        print(f"| {name} | {m:.2f} | {q[1]:.2f} | {q[4]:.2f} | {q[17]:.2f} | {m - first:+.2f} |")
 
 
 if __name__ == "__main__":

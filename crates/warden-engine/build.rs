@@ -1,16 +1,29 @@
 //! Compiles the import guard (`src/import_guard/guard.py`) to CPython bytecode with the
 //! `python3` on the build host's PATH, so that a sandbox's interpreter of the same version loads
 //! it without compiling its source at every start (see `import_guard::bytecode`): an unchecked
-//! hash-based `.pyc` and its file name in `__pycache__` (the interpreter's cache tag). Without a
+//! hash-based `.pyc` and its file name in `__pycache__` (the interpreter's cache tag), with the
+//! guard's functions already carrying its label as their file name. Without a
 //! usable `python3` both outputs are empty and the guard is delivered as source only.
 
 use std::path::Path;
 use std::process::Command;
 
 const COMPILE: &str = r#"
-import importlib.util, marshal, sys
+import importlib.util, marshal, re, sys
 source = open(sys.argv[1], "rb").read()
 code = compile(source, "sitecustomize.py", "exec", dont_inherit=True, optimize=0)
+# The guard's functions carry its label as their file name; it relabels them at start unless
+# they have it already. Labelled here, every code object inside `_install`, so that the
+# sandbox's interpreter skips that work. The import machinery then renames only the code
+# objects that still carry the compile-time name (the module's and its top-level functions').
+label = re.search(rb'guard_filename = "([^"]+)"', source).group(1).decode()
+def labelled(c):
+    return c.replace(co_filename=label, co_consts=tuple(labelled(k) if type(k) is type(c) else k for k in c.co_consts))
+def inside_install(c):
+    if type(c) is not type(code) or c.co_name != "_install":
+        return c
+    return c.replace(co_consts=tuple(labelled(k) if type(k) is type(c) else k for k in c.co_consts))
+code = code.replace(co_consts=tuple(inside_install(c) for c in code.co_consts))
 # Flags 1: hash-based, source not checked (PEP 552).
 pyc = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
 open(sys.argv[2], "wb").write(pyc)

@@ -236,19 +236,26 @@ mod tests {
             "raise SystemExit('the source was compiled')\n",
         )
         .unwrap();
+        // Loaded as the interpreter loads it: the module's code named by its file, and every
+        // code object inside `_install` (the guard's functions) by the guard's label, which the
+        // build gave them so that the guard need not relabel them at start.
         let check = "import importlib.util, sys, importlib.machinery as m\n\
             spec = importlib.util.spec_from_file_location('sitecustomize', sys.argv[1])\n\
             code = spec.loader.get_code('sitecustomize')\n\
-            print(code.co_filename == sys.argv[1], '_install' in code.co_names)";
+            install = [c for c in code.co_consts if type(c) is type(code) and c.co_name == '_install']\n\
+            inner = [c for c in install[0].co_consts if type(c) is type(code)]\n\
+            labelled = len(inner) > 10 and all(c.co_filename == sys.argv[2] for c in inner)\n\
+            print(code.co_filename == sys.argv[1], '_install' in code.co_names, labelled)";
         let out = std::process::Command::new("python3")
             .args(["-I", "-c", check])
             .arg(dir.join(FILE_NAME))
+            .arg("<warden importlib._bootstrap guard>")
             .output()
             .unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            "True True\n",
+            "True True True\n",
             "{out:?}"
         );
     }

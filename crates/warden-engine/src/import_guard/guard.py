@@ -338,7 +338,9 @@ def _install():
         machinery_call, own_file, loading, relative_package, checked_import,
     ]
     for function in functions:
-        function.__code__ = relabel(function.__code__)
+        # Labelled already when delivered as bytecode (the build labels them).
+        if function.__code__.co_filename != guard_filename:
+            function.__code__ = relabel(function.__code__)
     ours = functions
     judged[0] = checked_import.__code__
     checked_import.__name__ = checked_import.__qualname__ = "__import__"

@@ -37,20 +37,30 @@ fn main() {
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
     let pyc = Path::new(&out).join("guard.pyc");
     let name = Path::new(&out).join("guard_pyc_name.txt");
-    let compiled = Command::new("python3")
+    let run = Command::new("python3")
         .args(["-I", "-c", COMPILE, guard])
         .arg(&pyc)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|n| n.trim().to_owned())
-        .filter(|n| n.starts_with("sitecustomize.") && n.ends_with(".pyc") && !n.contains('/'));
+        .output();
+    let compiled = match &run {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout.clone())
+            .ok()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| n.starts_with("sitecustomize.") && n.ends_with(".pyc") && !n.contains('/'))
+            .ok_or_else(|| "python3 named no bytecode file".to_owned()),
+        Ok(o) => Err(format!(
+            "python3 failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        )),
+        Err(e) => Err(format!("no python3 ({e})")),
+    };
     match compiled {
-        Some(file) => std::fs::write(&name, file).expect("write the bytecode's name"),
-        None => {
+        Ok(file) => std::fs::write(&name, file).expect("write the bytecode's name"),
+        Err(why) => {
             println!(
-                "cargo:warning=no python3 to compile the import guard: it is delivered as source only"
+                "cargo:warning=the import guard is not compiled, it is delivered as source only: {why}"
             );
             std::fs::write(&pyc, b"").expect("write an empty bytecode");
             std::fs::write(&name, "").expect("write an empty name");

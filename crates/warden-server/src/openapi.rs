@@ -300,7 +300,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/snapshot",
-        summary: "Record a durable sandbox's workspace, and what can be saved of its contexts' state, under a name (the API key's; counted against its snapshot quota: 507 past it)",
+        summary: "Record a durable sandbox's workspace, and what can be saved of its contexts' state, under a name (the API key's; counted against its snapshot quota: 507 past it; 409 when one of its processes cannot be stopped now: retry)",
         request: Body::Json(schema::<crate::sandboxes::SnapshotBody>),
         status: 201,
         response: Body::Json(schema::<SnapshotInfo>),
@@ -308,7 +308,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/fork",
-        summary: "Make `count` independent copies of a durable sandbox as it is now (its files, and its contexts with what could be saved of their state)",
+        summary: "Make `count` independent copies of a durable sandbox as it is now (its files, and its contexts with what could be saved of their state; 409 when one of its processes cannot be stopped now: retry)",
         request: Body::Json(schema::<crate::sandboxes::ForkBody>),
         status: 201,
         response: Body::Json(schema::<ForkList>),

@@ -24,13 +24,10 @@ fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let with_cgroups = args.first().map(String::as_str) != Some("--no-cgroups");
-    if !with_cgroups {
-        args.remove(0);
-    }
+    let mut args = std::env::args().peekable();
+    let _program = args.next();
+    let with_cgroups = args.next_if(|a| a == "--no-cgroups").is_none();
     let args: Vec<CString> = args
-        .into_iter()
         .map(|a| CString::new(a).expect("no NUL in arguments"))
         .collect();
     if args.is_empty() {

@@ -51,9 +51,6 @@ use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
 /// under load (3 times in about 17 runs, never alone).
 const RUNSC_KILLED_RUN_REPORT: &str = "with this runsc, a persistent sandbox's run killed at its timeout has sometimes come back without the files it wrote before it (3 of about 17 full suite runs on a loaded 2-core host; never in runs of the case alone, also beside CPU hogs): the program had written its file (it said so after the write), and the run ended 5-6 s after its timeout, so the kill path, not the program, is where it goes wrong, likely the kill exec not seen done within its grace and the container killed whole; the cause is not found yet (the docker backend says in its log when a kill falls back to killing the container and when a killed run's report is lost)";
 
-/// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the conformance suite.
-const RUNSC_EXEC_AFTER_ARTIFACTS: &str = "with this runsc (Debian's 2022-12-19 build), the exec after a run that returned output files in a persistent sandbox fails with \"No such exec instance\"; the cause is not found yet";
-
 /// What the docker backend needs from the settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DockerSettings {
@@ -206,22 +203,12 @@ impl DockerBackend {
             u(
                 "pids_limit_is_reason_pids",
                 Some("reason"),
-                "under gVisor the pids cgroup also counts the runtime's own threads (Warden adds 128 for them) and its counter is not visible inside: a fork bomb is stopped, but not reported as reason pids",
+                "under gVisor the program's processes are limited by RLIMIT_NPROC inside gVisor's kernel, which keeps no count of the forks it refused (the host's pids cgroup counts the runtime's threads, and is not visible inside): a fork bomb is stopped, but not reported as reason pids",
             ),
             u(
                 "cpu_quota_is_hard",
                 Some("cpu_time"),
                 "gVisor shows the program virtual CPU times, so the quota (enforced by the host cgroup on the runtime) cannot be measured from inside",
-            ),
-            u(
-                "only_a_runs_own_artifacts_come_back",
-                Some("exec"),
-                RUNSC_EXEC_AFTER_ARTIFACTS,
-            ),
-            u(
-                "timeout_in_a_sandbox_kills_everything",
-                Some("exec"),
-                RUNSC_EXEC_AFTER_ARTIFACTS,
             ),
             u(
                 "timeout_in_a_sandbox_kills_everything",
@@ -775,6 +762,26 @@ fn finish(
                             .to_owned(),
                     ));
                 }
+                // The wrapper ends only by its marker, its two codes above, or a signal
+                // (128 + n, e.g. the program's `kill -9 -1`): any other status is not its own.
+                Some(code) if !is_signal_status(code) => {
+                    let stderr = String::from_utf8_lossy(relayed.stderr.bytes());
+                    let message: String = stderr
+                        .trim()
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                        .chars()
+                        .take(400)
+                        .collect();
+                    eprintln!(
+                        "warden: docker: the container runtime failed a run (exit {code}): {message}"
+                    );
+                    return Err(DockerError::RuntimeFailed {
+                        exit: code,
+                        message,
+                    });
+                }
                 _ => {}
             }
         }
@@ -845,7 +852,7 @@ fn assemble(
     let killed = relayed.timed_out || relayed.output_exceeded;
     let (exit_code, signal) = match exit {
         _ if killed => (None, Some(libc_sigkill())),
-        Some(code) if (129..=128 + 64).contains(&code) => (None, Some((code - 128) as i32)),
+        Some(code) if is_signal_status(code) => (None, Some((code - 128) as i32)),
         Some(code) => (Some(code as i32), None),
         None => (None, Some(libc_sigkill())),
     };
@@ -876,6 +883,11 @@ fn assemble(
         cell: Default::default(),
         egress: Default::default(),
     }
+}
+
+/// Whether an exit status the engine reports is a shell's 128 + signal.
+fn is_signal_status(code: i64) -> bool {
+    (129..=128 + 64).contains(&code)
 }
 
 const fn libc_sigkill() -> i32 {
@@ -1685,8 +1697,12 @@ impl DockerSandbox {
             Err(DockerError::ContainerGone { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let (mut result, counters, guard_report) =
-            finish(relayed, exit, &plan.limits, started, state.counters)?;
+        let finished = finish(relayed, exit, &plan.limits, started, state.counters);
+        if let Err(DockerError::RuntimeFailed { .. }) = &finished {
+            // The run's processes may outlive the runtime's failed wait: none is left running.
+            sh.kill_processes(&self.name, self.user).await;
+        }
+        let (mut result, counters, guard_report) = finished?;
         state.counters = counters;
         if let Some(k) = self.keeper.lock().await.as_mut() {
             result.egress = k.egress_report(false, sh.settings.call_timeout).await;
@@ -2044,5 +2060,78 @@ mod tests {
             sandbox.iter().chain(&run),
         );
         assert_eq!(env, ["PATH=/bin", "HOME=/elsewhere", "A=run=1"]);
+    }
+
+    /// What the relay saw of a run whose wrapper never wrote its marker.
+    fn unreported(stderr: &[u8]) -> Relayed {
+        let mut r = Relayed {
+            stdout: warden_engine::shape::CappedOutput::new(1024),
+            stderr: warden_engine::shape::CappedOutput::new(1024),
+            output_exceeded: false,
+            timed_out: false,
+            report: None,
+            report_complete: true,
+            ended: true,
+            stream_error: None,
+        };
+        r.stderr.keep(stderr);
+        r
+    }
+
+    #[test]
+    fn a_run_the_runtime_failed_is_an_error_not_the_programs_result() {
+        // runsc's exec losing its sandbox (seen in CI): exit 128, its message on stderr.
+        let stderr =
+            b"partial\nwaiting on pid 17: urpc method \"containerManager.WaitPID\" failed: EOF\n";
+        let limits = crate::plan::tests::limits();
+        for exit in [0, 1, 127, 128, 255] {
+            match finish(
+                unreported(stderr),
+                Some(exit),
+                &limits,
+                Instant::now(),
+                (0, 0),
+            ) {
+                Err(DockerError::RuntimeFailed { exit: e, message }) => {
+                    assert_eq!(e, exit);
+                    assert!(message.starts_with("waiting on pid 17"), "{message}");
+                }
+                other => panic!("exit {exit}: {other:?}"),
+            }
+        }
+        let lost = BackendError::from(DockerError::RuntimeFailed {
+            exit: 128,
+            message: "urpc".into(),
+        });
+        assert!(
+            matches!(lost, BackendError::Lost(ref m) if !m.contains("urpc")),
+            "{lost:?}"
+        );
+    }
+
+    #[test]
+    fn a_wrapper_killed_by_a_signal_is_the_programs_result() {
+        // The program may kill its wrapper (`kill -9 -1`); the OOM killer may too.
+        let (r, _, _) = finish(
+            unreported(b""),
+            Some(137),
+            &crate::plan::tests::limits(),
+            Instant::now(),
+            (0, 0),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.exit_code, r.signal, r.reason),
+            (None, Some(9), Reason::Signal)
+        );
+        let (r, _, _) = finish(
+            unreported(b""),
+            None,
+            &crate::plan::tests::limits(),
+            Instant::now(),
+            (0, 0),
+        )
+        .unwrap();
+        assert_eq!((r.exit_code, r.signal), (None, Some(9)));
     }
 }

@@ -26,6 +26,11 @@ pub enum DockerError {
     Delivery(String),
     #[error("{0}")]
     Command(String),
+    /// The wrapper neither reported nor was killed by a signal: the container runtime failed
+    /// the execution (e.g. runsc's `exec` losing its sandbox: exit 128). `message`: the last
+    /// line of the run's stderr, where the runtime writes its own error.
+    #[error("the container runtime failed the run (exit {exit}): {message}")]
+    RuntimeFailed { exit: i64, message: String },
 }
 
 impl DockerError {
@@ -86,6 +91,11 @@ impl From<DockerError> for BackendError {
             DockerError::ContainerGone { .. } => BackendError::Gone(e.to_string()),
             DockerError::Delivery(_) => BackendError::Setup(e.to_string()),
             DockerError::Command(m) => BackendError::Command(m),
+            // The runtime's own message names host-side ids: it goes to the log (`finish`),
+            // the caller learns what was lost.
+            DockerError::RuntimeFailed { exit, .. } => BackendError::Lost(format!(
+                "the container runtime failed the run (exit {exit}) before the program's result was reported"
+            )),
             DockerError::Unreachable { .. }
             | DockerError::Deadline { .. }
             | DockerError::Call { .. } => BackendError::Internal(e.to_string()),

@@ -43,11 +43,17 @@ pub const CODE_DIR: &str = "/code";
 pub const WORKSPACE_DIR: &str = "/workspace";
 /// The code tmpfs holds one code file at a time; the API accepts at most 10 MB of code.
 const CODE_TMPFS_MB: u64 = 16;
-/// Under gVisor the container's pids cgroup also holds the runtime's own processes and threads
-/// (the Sentry and the Gofer, Go programs whose threads grow with load); they get this many on top of
-/// the profile's `max_pids`, which is then a limit on the sandbox as a whole, not exactly on
-/// the program's processes.
-pub const RUNSC_PIDS_ALLOWANCE: u64 = 128;
+/// Under gVisor the container's pids cgroup holds the runtime's own host threads, not the
+/// program's processes: the Sentry's (a Go program whose threads only grow) and, on the ptrace
+/// platform, a stub thread per address space and Sentry thread that ran it. They grow with
+/// each `exec` until they level off: 38 at the start, 150–220 after 40–55 runs that each
+/// start a few processes, measured with Debian's 2022-12-19 build. When the cgroup refuses
+/// one, the Sentry panics and the whole sandbox ends ("error initializing first thread:
+/// resource temporarily unavailable"), so the host cgroup gets this much on top of the
+/// profile's `max_pids`: it only bounds the sandbox's cost to the host. The program's own
+/// processes and threads are limited inside gVisor's kernel by `RLIMIT_NPROC` (see
+/// [`ContainerPlan::process_limit`]).
+pub const RUNSC_PIDS_ALLOWANCE: u64 = 1024;
 /// /dev/shm for Python's multiprocessing: small, and counted in the memory limit like every
 /// tmpfs page.
 const SHM_MB: u64 = 16;
@@ -82,6 +88,12 @@ pub struct ContainerPlan {
     pub labels: BTreeMap<String, String>,
     pub memory_bytes: i64,
     pub pids_limit: i64,
+    /// `RLIMIT_NPROC` (soft and hard) of the container's processes, under gVisor only: its
+    /// kernel is the sandbox's own, so the count is the sandbox's processes and threads of its
+    /// user (the keeper, the wrapper and the program), which the host's pids cgroup cannot
+    /// count there. Elsewhere the pids cgroup is exact and no rlimit is set: the host kernel
+    /// counts `RLIMIT_NPROC` per uid across every namespace.
+    pub process_limit: Option<i64>,
     pub nano_cpus: i64,
     pub file_size_bytes: i64,
     pub workspace_mb: u64,
@@ -163,7 +175,8 @@ pub fn program_env() -> Vec<String> {
 
 impl ContainerPlan {
     pub fn build(input: PlanInput<'_>) -> Result<ContainerPlan, PlanError> {
-        if input.network_enabled && input.oci_runtime == Some("runsc") {
+        let under_runsc = input.oci_runtime == Some("runsc");
+        if input.network_enabled && under_runsc {
             return Err(PlanError::NetworkUnderRunsc);
         }
         let image = input
@@ -208,12 +221,15 @@ impl ContainerPlan {
             memory_bytes: fit("memory_mb", l.memory_mb.saturating_mul(1024 * 1024))?,
             pids_limit: fit(
                 "max_pids",
-                if input.oci_runtime == Some("runsc") {
+                if under_runsc {
                     l.max_pids.saturating_add(RUNSC_PIDS_ALLOWANCE)
                 } else {
                     l.max_pids
                 },
             )?,
+            process_limit: under_runsc
+                .then(|| fit("max_pids", l.max_pids))
+                .transpose()?,
             nano_cpus: nano as i64,
             file_size_bytes: fit("max_file_size_bytes", l.max_file_size_bytes)?,
             workspace_mb: l.workspace_mb,
@@ -248,11 +264,16 @@ impl ContainerPlan {
             memory_swappiness: Some(0),
             pids_limit: Some(self.pids_limit),
             nano_cpus: Some(self.nano_cpus),
-            ulimits: Some(vec![ResourcesUlimits {
-                name: Some("fsize".into()),
-                soft: Some(self.file_size_bytes),
-                hard: Some(self.file_size_bytes),
-            }]),
+            ulimits: Some(
+                std::iter::once(("fsize", self.file_size_bytes))
+                    .chain(self.process_limit.map(|n| ("nproc", n)))
+                    .map(|(name, n)| ResourcesUlimits {
+                        name: Some(name.into()),
+                        soft: Some(n),
+                        hard: Some(n),
+                    })
+                    .collect(),
+            ),
             network_mode: Some("none".into()),
             // Warden reads the program's output from the attach stream and never from the
             // engine's logs: with a log driver the engine would also write all of it (past
@@ -333,11 +354,12 @@ impl ContainerPlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn limits() -> Limits {
+    /// Limits for the crate's unit tests.
+    pub(crate) fn limits() -> Limits {
         Limits {
             timeout: Duration::from_secs(10),
             memory_mb: 128,
@@ -414,6 +436,34 @@ mod tests {
         let host = body.host_config.unwrap();
         assert_eq!(host.runtime.as_deref(), Some("runsc"));
         assert_eq!(body.labels.unwrap()[LABEL_KIND], "oneshot");
+    }
+
+    #[test]
+    fn under_runsc_the_program_is_limited_inside_and_the_runtime_gets_room() {
+        let l = limits();
+        let labels = BTreeMap::new();
+        let ulimits = |runtime: Option<&'static str>| {
+            let mut i = input(&l, &labels);
+            i.oci_runtime = runtime;
+            let host = ContainerPlan::build(i)
+                .unwrap()
+                .to_create_body()
+                .host_config
+                .unwrap();
+            let named = host
+                .ulimits
+                .unwrap()
+                .into_iter()
+                .map(|u| (u.name.unwrap(), u.soft.unwrap(), u.hard.unwrap()))
+                .collect::<Vec<_>>();
+            (host.pids_limit.unwrap(), named)
+        };
+        let fsize = ("fsize".to_owned(), 16 << 20, 16 << 20);
+        assert_eq!(ulimits(None), (64, vec![fsize.clone()]));
+        assert_eq!(
+            ulimits(Some("runsc")),
+            (64 + 1024, vec![fsize, ("nproc".to_owned(), 64, 64)])
+        );
     }
 
     #[test]

@@ -368,6 +368,7 @@ cases! {
     persistent_sandboxes: workspace_persists_across_executions,
     persistent_sandboxes: files_api_refuses_symlinks,
     persistent_sandboxes: only_a_runs_own_artifacts_come_back,
+    persistent_sandboxes: a_sandbox_answers_run_after_run,
     persistent_sandboxes: timeout_in_a_sandbox_kills_everything,
     persistent_sandboxes: a_limit_in_a_sandbox_is_that_runs_reason_only,
     persistent_sandboxes: destroy_cleans_up,
@@ -852,6 +853,36 @@ async fn a_runs_env_cwd_and_live_stdin(s: &Subject) -> Outcome {
         ("first\nsecond\nend\n", Some(0)),
         "{r:?}"
     );
+    sb.destroy().await.unwrap();
+    Ok(())
+}
+
+/// Forty runs in one sandbox, each starting a process and returning a file: nothing a run
+/// leaves behind in the runtime adds up to end the sandbox (under gVisor the runtime's own
+/// threads grow with each run, and ended it after seven when they shared the program's pids
+/// limit).
+async fn a_sandbox_answers_run_after_run(s: &Subject) -> Outcome {
+    let sb = create(s, "run-after-run").await?;
+    for i in 0..40 {
+        let r = sb
+            .exec(
+                s.plan(
+                    "python",
+                    &format!(
+                        "import subprocess\nsubprocess.run(['true'])\nopen('output/run{i}.txt', 'w').write('{i}')"
+                    ),
+                ),
+                None,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("run {i}: {e}"));
+        let names: Vec<_> = r.artifacts.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(
+            (r.exit_code, names),
+            (Some(0), vec![format!("run{i}.txt").as_str()]),
+            "run {i}: {r:?}"
+        );
+    }
     sb.destroy().await.unwrap();
     Ok(())
 }

@@ -17,13 +17,13 @@ code = compile(source, "sitecustomize.py", "exec", dont_inherit=True, optimize=0
 # sandbox's interpreter skips that work. The import machinery then renames only the code
 # objects that still carry the compile-time name (the module's and its top-level functions').
 label = re.search(rb'guard_filename = "([^"]+)"', source).group(1).decode()
+def nested(c, f):
+    return tuple(f(k) if type(k) is type(c) else k for k in c.co_consts)
 def labelled(c):
-    return c.replace(co_filename=label, co_consts=tuple(labelled(k) if type(k) is type(c) else k for k in c.co_consts))
-def inside_install(c):
-    if type(c) is not type(code) or c.co_name != "_install":
-        return c
-    return c.replace(co_consts=tuple(labelled(k) if type(k) is type(c) else k for k in c.co_consts))
-code = code.replace(co_consts=tuple(inside_install(c) for c in code.co_consts))
+    return c.replace(co_filename=label, co_consts=nested(c, labelled))
+def install_labelled(c):
+    return c.replace(co_consts=nested(c, labelled)) if c.co_name == "_install" else c
+code = code.replace(co_consts=nested(code, install_labelled))
 # Flags 1: hash-based, source not checked (PEP 552).
 pyc = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
 open(sys.argv[2], "wb").write(pyc)
@@ -41,8 +41,8 @@ fn main() {
         .args(["-I", "-c", COMPILE, guard])
         .arg(&pyc)
         .output();
-    let compiled = match &run {
-        Ok(o) if o.status.success() => String::from_utf8(o.stdout.clone())
+    let compiled = match run {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout)
             .ok()
             .map(|n| n.trim().to_owned())
             .filter(|n| n.starts_with("sitecustomize.") && n.ends_with(".pyc") && !n.contains('/'))

@@ -2062,20 +2062,24 @@ mod tests {
         assert_eq!(env, ["PATH=/bin", "HOME=/elsewhere", "A=run=1"]);
     }
 
-    /// What the relay saw of a run whose wrapper never wrote its marker.
+    /// What the relay makes of a run whose stream ends with `stderr` and no marker.
     fn unreported(stderr: &[u8]) -> Relayed {
-        let mut r = Relayed {
-            stdout: warden_engine::shape::CappedOutput::new(1024),
-            stderr: warden_engine::shape::CappedOutput::new(1024),
-            output_exceeded: false,
-            timed_out: false,
-            report: None,
-            report_complete: true,
-            ended: true,
-            stream_error: None,
-        };
-        r.stderr.keep(stderr);
-        r
+        let chunks = vec![Ok(bollard::container::LogOutput::StdErr {
+            message: bytes::Bytes::copy_from_slice(stderr),
+        })];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(relay::relay(
+            futures_util::stream::iter(chunks),
+            &wrapper::marker("nonce"),
+            1024,
+            1024,
+            Instant::now() + Duration::from_secs(5),
+            None,
+            || async {},
+        ))
     }
 
     #[test]

@@ -47,10 +47,6 @@ use warden_engine::{
 use warden_net::uids::UidLease;
 use warden_types::{ExecResult, FileEntry, Limits, Reason, WorkspacePath};
 
-/// A gap of Debian's runsc build (2022-12-19) on this engine, seen by the full test suite
-/// under load (3 times in about 17 runs, never alone), likely gone with the pids allowance.
-const RUNSC_KILLED_RUN_REPORT: &str = "with this runsc, a persistent sandbox's run killed at its timeout has sometimes come back without the files it wrote before it (3 of about 17 full suite runs on a loaded 2-core host): the run ended 5-6 s after its timeout, the kill exec not seen done within its grace and the container killed whole. The likely cause has since been removed: runsc's own threads reached the container's pids cap (then max_pids + 128), so a new process (the kill exec) could not start and runsc's Sentry panicked; with the old cap this case lost an exec (its sandbox ended) in 7 runs of 8 beside two CPU hogs, with the new one it kept its files in 16 runs of 16 under the same load. Kept declared until full suite runs confirm it";
-
 /// What the docker backend needs from the settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DockerSettings {
@@ -209,11 +205,6 @@ impl DockerBackend {
                 "cpu_quota_is_hard",
                 Some("cpu_time"),
                 "gVisor shows the program virtual CPU times, so the quota (enforced by the host cgroup on the runtime) cannot be measured from inside",
-            ),
-            u(
-                "timeout_in_a_sandbox_kills_everything",
-                Some("report"),
-                RUNSC_KILLED_RUN_REPORT,
             ),
             u(
                 "egress",

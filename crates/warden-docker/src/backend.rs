@@ -2055,22 +2055,12 @@ mod tests {
 
     /// What the relay makes of a run whose stream ends with `stderr` and no marker.
     fn unreported(stderr: &[u8]) -> Relayed {
-        let chunks = vec![Ok(bollard::container::LogOutput::StdErr {
-            message: bytes::Bytes::copy_from_slice(stderr),
-        })];
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(relay::relay(
-            futures_util::stream::iter(chunks),
-            &wrapper::marker("nonce"),
+        crate::relay::tests::run(
+            vec![Ok(bollard::container::LogOutput::StdErr {
+                message: bytes::Bytes::copy_from_slice(stderr),
+            })],
             1024,
-            1024,
-            Instant::now() + Duration::from_secs(5),
-            None,
-            || async {},
-        ))
+        )
     }
 
     #[test]

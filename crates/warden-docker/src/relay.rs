@@ -227,7 +227,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::Bytes;
 
@@ -237,7 +237,11 @@ mod tests {
         })
     }
 
-    fn run(chunks: Vec<Result<LogOutput, bollard::errors::Error>>, limit: u64) -> Relayed {
+    /// What the relay makes of `chunks` (marker `\n#END#\n`, stdout capped at `limit`).
+    pub(crate) fn run(
+        chunks: Vec<Result<LogOutput, bollard::errors::Error>>,
+        limit: u64,
+    ) -> Relayed {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

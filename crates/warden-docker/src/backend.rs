@@ -380,11 +380,12 @@ impl Shared {
 
     /// Kills every process of the sandbox's user (`uid`) but pid 1 (and the killer itself):
     /// the wrapper of a one-shot survives to send its report; a persistent sandbox's keeper
-    /// too. If that cannot start (e.g. the pids limit is full) or is not seen done within
-    /// [`relay::GRACE`], the whole container is killed.
-    async fn kill_processes(&self, container: &str, uid: u32) {
+    /// too. If that is not seen done within [`relay::GRACE`], or fails, the whole container is
+    /// killed; if the engine cannot start it (the program has filled the pids limit, so the
+    /// runtime's fork into the container is refused), `if_refused` says what follows.
+    async fn kill_processes(&self, container: &str, uid: u32, if_refused: KillRefused) {
         let ok = async {
-            let docker = self.docker().await?;
+            let docker = self.docker().await.map_err(KillFailure::Other)?;
             let exec = self
                 .call(
                     "create exec",
@@ -398,7 +399,8 @@ impl Shared {
                         },
                     ),
                 )
-                .await?;
+                .await
+                .map_err(KillFailure::Other)?;
             self.call(
                 "start exec",
                 container,
@@ -410,7 +412,8 @@ impl Shared {
                     }),
                 ),
             )
-            .await?;
+            .await
+            .map_err(KillFailure::NotStarted)?;
             // Detached: wait until it has run. Not too briefly: past this the whole container
             // is killed, which for a persistent sandbox ends it, and a loaded host can take
             // a second to start an exec.
@@ -419,13 +422,14 @@ impl Shared {
             while Instant::now() < until {
                 let inspect = self
                     .call("inspect exec", container, docker.inspect_exec(&exec.id))
-                    .await?;
+                    .await
+                    .map_err(KillFailure::Other)?;
                 // Done, whatever its status: `kill` fails when nothing was left to kill (the
                 // run ended on its own meanwhile), which is no reason to end the container; a
                 // kill that did not work leaves a stream that does not end, and the caller
                 // kills the container then (`relay::relay`'s grace).
                 if inspect.running == Some(false) && inspect.exit_code.is_some() {
-                    return Ok::<bool, DockerError>(true);
+                    return Ok::<bool, KillFailure>(true);
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(100));
@@ -433,19 +437,22 @@ impl Shared {
             Ok(false)
         }
         .await;
-        if !matches!(ok, Ok(true)) {
-            // Said, so that a run that lost its sandbox or its report to it can be traced.
-            match &ok {
-                Ok(_) => eprintln!(
-                    "warden: docker: the kill exec in {container} was not seen done within {}s; killing the container",
-                    relay::GRACE.as_secs()
-                ),
-                Err(e) => eprintln!(
-                    "warden: docker: the kill exec in {container} failed ({e}); killing the container"
-                ),
+        // Said, so that a run that lost its sandbox or its report to it can be traced.
+        match &ok {
+            Ok(true) => return,
+            // Nothing lost yet: the wrapper's timer ends the run, or the relay's grace runs out.
+            Err(KillFailure::NotStarted(_)) if if_refused == KillRefused::AwaitTheWrapper => {
+                return;
             }
-            self.kill_container(container).await;
+            Ok(false) => eprintln!(
+                "warden: docker: the kill exec in {container} was not seen done within {}s; killing the container",
+                relay::GRACE.as_secs()
+            ),
+            Err(KillFailure::NotStarted(e) | KillFailure::Other(e)) => eprintln!(
+                "warden: docker: the kill exec in {container} failed ({e}); killing the container"
+            ),
         }
+        self.kill_container(container).await;
     }
 
     /// What a networked plan asks of the host, checked (`None` for an offline one), with its
@@ -908,20 +915,31 @@ fn argv(plan: &ExecPlan) -> Vec<String> {
     argv
 }
 
+/// What follows when the engine cannot start the kill `exec` (see `Shared::kill_processes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KillRefused {
+    /// The container is killed at once (nothing else would end what is left).
+    KillContainer,
+    /// A run's timeout or output cap: its wrapper's own timer (see [`wrapper`]) ends the
+    /// program's processes from inside without a fork and reports; if the run's stream has
+    /// not ended within the relay's grace after this, its caller kills the container.
+    AwaitTheWrapper,
+}
+
+/// Why the kill `exec` did not run.
+enum KillFailure {
+    /// The engine refused to start it.
+    NotStarted(DockerError),
+    /// Any other engine call failed.
+    Other(DockerError),
+}
+
 fn refuse(e: crate::plan::PlanError) -> BackendError {
     BackendError::Refused(e.to_string())
 }
 
 #[async_trait::async_trait]
 impl Backend for DockerBackend {
-    fn unsupported(&self) -> Vec<Unsupported> {
-        vec![Unsupported {
-            promise: "pids_limit_is_reason_pids",
-            check: Some("reason"),
-            why: "a fork bomb in bash retries its forks until the run's timeout, which ends the container before its wrapper reports the pids counter: the run is stopped (the limit holds) but may be reported as reason timeout".into(),
-        }]
-    }
-
     fn name(&self) -> &'static str {
         "docker"
     }
@@ -1048,6 +1066,7 @@ impl Backend for DockerBackend {
             &nonce,
             plan.limits.max_artifact_bytes,
             &plan.file_name,
+            plan.limits.timeout,
             plan.code.as_bytes(),
             plan.import_guard.as_ref(),
             &plan.stdin,
@@ -1060,7 +1079,7 @@ impl Backend for DockerBackend {
             report_cap(&plan.limits),
             started + plan.limits.timeout,
             events,
-            || sh.kill_processes(&name, user),
+            || sh.kill_processes(&name, user, KillRefused::AwaitTheWrapper),
         )
         .await;
         writer.abort();
@@ -1625,6 +1644,7 @@ impl DockerSandbox {
             &nonce,
             plan.limits.max_artifact_bytes,
             &plan.file_name,
+            plan.limits.timeout,
             plan.code.as_bytes(),
             plan.import_guard.as_ref(),
             &plan.stdin,
@@ -1640,7 +1660,7 @@ impl DockerSandbox {
             report_cap(&plan.limits),
             started + plan.limits.timeout,
             events,
-            || sh.kill_processes(&self.name, self.user),
+            || sh.kill_processes(&self.name, self.user, KillRefused::AwaitTheWrapper),
         )
         .await;
         writer.abort();
@@ -1691,7 +1711,8 @@ impl DockerSandbox {
         let finished = finish(relayed, exit, &plan.limits, started, state.counters);
         if let Err(DockerError::RuntimeFailed { .. }) = &finished {
             // The run's processes may outlive the runtime's failed wait: none is left running.
-            sh.kill_processes(&self.name, self.user).await;
+            sh.kill_processes(&self.name, self.user, KillRefused::KillContainer)
+                .await;
         }
         let (mut result, counters, guard_report) = finished?;
         state.counters = counters;
@@ -1752,7 +1773,8 @@ impl DockerSandbox {
                     // Not read any more: let the engine drop it rather than wait on it while
                     // the kill runs (see `relay::relay`).
                     drop(output);
-                    sh.kill_processes(&self.name, self.user).await;
+                    sh.kill_processes(&self.name, self.user, KillRefused::KillContainer)
+                        .await;
                     return Err(DockerError::Deadline {
                         call: "file operation",
                         after: sh.settings.call_timeout,

@@ -219,16 +219,24 @@ impl ContainerPlan {
             env: program_env(),
             labels,
             memory_bytes: fit("memory_mb", l.memory_mb.saturating_mul(1024 * 1024))?,
+            // The wrapper's timer (`wrapper::TIMER_PIDS`) on top: the program keeps the
+            // profile's count.
             pids_limit: fit(
                 "max_pids",
                 if under_runsc {
                     l.max_pids.saturating_add(RUNSC_PIDS_ALLOWANCE)
                 } else {
                     l.max_pids
-                },
+                }
+                .saturating_add(crate::wrapper::TIMER_PIDS),
             )?,
             process_limit: under_runsc
-                .then(|| fit("max_pids", l.max_pids))
+                .then(|| {
+                    fit(
+                        "max_pids",
+                        l.max_pids.saturating_add(crate::wrapper::TIMER_PIDS),
+                    )
+                })
                 .transpose()?,
             nano_cpus: nano as i64,
             file_size_bytes: fit("max_file_size_bytes", l.max_file_size_bytes)?,
@@ -459,10 +467,11 @@ pub(crate) mod tests {
             (host.pids_limit.unwrap(), named)
         };
         let fsize = ("fsize".to_owned(), 16 << 20, 16 << 20);
-        assert_eq!(ulimits(None), (64, vec![fsize.clone()]));
+        // The wrapper's timer gets its two processes on top of the profile's 64.
+        assert_eq!(ulimits(None), (64 + 2, vec![fsize.clone()]));
         assert_eq!(
             ulimits(Some("runsc")),
-            (64 + 1024, vec![fsize, ("nproc".to_owned(), 64, 64)])
+            (64 + 1024 + 2, vec![fsize, ("nproc".to_owned(), 66, 66)])
         );
     }
 

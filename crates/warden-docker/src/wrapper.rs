@@ -25,11 +25,21 @@
 //! treated as untrusted input (a program that ptraces the wrapper could forge it — it could as
 //! well have written those files itself), parsed with caps by
 //! [`warden_engine::shape::archive`].
+//!
+//! Beside the program runs the run's own timer: a subshell that sleeps the run's timeout
+//! (whole seconds, rounded up, and one more) and then does the same kill. The engine enforces
+//! the timeout with a kill `exec`, which cannot start when the program has filled the pids
+//! limit (a fork bomb in bash retries its forks until then); the shell's `kill` is a builtin
+//! that needs no fork. The wrapper then reports as after any run, so such a run's reason is
+//! `pids`, not `timeout`, and a persistent sandbox survives it. The timer starts after the
+//! engine's clock and a second later, so the engine's kill comes first whenever it can start;
+//! the program can end the timer (same user), which only leaves the engine's fallback, the
+//! container's kill.
 
 use warden_engine::import_guard::{self, ImportGuard};
 
 /// The wrapper script, run as `sh -c SCRIPT warden PROGRAM ARGS…`.
-const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name glen allow || exit 125
+const SCRIPT: &str = r#"IFS=' ' read -r len nonce amax name glen tmo allow || exit 125
 st=0
 if [ "$name" != / ]; then
   case "$name" in ''|*/*) exit 125;; esac
@@ -40,6 +50,7 @@ if [ "$name" != / ]; then
     mkdir /code/.warden-guard && head -c "$glen" > /code/.warden-guard/sitecustomize.py && : > /code/.warden-report || exit 125
   fi
   [ -d /workspace/output ] || mkdir /workspace/output 2>/dev/null
+  ( sleep "$tmo" && kill -KILL -1 ) </dev/null >/dev/null 2>&1 &
   if [ "$glen" -gt 0 ]; then
     PYTHONPATH=/code/.warden-guard PYTHONUSERBASE=/code/.warden-guard/no-user-site WARDEN_IMPORT_ALLOW="$allow" "$@" 3>/code/.warden-report
   else
@@ -115,12 +126,19 @@ pub fn kill_all_command() -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), "kill -KILL -1".into()]
 }
 
+/// The processes the wrapper adds beside the program for the run's own timer: its subshell
+/// and the subshell's `sleep`. The container's pids limit gets them on top of the profile's
+/// `max_pids`, so that the program keeps what it had without the timer.
+pub const TIMER_PIDS: u64 = 2;
+
 /// What goes first on the wrapper's stdin: the header line, then the code, then the import
-/// guard's source (when the run has it), then the program's own stdin.
+/// guard's source (when the run has it), then the program's own stdin. `timeout`: the run's,
+/// for the wrapper's own timer.
 pub fn stdin_payload(
     nonce: &str,
     max_artifact_bytes: u64,
     file_name: &str,
+    timeout: std::time::Duration,
     code: &[u8],
     guard: Option<&ImportGuard>,
     stdin: &[u8],
@@ -132,8 +150,11 @@ pub fn stdin_payload(
         Some(_) => (source.len(), ",".to_owned()),
         None => (0, "-".to_owned()),
     };
+    // Rounded up and a second later: the engine's deadline must come first (its relay marks
+    // the run timed out then), even when the wrapper started within the same millisecond.
+    let timer_secs = timeout.as_millis().div_ceil(1000) + 1;
     let mut out = format!(
-        "{} {nonce} {max_artifact_bytes} {file_name} {guard_len} {allow}\n",
+        "{} {nonce} {max_artifact_bytes} {file_name} {guard_len} {timer_secs} {allow}\n",
         code.len()
     )
     .into_bytes();
@@ -263,14 +284,28 @@ mod tests {
 
     #[test]
     fn payload_and_marker() {
-        let p = stdin_payload("ab", 1024, "main.py", b"print(1)", None, b"in");
-        assert_eq!(p, b"8 ab 1024 main.py 0 -\nprint(1)in");
+        let second = std::time::Duration::from_secs(1);
+        let p = stdin_payload("ab", 1024, "main.py", second, b"print(1)", None, b"in");
+        assert_eq!(p, b"8 ab 1024 main.py 0 2 -\nprint(1)in");
+        // The timer's seconds are rounded up, and one more: never before the engine's deadline.
+        let p = stdin_payload("ab", 1024, "main.py", second * 5 / 2, b"", None, b"");
+        assert_eq!(p, b"0 ab 1024 main.py 0 4 -\n");
+        let p = stdin_payload("ab", 1024, "main.py", second / 10, b"", None, b"");
+        assert_eq!(p, b"0 ab 1024 main.py 0 2 -\n");
         let guard = ImportGuard {
             allowed: vec!["math".into(), "json".into()],
         };
-        let p = stdin_payload("ab", 1024, "main.py", b"print(1)", Some(&guard), b"in");
+        let p = stdin_payload(
+            "ab",
+            1024,
+            "main.py",
+            second,
+            b"print(1)",
+            Some(&guard),
+            b"in",
+        );
         let header = format!(
-            "8 ab 1024 main.py {} math,json\n",
+            "8 ab 1024 main.py {} 2 math,json\n",
             import_guard::SOURCE.len()
         );
         assert!(p.starts_with(header.as_bytes()));

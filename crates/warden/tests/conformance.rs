@@ -486,11 +486,19 @@ async fn pids_limit_is_reason_pids(s: &Subject) -> Outcome {
         r.stdout.contains("Resource temporarily unavailable"),
         "{r:?}"
     );
-    let r = s
-        .run(s.plan("bash", "bomb() { bomb | bomb & }; bomb; sleep 1"))
-        .await;
+    // A bash bomb retries its forks and outlives the timeout while the table is full: the
+    // kill that ends it must not need a fork of its own (the docker engine's kill exec cannot
+    // start then), and the reason is still pids.
+    let r = s.run(held_bash_bomb(s)).await;
     waivable!("reason", r.reason == Reason::Pids, "{r:?}");
     Ok(())
+}
+
+/// A bash fork bomb whose first shell waits past its run's 3 s timeout.
+fn held_bash_bomb(s: &Subject) -> ExecPlan {
+    let mut plan = s.plan("bash", "bomb() { bomb | bomb & }; bomb; sleep 30");
+    plan.limits.timeout = Duration::from_secs(3);
+    plan
 }
 
 async fn output_cap_cuts_with_a_marker(s: &Subject) -> Outcome {
@@ -993,6 +1001,15 @@ async fn a_limit_in_a_sandbox_is_that_runs_reason_only(s: &Subject) -> Outcome {
     waivable!("reason", r.reason == Reason::Pids, "{r:?}");
     let r = exec_kept(sb.exec(s.plan("python", "print('fine')"), None).await);
     assert_eq!(r.reason, Reason::Exited, "{r:?}");
+    // A bomb that holds the table full until its timeout: the sandbox survives it too.
+    let r = exec_kept(sb.exec(held_bash_bomb(s), None).await);
+    waivable!("reason", r.reason == Reason::Pids, "{r:?}");
+    let r = exec_kept(sb.exec(s.plan("python", "print('fine')"), None).await);
+    assert_eq!(
+        (r.reason, r.stdout.as_str()),
+        (Reason::Exited, "fine\n"),
+        "{r:?}"
+    );
     sb.destroy().await.unwrap();
     Ok(())
 }

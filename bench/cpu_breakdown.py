@@ -3,6 +3,7 @@
 
 Usage (root, a release build):
   python3 bench/cpu_breakdown.py WARDEN [--runs 200] [--blocks 4] [--mode cli|daemon] [--clients 4]
+      [--reference "NAME=COMMAND"]
 
 `cli`: N times `WARDEN run one.py` (`print(1)`, the default profile) under `perf record -g`
 (following every child: the CLI, the jail's helper, supervisor, init and the interpreter), and
@@ -13,7 +14,9 @@ N `POST /v1/execute` of `print(1)` from CLIENTS threads on
 keep-alive connections; the bare loop the same N times. Both also record the whole machine
 (`perf record -a`) during the Warden part to count the kernel's worker threads (network
 namespace clean-up, cgroup release), which no process of the tree is charged for; other work on
-the machine shows there too, so that part is an upper bound.
+the machine shows there too, so that part is an upper bound. `--reference` replaces bare python
+with another command run the same way (e.g. bwrap running `python3 -c 'print(1)'`); the
+kernel's workers are counted on Warden's side only, so compare the trees.
 
 Prints CPU milliseconds per run by process and stage (the root-most system call of each kernel
 sample, page faults, user space by library), as a Markdown table, and the totals' ratio.
@@ -232,7 +235,10 @@ def main():
     ap.add_argument("--blocks", type=int, default=4, help="blocks of each side, alternated")
     ap.add_argument("--mode", choices=["cli", "daemon"], default="cli")
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--reference", default="bare python=/usr/bin/python3 -c 'print(1)'",
+                    help="NAME=COMMAND of the other side (a shell command line)")
     a = ap.parse_args()
+    ref_name, _, ref_cmd = a.reference.partition("=")
     work = tempfile.mkdtemp(prefix="warden-cpu-")
     one = os.path.join(work, "one.py")
     open(one, "w").write("print(1)\n")
@@ -244,10 +250,10 @@ def main():
     bare_files, tree_files, sys_files = [], [], []
     wall = 0.0
     for block in range(a.blocks):
-        # Bare python: the block's starts under perf, following children.
+        # The reference (bare python): the block's starts under perf, following children.
         bare_files.append(os.path.join(work, f"bare{block}.data"))
         stop_bare = perf_record(bare_files[-1], argv=[
-            "sh", "-c", f"for i in $(seq {per_block}); do /usr/bin/python3 -c 'print(1)' >/dev/null; done"])
+            "sh", "-c", f"for i in $(seq {per_block}); do {ref_cmd} >/dev/null; done"])
         stop_bare.wait(timeout=600)
         # Warden: its tree, and the whole machine for the kernel's workers.
         sys_files.append(os.path.join(work, f"sys{block}.data"))
@@ -276,7 +282,7 @@ def main():
     kw, kw_total = table(sys_files, runs, filter_comm=is_kworker)
     print(f"# CPU per one-shot, {a.mode} mode, {runs} runs each side in {a.blocks} alternated blocks "
           f"({wall:.1f} s for Warden's part)\n")
-    print("| process | stage | Warden ms/run | bare python ms/run |")
+    print(f"| process | stage | Warden ms/run | {ref_name} ms/run |")
     print("|---|---|---:|---:|")
     keys = sorted(set(tree) | set(bare), key=lambda k: -(tree.get(k, 0)))
     for k in keys:
@@ -287,7 +293,7 @@ def main():
         if kw[k] >= 0.05:
             print(f"| {k[0]} (whole machine) | {k[1]} | {kw[k]:.2f} | |")
     print(f"| **total** | | **{tree_total + kw_total:.2f}** ({tree_total:.2f} in the tree) | **{bare_total:.2f}** |")
-    print(f"\nWarden / bare CPU per run: {(tree_total + kw_total) / bare_total:.2f} "
+    print(f"\nWarden / {ref_name} CPU per run: {(tree_total + kw_total) / bare_total:.2f} "
           f"(the tree alone {tree_total / bare_total:.2f})")
     shutil.rmtree(work, ignore_errors=True)
 

@@ -182,11 +182,6 @@ impl DockerBackend {
         };
         vec![
             u(
-                "memory_limit_is_reason_memory",
-                Some("reason"),
-                "gVisor does not show the cgroup's OOM-kill counter inside the sandbox: a run ended by the memory limit (which the host cgroup enforces) is reported as reason signal",
-            ),
-            u(
                 "a_limit_in_a_sandbox_is_that_runs_reason_only",
                 Some("exec"),
                 "under gVisor the memory limit is the runtime's too: a memory bomb in a persistent sandbox can end the whole container (\"No such exec instance\" on the next exec)",
@@ -194,7 +189,7 @@ impl DockerBackend {
             u(
                 "a_limit_in_a_sandbox_is_that_runs_reason_only",
                 Some("reason"),
-                "under gVisor the memory and pids reasons are not reported (see memory_limit_is_reason_memory and pids_limit_is_reason_pids)",
+                "under gVisor a persistent sandbox's run is not given the memory reason (the host's OOM kill ends the container, see this case's exec check) nor the pids reason (see pids_limit_is_reason_pids)",
             ),
             u(
                 "pids_limit_is_reason_pids",
@@ -731,6 +726,7 @@ type Finished = (ExecResult, (u64, u64), Option<Vec<u8>>);
 fn finish(
     relayed: Relayed,
     exit: Option<i64>,
+    engine_oom: bool,
     limits: &Limits,
     started: Instant,
     counters_before: (u64, u64),
@@ -784,7 +780,15 @@ fn finish(
             }
         }
         return Ok((
-            assemble(relayed, exit, started, false, false, Vec::new(), Vec::new()),
+            assemble(
+                relayed,
+                exit,
+                started,
+                engine_oom,
+                false,
+                Vec::new(),
+                Vec::new(),
+            ),
             counters_before,
             None,
         ));
@@ -1087,12 +1091,16 @@ impl Backend for DockerBackend {
             sh.kill_container(&name).await;
         }
         let exit = wait_exit(sh, docker, &name).await;
+        // Without the wrapper's report, the engine's word on the memory limit: gVisor's
+        // runtime is in the container's cgroup, so the host's OOM killer ends the whole
+        // sandbox, counters and wrapper with it.
+        let engine_oom = relayed.report.is_none() && oom_killed(sh, docker, &name).await;
         // The program has ended: the gateway's last events, open connections with theirs.
         let egress = match guard.keeper.as_mut() {
             Some(k) => k.egress_report(true, sh.settings.call_timeout).await,
             None => Default::default(),
         };
-        let outcome = finish(relayed, exit, &plan.limits, started, (0, 0));
+        let outcome = finish(relayed, exit, engine_oom, &plan.limits, started, (0, 0));
         let removed = sh.remove(&name).await;
         guard.name = None;
         let uid = guard.uid.take();
@@ -1447,6 +1455,21 @@ impl DockerBackend {
     }
 }
 
+/// Whether the engine saw the container's cgroup run out of memory (`State.OOMKilled`: an OOM
+/// kill anywhere in it). False when it cannot say (the container is gone, the call failed).
+async fn oom_killed(sh: &Shared, docker: &Docker, name: &str) -> bool {
+    sh.call(
+        "inspect container",
+        name,
+        docker.inspect_container(name, None),
+    )
+    .await
+    .ok()
+    .and_then(|i| i.state)
+    .and_then(|s| s.oom_killed)
+    .unwrap_or(false)
+}
+
 /// Waits for a container to stop and returns its exit status.
 async fn wait_exit(sh: &Shared, docker: &Docker, name: &str) -> Option<i64> {
     let mut stream = docker.wait_container(
@@ -1708,7 +1731,7 @@ impl DockerSandbox {
             Err(DockerError::ContainerGone { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let finished = finish(relayed, exit, &plan.limits, started, state.counters);
+        let finished = finish(relayed, exit, false, &plan.limits, started, state.counters);
         if let Err(DockerError::RuntimeFailed { .. }) = &finished {
             // The run's processes may outlive the runtime's failed wait: none is left running.
             sh.kill_processes(&self.name, self.user, KillRefused::KillContainer)
@@ -2095,6 +2118,7 @@ mod tests {
             match finish(
                 unreported(stderr),
                 Some(exit),
+                false,
                 &limits,
                 Instant::now(),
                 (0, 0),
@@ -2122,6 +2146,7 @@ mod tests {
         let (r, _, _) = finish(
             unreported(b""),
             Some(137),
+            false,
             &crate::plan::tests::limits(),
             Instant::now(),
             (0, 0),
@@ -2131,9 +2156,24 @@ mod tests {
             (r.exit_code, r.signal, r.reason),
             (None, Some(9), Reason::Signal)
         );
+        // The same end with the engine's OOM kill (gVisor's sandbox ended whole) is memory.
+        let (r, _, _) = finish(
+            unreported(b""),
+            Some(137),
+            true,
+            &crate::plan::tests::limits(),
+            Instant::now(),
+            (0, 0),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.exit_code, r.signal, r.reason),
+            (None, Some(9), Reason::Memory)
+        );
         let (r, _, _) = finish(
             unreported(b""),
             None,
+            false,
             &crate::plan::tests::limits(),
             Instant::now(),
             (0, 0),

@@ -2142,43 +2142,23 @@ mod tests {
 
     #[test]
     fn a_wrapper_killed_by_a_signal_is_the_programs_result() {
+        let limits = crate::plan::tests::limits();
+        let ended = |exit, engine_oom| {
+            let (r, _, _) = finish(
+                unreported(b""),
+                exit,
+                engine_oom,
+                &limits,
+                Instant::now(),
+                (0, 0),
+            )
+            .unwrap();
+            (r.exit_code, r.signal, r.reason)
+        };
         // The program may kill its wrapper (`kill -9 -1`); the OOM killer may too.
-        let (r, _, _) = finish(
-            unreported(b""),
-            Some(137),
-            false,
-            &crate::plan::tests::limits(),
-            Instant::now(),
-            (0, 0),
-        )
-        .unwrap();
-        assert_eq!(
-            (r.exit_code, r.signal, r.reason),
-            (None, Some(9), Reason::Signal)
-        );
+        assert_eq!(ended(Some(137), false), (None, Some(9), Reason::Signal));
         // The same end with the engine's OOM kill (gVisor's sandbox ended whole) is memory.
-        let (r, _, _) = finish(
-            unreported(b""),
-            Some(137),
-            true,
-            &crate::plan::tests::limits(),
-            Instant::now(),
-            (0, 0),
-        )
-        .unwrap();
-        assert_eq!(
-            (r.exit_code, r.signal, r.reason),
-            (None, Some(9), Reason::Memory)
-        );
-        let (r, _, _) = finish(
-            unreported(b""),
-            None,
-            false,
-            &crate::plan::tests::limits(),
-            Instant::now(),
-            (0, 0),
-        )
-        .unwrap();
-        assert_eq!((r.exit_code, r.signal), (None, Some(9)));
+        assert_eq!(ended(Some(137), true), (None, Some(9), Reason::Memory));
+        assert_eq!(ended(None, false), (None, Some(9), Reason::Signal));
     }
 }

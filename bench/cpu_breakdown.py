@@ -247,14 +247,14 @@ def main():
         per_block = per_block // a.clients * a.clients
     runs = per_block * a.blocks
     daemon = Daemon(a.warden, work) if a.mode == "daemon" else None
-    bare_files, tree_files, sys_files = [], [], []
+    ref_files, tree_files, sys_files = [], [], []
     wall = 0.0
     for block in range(a.blocks):
-        # The reference (bare python): the block's starts under perf, following children.
-        bare_files.append(os.path.join(work, f"bare{block}.data"))
-        stop_bare = perf_record(bare_files[-1], argv=[
+        # The reference (bare python by default): the block's starts under perf, following children.
+        ref_files.append(os.path.join(work, f"ref{block}.data"))
+        stop_ref = perf_record(ref_files[-1], argv=[
             "sh", "-c", f"for i in $(seq {per_block}); do {ref_cmd} >/dev/null; done"])
-        stop_bare.wait(timeout=600)
+        stop_ref.wait(timeout=600)
         # Warden: its tree, and the whole machine for the kernel's workers.
         sys_files.append(os.path.join(work, f"sys{block}.data"))
         tree_files.append(os.path.join(work, f"tree{block}.data"))
@@ -277,24 +277,24 @@ def main():
     if daemon is not None:
         daemon.stop()
 
-    bare, bare_total = table(bare_files, runs)
+    ref, ref_total = table(ref_files, runs)
     tree, tree_total = table(tree_files, runs)
     kw, kw_total = table(sys_files, runs, filter_comm=is_kworker)
     print(f"# CPU per one-shot, {a.mode} mode, {runs} runs each side in {a.blocks} alternated blocks "
           f"({wall:.1f} s for Warden's part)\n")
     print(f"| process | stage | Warden ms/run | {ref_name} ms/run |")
     print("|---|---|---:|---:|")
-    keys = sorted(set(tree) | set(bare), key=lambda k: -(tree.get(k, 0)))
+    keys = sorted(set(tree) | set(ref), key=lambda k: -(tree.get(k, 0)))
     for k in keys:
-        if tree.get(k, 0) < 0.05 and bare.get(k, 0) < 0.05:
+        if tree.get(k, 0) < 0.05 and ref.get(k, 0) < 0.05:
             continue
-        print(f"| {k[0]} | {k[1]} | {tree.get(k, 0):.2f} | {bare.get(k, 0):.2f} |")
+        print(f"| {k[0]} | {k[1]} | {tree.get(k, 0):.2f} | {ref.get(k, 0):.2f} |")
     for k in sorted(kw, key=lambda k: -kw[k]):
         if kw[k] >= 0.05:
             print(f"| {k[0]} (whole machine) | {k[1]} | {kw[k]:.2f} | |")
-    print(f"| **total** | | **{tree_total + kw_total:.2f}** ({tree_total:.2f} in the tree) | **{bare_total:.2f}** |")
-    print(f"\nWarden / {ref_name} CPU per run: {(tree_total + kw_total) / bare_total:.2f} "
-          f"(the tree alone {tree_total / bare_total:.2f})")
+    print(f"| **total** | | **{tree_total + kw_total:.2f}** ({tree_total:.2f} in the tree) | **{ref_total:.2f}** |")
+    print(f"\nWarden / {ref_name} CPU per run: {(tree_total + kw_total) / ref_total:.2f} "
+          f"(the tree alone {tree_total / ref_total:.2f})")
     shutil.rmtree(work, ignore_errors=True)
 
 if __name__ == "__main__":

@@ -1088,6 +1088,12 @@ impl Backend for DockerBackend {
         .await;
         writer.abort();
         if !relayed.ended {
+            // Said, as for a persistent sandbox: since a kill exec the engine could not start
+            // is left to the wrapper's timer, this is where such a run's container ends.
+            eprintln!(
+                "warden: docker: the run in {name} did not end within {}s of its kill; killing the container",
+                relay::GRACE.as_secs()
+            );
             sh.kill_container(&name).await;
         }
         let exit = wait_exit(sh, docker, &name).await;

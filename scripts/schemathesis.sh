@@ -73,6 +73,10 @@ set -e
 sed -n '/^=* SUMMARY =*$/,$p' "$work/st.log"
 if [ "$rc" -ne 0 ]; then
   sed -n '/^=* FAILURES =*$/,/^=* SUMMARY =*$/p' "$work/st.log" | head -n 300
+  # The daemon's own account of what failed (a 500 says only "see the server's log"); the
+  # scratch folder goes with the cleanup.
+  echo "schemathesis: the daemon's log, its last error lines:" >&2
+  grep -E '^warden( serve)?:' "$work/daemon.log" | grep -v 'listening on' | tail -n 60 >&2 || true
 fi
 if grep -q 'panicked' "$work/daemon.log"; then
   echo "schemathesis: the daemon panicked:" >&2

@@ -92,7 +92,9 @@ pub enum BackendError {
     #[error("{0}")]
     Command(String),
     /// A limit of the sandbox (as its creator set it: memory, pids, the timeout) stopped what
-    /// had to start, e.g. a context's interpreter: the caller's to change, not a failure.
+    /// had to start or finish, e.g. a context's interpreter, or the save of its state (which
+    /// runs the context's own code, and which that code can end): the caller's to change, not
+    /// a failure.
     #[error("{0}")]
     Limit(String),
     /// Something of the sandbox's holds it now — an execution's turn, a process the freezer

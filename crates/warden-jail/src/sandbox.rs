@@ -120,7 +120,10 @@ fn state_file(id: &str) -> Result<WorkspacePath, BackendError> {
 /// error, or a context that died on the way). The state file is in the workspace, so what the
 /// user put there can be in its way (a file named `.warden`, a folder at the state's path, a
 /// folder made read-only): that is the caller's to move, said with the path, as is a limit of
-/// the workspace that the state ran into.
+/// the workspace that the state ran into. A save runs the context's own code (a value's
+/// `__reduce__`) under the sandbox's limits: a limit that stops it, or an interpreter that ends
+/// during it, is the caller's to change (a limit, never an internal error), and says whether the
+/// context's variables are still there.
 fn state_report<T: serde::de::DeserializeOwned>(
     end: CellEnd,
     id: &str,
@@ -129,8 +132,9 @@ fn state_report<T: serde::de::DeserializeOwned>(
     let result = match end {
         CellEnd::Alive(result) => result,
         CellEnd::Died(result) => {
-            return Err(BackendError::Internal(format!(
-                "the context's interpreter ended during the {what} ({:?})",
+            return Err(BackendError::Limit(format!(
+                "context {id:?}'s interpreter ended during the {what} of its state (reason {}): \
+                 its variables are lost, and its next cell starts afresh",
                 result.reason
             )));
         }
@@ -138,6 +142,17 @@ fn state_report<T: serde::de::DeserializeOwned>(
     if let Some(error) = result.cell.error {
         let (name, value) = (error.name.as_str(), error.value.as_str());
         let at = format!(".warden/{id}.state");
+        if result.reason.is_limit() || name == "MemoryError" {
+            let limit = if name == "MemoryError" {
+                "memory".into()
+            } else {
+                result.reason.to_string()
+            };
+            return Err(BackendError::Limit(format!(
+                "the sandbox's {limit} limit stopped the {what} of context {id:?}'s state \
+                 ({name}); the context goes on with its variables"
+            )));
+        }
         return Err(match name {
             "FileExistsError" | "NotADirectoryError" | "IsADirectoryError" | "PermissionError" => {
                 BackendError::BadPath(format!(

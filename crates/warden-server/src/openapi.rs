@@ -284,7 +284,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation {
         method: "post",
         path: "/v1/sandboxes/{id}/pause",
-        summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs, or when one of its processes cannot be stopped now: retry). With `evict`, its Python contexts are saved and their interpreters ended",
+        summary: "Pause a sandbox: its processes frozen, files and contexts kept; its next use resumes it (409 while an execution runs, or when one of its processes cannot be stopped now: retry). With `evict`, its Python contexts are saved and their interpreters ended (422 when a limit, the timeout among them, stops a save)",
         request: Body::OptionalJson(schema::<crate::sandboxes::PauseBody>),
         status: 200,
         response: Body::Json(schema::<warden_types::Paused>),

@@ -19,6 +19,11 @@ timeout_seconds = 20
 max_memory_mb = 160
 enabled_policies = []
 
+[sandbox.profiles.brief]
+timeout_seconds = 2
+max_memory_mb = 160
+enabled_policies = []
+
 [sandbox.profiles.napper]
 timeout_seconds = 20
 max_memory_mb = 160
@@ -510,4 +515,78 @@ fn an_evicting_pause_whose_state_path_the_user_took_is_refused_naming_it() {
     );
     assert_eq!(status, 200, "{v}");
     assert_eq!(names(&v["evicted"][0]["saved"]), ["os", "x"], "{v}");
+}
+
+/// A save runs the context's own code (a value's `__reduce__`) under the sandbox's limits. A
+/// limit that stops it, or code that ends the interpreter during it, refuses the pause as a
+/// limit (422, naming the context and why), never an internal error (CI's schemathesis saw a 500
+/// from an evicting pause on a loaded machine); it says whether the variables are still there,
+/// and they are when it says so.
+#[test]
+fn an_evicting_pause_stopped_by_a_limit_or_by_the_context_is_a_limit_that_says_what_is_lost() {
+    let _one_at_a_time = serial();
+    require_root!();
+    let (server, _dir) = start();
+    let addr = server.addr.as_str();
+    let pause = |id: &str| {
+        call(
+            addr,
+            "POST",
+            &format!("/v1/sandboxes/{id}/pause"),
+            r#"{"evict": true}"#,
+        )
+    };
+
+    // The timeout (2 s) interrupts a save that sleeps: the interpreter goes on with its state.
+    let id = create(addr, "brief");
+    let slow = "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(30)\n        return (int, ())\nslow = Slow()\nx = 7";
+    cell(addr, &id, slow);
+    let (status, v) = pause(&id);
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (422, Some("limit_exceeded")),
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("timeout")
+            && message.contains("\"default\"")
+            && message.contains("goes on"),
+        "{message}"
+    );
+    assert_eq!(state(addr, &id), "running");
+    let out = cell(addr, &id, "del slow\nprint(x)");
+    assert_eq!(out["stdout"], "7\n", "{out}");
+    assert_ne!(out["context_restarted"], true, "{out}");
+    // Without the slow value, the same pause saves.
+    let (status, v) = pause(&id);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        names(&v["evicted"][0]["saved"]),
+        ["Slow", "time", "x"],
+        "{v}"
+    );
+
+    // A value whose pickling ends the interpreter: its state is lost, and the answer says so.
+    let id = create(addr, "ctx");
+    cell(
+        addr,
+        &id,
+        "import os\nclass Gone:\n    def __reduce__(self):\n        os._exit(3)\ngone = Gone()\ny = 1",
+    );
+    let (status, v) = pause(&id);
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (422, Some("limit_exceeded")),
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"default\"") && message.contains("lost"),
+        "{message}"
+    );
+    assert_eq!(state(addr, &id), "running");
+    let out = cell(addr, &id, "print('y' in globals())");
+    assert_eq!(out["stdout"], "False\n", "{out}");
+    assert_eq!(out["context_restarted"], true, "{out}");
 }

@@ -848,14 +848,25 @@ impl BackendSandbox for JailSandbox {
     }
 
     /// The eviction's save ([`save_state`]) with the interpreter left running; a paused
-    /// sandbox is thawed for it and frozen again after.
+    /// sandbox is thawed for it and frozen again after, with the turn held alone: a use beside
+    /// it (a cell, an eviction, another copy's save) would find the sandbox thawed, run, and be
+    /// frozen under it by the save's freeze (CI's schemathesis saw an evicting pause beside a
+    /// fork wait out its timeout, grace and margin, then fail). A running sandbox's save shares
+    /// the turn, as a cell does.
     async fn save_context(&self, id: &str, timeout: Duration) -> Result<Eviction, BackendError> {
-        let _turn = self.turns.read().await;
+        // No pause comes while a share is held (it needs the turn alone), so a sandbox running
+        // now runs until the save is done.
+        let mut shared = Some(self.turns.read().await);
+        let mut alone = None;
+        if self.paused.load(std::sync::atomic::Ordering::Acquire) {
+            drop(shared.take());
+            alone = Some(self.turns.write().await);
+        }
+        let was_paused = alone.is_some() && self.paused.load(std::sync::atomic::Ordering::Acquire);
         let slot = self.context_slot(id)?;
         // Thawed (and frozen again) without this context's slot locked: `set_frozen` locks
         // every slot in turn, this one included (a save of a paused sandbox's context waited
-        // on itself for ever). No pause comes between: it needs the turn alone.
-        let was_paused = self.paused.load(std::sync::atomic::Ordering::Acquire);
+        // on itself for ever).
         if was_paused {
             self.set_frozen(false).await?;
         }

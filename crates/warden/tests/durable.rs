@@ -1049,3 +1049,68 @@ fn an_evicted_contexts_state_comes_back_after_a_kill_9_and_never_lingers() {
     let files = listing(&addr, &id);
     assert!(!files.contains(".state"), "a state file lingers: {files}");
 }
+
+/// A paused sandbox's contexts are thawed for a copy's save (a snapshot's, a fork's) and frozen
+/// again: a use beside it (a cell, an evicting pause) waits for that and never runs on a
+/// sandbox frozen under it. CI's schemathesis saw an evicting pause beside a fork answer 500
+/// after 14 s: the fork's freeze came during the eviction's save, which then waited out its
+/// timeout, the grace and the helper's margin.
+#[test]
+fn a_use_beside_a_paused_sandboxs_copy_is_never_frozen_under_it() {
+    require_root!();
+    let place = Place::new();
+    let server = place.serve(&common::warden());
+    let addr = server.addr.clone();
+    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    // A state that takes a moment to save, so that the use comes during it.
+    cell_in(&addr, &id, "default", "ballast = bytes(6 << 20)\nx = 1");
+    let (status, other) = post_to(&addr, &id, "contexts", "{}");
+    assert_eq!(status, 201, "{other}");
+    let other = other["id"].as_str().unwrap().to_owned();
+    cell_in(&addr, &id, &other, "import time\ny = 2");
+
+    for round in 0..4u64 {
+        let (status, v) = post_to(&addr, &id, "pause", "{}");
+        assert_eq!(status, 200, "{v}");
+        std::thread::scope(|s| {
+            let copy = s.spawn(|| {
+                if round % 2 == 0 {
+                    let body = format!(r#"{{"name": "beside-{round}"}}"#);
+                    post_to(&addr, &id, "snapshot", &body)
+                } else {
+                    post_to(&addr, &id, "fork", r#"{"count": 1}"#)
+                }
+            });
+            std::thread::sleep(Duration::from_millis(10 * round));
+            let out = cell_in(&addr, &id, &other, "time.sleep(0.5)\nprint(y)");
+            assert_eq!(
+                (out["stdout"].as_str(), out["reason"].as_str()),
+                (Some("2\n"), Some("exited")),
+                "round {round}: {out}"
+            );
+            let (status, v) = copy.join().unwrap();
+            assert_eq!(status, 201, "round {round}: {v}");
+        });
+    }
+
+    // The case CI saw: an evicting pause beside a fork of the paused sandbox.
+    let (status, v) = post_to(&addr, &id, "pause", "{}");
+    assert_eq!(status, 200, "{v}");
+    std::thread::scope(|s| {
+        let fork = s.spawn(|| post_to(&addr, &id, "fork", r#"{"count": 1}"#));
+        std::thread::sleep(Duration::from_millis(10));
+        // The fork may hold the turn when the pause comes: that is 409, to retry (documented).
+        let (status, v) = post_to(&addr, &id, "pause", r#"{"evict": true}"#);
+        assert!(
+            status == 200 || (status, v["error"]["code"].as_str()) == (409, Some("sandbox_busy")),
+            "{status} {v}"
+        );
+        let (status, v) = fork.join().unwrap();
+        assert_eq!(status, 201, "{v}");
+    });
+    let (status, v) = post_to(&addr, &id, "pause", r#"{"evict": true}"#);
+    assert_eq!(status, 200, "{v}");
+    let out = cell_in(&addr, &id, "default", "print(x, len(ballast))");
+    assert_eq!(out["stdout"], format!("1 {}\n", 6 << 20), "{out}");
+}

@@ -32,6 +32,12 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 use warden_types::{CellOutput, ExecResult, Reason};
 
+/// How long init's report of the driver's exit is awaited once the driver's replies have ended,
+/// before the sandbox is killed. The driver's exit closes its replies before init can reap it
+/// and report: a kill at the replies' end raced that report, and an `os._exit(3)` was told as
+/// killed by signal 9. A driver that closes its replies and goes on is killed after it.
+const REPLIES_ENDED_GRACE: Duration = Duration::from_secs(1);
+
 /// The largest reply the driver may send, bytes, beyond the plan's output and artifact caps
 /// (rich outputs such as PNGs travel in replies).
 const REPLY_SLACK: u64 = 1024 * 1024;
@@ -313,6 +319,9 @@ struct Session<'a, W: Write> {
     kept: Kept,
     /// Set once the sandbox is on its way out (the program exited or was killed).
     ending: bool,
+    /// The driver's replies ended (see [`REPLIES_ENDED_GRACE`]): by this instant init has
+    /// reported the program's end, or the sandbox is killed.
+    replies_ended: Option<Instant>,
     killed: bool,
     init_exited: bool,
     status_ready: bool,
@@ -392,6 +401,7 @@ fn run<W: Write>(
         guard_installed: false,
         refused: None,
         ending: false,
+        replies_ended: None,
         killed: false,
         init_exited: false,
         status_ready: false,
@@ -491,12 +501,13 @@ impl<W: Write> Session<'_, W> {
             let now = Instant::now();
             let deadline = if self.ending {
                 None
-            } else if let Some(cell) = &self.cell {
-                Some(cell.deadline)
-            } else if !self.ready {
-                Some(startup_deadline)
             } else {
-                None
+                let step = match &self.cell {
+                    Some(cell) => Some(cell.deadline),
+                    None if !self.ready => Some(startup_deadline),
+                    None => None,
+                };
+                step.into_iter().chain(self.replies_ended).min()
             };
             let wait_ms = if self.ending {
                 // Every writer is dead or dying: the pipes drain to their end.
@@ -532,7 +543,11 @@ impl<W: Write> Session<'_, W> {
                 if let Some(d) = deadline
                     && Instant::now() >= d
                 {
-                    self.deadline_passed(startup_deadline)?;
+                    if self.replies_ended.is_some_and(|end| Instant::now() >= end) {
+                        self.kill();
+                    } else {
+                        self.deadline_passed(startup_deadline)?;
+                    }
                 }
                 continue;
             }
@@ -749,10 +764,11 @@ impl<W: Write> Session<'_, W> {
         match sys::read(fd.as_fd(), buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Ok(0) | Err(_) => {
-                // The driver can no longer answer: the context is broken.
+                // The driver can no longer answer: the context is over. Its exit is the usual
+                // cause, and init's report of it comes next.
                 self.replies = None;
                 if !self.ending {
-                    self.kill();
+                    self.replies_ended = Some(Instant::now() + REPLIES_ENDED_GRACE);
                 }
                 return Ok(());
             }

@@ -211,6 +211,9 @@ fn an_audit_log_that_cannot_be_opened_stops_the_start() {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            // Its own: the default one may be held by a daemon running on this machine.
+            "--data-dir",
+            dir.path().to_str().unwrap(),
         ])
         .output()
         .unwrap();

@@ -347,6 +347,37 @@ fn an_interpreter_that_dies_between_cells_is_replaced_and_the_next_cell_says_so(
     });
 }
 
+/// An interpreter that exits in a cell is reported with its own exit status, every time. Its
+/// exit closes its replies before init can reap it and report; the helper killed the sandbox at
+/// the replies' end, and under load `os._exit(3)` came back as signal 9 about one time in three.
+/// A driver that closes its replies and goes on is still ended, a moment later.
+#[test]
+fn an_interpreter_that_exits_in_a_cell_is_reported_with_its_own_exit_status() {
+    require_root!();
+    common::runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-exit-status", 128).await;
+        sb.create_context(spec("c", 128)).await.unwrap();
+        for round in 0..20 {
+            let r = run(&sb, "c", "import os\nos._exit(3)").await;
+            assert_eq!(
+                (r.exit_code, r.signal, r.reason),
+                (Some(3), None, Reason::Exited),
+                "round {round}: {r:?}"
+            );
+            assert_eq!(r.cell.context_restarted, Some(true), "{r:?}");
+        }
+        let started = Instant::now();
+        let r = run(&sb, "c", "import os, time\nos.close(3)\ntime.sleep(30)").await;
+        assert!(started.elapsed() < Duration::from_secs(10), "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(true), "{r:?}");
+        let r = run(&sb, "c", "1 + 1").await;
+        assert_eq!(r.cell.text.as_deref(), Some("2"), "{r:?}");
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}
+
 fn js_spec(id: &str, memory_mb: u64) -> ContextSpec {
     ContextSpec {
         import_guard: None,

@@ -95,9 +95,10 @@ pub struct JailSandbox {
 struct ContextSlot {
     spec: ContextSpec,
     live: Option<JailContext>,
-    /// The import guard ended the last cell's interpreter: the next cell's result says that
-    /// the context was restarted.
-    refused_last: bool,
+    /// The interpreter ended where no cell's result could say so (the import guard's refusal
+    /// of a cell, a save it did not survive): the next cell's result says that the context was
+    /// restarted.
+    restart_untold: bool,
     /// Evicted: no interpreter, its state saved at [`state_path`]; the next cell or
     /// `restore_context` starts one and loads it.
     evicted: bool,
@@ -512,8 +513,17 @@ async fn save_state(
     };
     let end = live
         .exec(&state_request(StateOp::SaveState, id, timeout), None)
-        .await?;
-    state_report(end, id, "save").map(Some)
+        .await;
+    if !matches!(end, Ok(CellEnd::Alive(_))) {
+        // Its interpreter is gone (or its helper broke): out of the slot now, so that the
+        // next cell starts a fresh one and says so, rather than finding a helper on its way
+        // out (a cell sent to it was a 500).
+        if let Some(gone) = slot.live.take() {
+            gone.kill().await;
+        }
+        slot.restart_untold = true;
+    }
+    state_report(end?, id, "save").map(Some)
 }
 
 /// The request that saves or restores a context's state (`code` is the state's path).
@@ -654,7 +664,7 @@ impl BackendSandbox for JailSandbox {
         let slot = ContextSlot {
             spec,
             live: Some(live),
-            refused_last: false,
+            restart_untold: false,
             evicted: false,
         };
         // Another create of the same id may have run beside this one (turns are shared).
@@ -693,7 +703,7 @@ impl BackendSandbox for JailSandbox {
         let known_outputs = blocking(move || Ok(workspace.output_stamps())).await?;
         // An interpreter that died since the last cell (its state is gone) is replaced first,
         // and the result says so.
-        let mut restarted = std::mem::take(&mut slot.refused_last);
+        let mut restarted = std::mem::take(&mut slot.restart_untold);
         if let Some(live) = slot.live.as_mut()
             && !live.is_alive()
         {
@@ -771,7 +781,7 @@ impl BackendSandbox for JailSandbox {
                     live.kill().await;
                 }
                 if matches!(e, BackendError::ImportRefused(_)) {
-                    slot.refused_last = true;
+                    slot.restart_untold = true;
                     // The guard ended the interpreter (its state is gone): a fresh one now,
                     // so that the next cell finds it, as after any death of the interpreter.
                     match self.start_context(&slot.spec).await {
@@ -926,7 +936,7 @@ impl BackendSandbox for JailSandbox {
             Arc::new(tokio::sync::Mutex::new(ContextSlot {
                 spec,
                 live: None,
-                refused_last: false,
+                restart_untold: false,
                 evicted: true,
             })),
         );

@@ -322,6 +322,11 @@ struct Session<'a, W: Write> {
     /// The driver's replies ended (see [`REPLIES_ENDED_GRACE`]): by this instant init has
     /// reported the program's end, or the sandbox is killed.
     replies_ended: Option<Instant>,
+    /// Why the ready driver's replies broke the protocol (malformed, out of turn). The driver
+    /// runs in the user's interpreter, so a cell's code can break it (replace `json.dumps`,
+    /// write to its descriptor): the sandbox is killed and the final result says so, as the
+    /// interpreter's end, not as a failure of Warden's.
+    broken: Option<String>,
     killed: bool,
     init_exited: bool,
     status_ready: bool,
@@ -402,6 +407,7 @@ fn run<W: Write>(
         refused: None,
         ending: false,
         replies_ended: None,
+        broken: None,
         killed: false,
         init_exited: false,
         status_ready: false,
@@ -778,10 +784,7 @@ impl<W: Write> Session<'_, W> {
             let message = match self.reply_reader.next() {
                 Ok(Some(m)) => m,
                 Ok(None) => return Ok(()),
-                Err(e) => {
-                    self.kill();
-                    return Err(e);
-                }
+                Err(e) => return self.broke(e),
             };
             if self.ending {
                 // A reply that raced with the kill: the session's final frame reports the cell.
@@ -814,13 +817,23 @@ impl<W: Write> Session<'_, W> {
                     self.finish_cell(output, buf)?;
                 }
                 _ => {
-                    self.kill();
-                    return Err(SessionError::Protocol(
+                    return self.broke(SessionError::Protocol(
                         "a reply from the interpreter out of turn".into(),
                     ));
                 }
             }
         }
+    }
+
+    /// The driver's replies broke the protocol: the sandbox is killed. Before the driver is
+    /// ready that is the session's error (no user code has run); after, see [`Self::broken`].
+    fn broke(&mut self, e: SessionError) -> Result<(), SessionError> {
+        self.kill();
+        if !self.ready {
+            return Err(e);
+        }
+        self.broken = Some(e.to_string());
+        Ok(())
     }
 
     fn finish_cell(&mut self, mut output: CellOutput, buf: &mut [u8]) -> Result<(), SessionError> {
@@ -912,6 +925,18 @@ impl<W: Write> Session<'_, W> {
             Some(scratch) => artifacts::collect(scratch.as_fd(), &self.plan.limits, &known),
             None => (Vec::new(), Vec::new()),
         };
+        let output = CellOutput {
+            error: self.broken.take().map(|why| warden_types::CellError {
+                name: "DriverBroken".into(),
+                value: format!(
+                    "the interpreter's reply to Warden broke its protocol ({why}); a cell's code \
+                     can do that (the driver runs in the same interpreter), so the context was \
+                     ended, and its next cell starts afresh"
+                ),
+                traceback: String::new(),
+            }),
+            ..CellOutput::default()
+        };
         let result = self.result(
             exit_code,
             signal,
@@ -919,7 +944,7 @@ impl<W: Write> Session<'_, W> {
             start.elapsed(),
             artifacts,
             skipped,
-            CellOutput::default(),
+            output,
         );
         let payload = serde_json::to_vec(&result)
             .map_err(|e| SessionError::Protocol(format!("encode result: {e}")))?;

@@ -383,6 +383,36 @@ fn an_interpreter_that_exits_in_a_cell_is_reported_with_its_own_exit_status() {
     });
 }
 
+/// The driver runs in the user's interpreter, so a cell can break its replies (here by
+/// replacing `json.dumps`, which the driver answers with). That ends the context, as the
+/// interpreter's end with an error that says why, never as a failure of Warden's (it was a
+/// 500); the next cell starts afresh.
+#[test]
+fn a_cell_that_breaks_the_drivers_replies_ends_its_context_and_says_why() {
+    require_root!();
+    common::runtime().block_on(async {
+        let b = backend();
+        let sb = sandbox(&b, "ctx-broken-driver", 128).await;
+        sb.create_context(spec("c", 128)).await.unwrap();
+        run(&sb, "c", "x = 1").await;
+        let r = run(
+            &sb,
+            "c",
+            "import json\njson.dumps = lambda *a, **k: 'garbage'\nprint('patched')",
+        )
+        .await;
+        let error = r.cell.error.as_ref().expect("an error");
+        assert_eq!(error.name, "DriverBroken", "{r:?}");
+        assert!(error.value.contains("malformed"), "{r:?}");
+        assert_eq!(r.cell.context_restarted, Some(true), "{r:?}");
+        assert_eq!(r.stdout, "patched\n", "{r:?}");
+        let r = run(&sb, "c", "'x' in globals()").await;
+        assert_eq!(r.cell.text.as_deref(), Some("False"), "{r:?}");
+        sb.destroy().await.unwrap();
+        no_stale_cgroups();
+    });
+}
+
 fn js_spec(id: &str, memory_mb: u64) -> ContextSpec {
     ContextSpec {
         import_guard: None,

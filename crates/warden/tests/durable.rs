@@ -274,9 +274,7 @@ fn a_full_durable_workspace_stays_full_and_takes_nothing_more_of_the_disk() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (status, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    assert_eq!(status, 201, "{made}");
-    let id = made["id"].as_str().unwrap().to_owned();
+    let id = create(&addr);
     let image = place
         .data()
         .join("sandboxes")
@@ -343,9 +341,7 @@ fn destroying_a_durable_sandbox_leaves_nothing_on_disk() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (status, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    assert_eq!(status, 201, "{made}");
-    let id = made["id"].as_str().unwrap().to_owned();
+    let id = create(&addr);
     let out = exec(
         &addr,
         &id,
@@ -374,8 +370,7 @@ fn destroying_a_durable_sandbox_leaves_nothing_on_disk() {
         .collect();
     assert!(left.is_empty(), "left in the data directory: {left:?}");
     // A daemon stopped cleanly keeps a durable sandbox (an upgrade), and lets go of its image.
-    let (status, made) = call(&server.addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    assert_eq!(status, 201, "{made}");
+    let kept = create(&server.addr);
     let mut server = server;
     let pid = server.child.id().to_string();
     assert!(
@@ -394,7 +389,7 @@ fn destroying_a_durable_sandbox_leaves_nothing_on_disk() {
         &server.addr,
         ALICE,
         "GET",
-        &format!("/v1/sandboxes/{}", made["id"].as_str().unwrap()),
+        &format!("/v1/sandboxes/{kept}"),
         "",
     );
     assert_eq!(status, 200);
@@ -441,9 +436,7 @@ fn a_full_disk_under_the_data_directory_fails_clearly_and_loses_nothing() {
     let addr = server.addr.clone();
     let mut kept = Vec::new();
     for n in 0..2 {
-        let (status, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-        assert_eq!(status, 201, "{made}");
-        let id = made["id"].as_str().unwrap().to_owned();
+        let id = create(&addr);
         let out = exec(
             &addr,
             &id,
@@ -556,8 +549,7 @@ fn snapshots_are_the_keys_own_counted_and_make_new_sandboxes() {
     with_quota(&place);
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (_, parent) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    let parent = parent["id"].as_str().unwrap().to_owned();
+    let parent = create(&addr);
     write(&addr, &parent, "state.txt", "before");
     let (status, snap) = post_to(&addr, &parent, "snapshot", r#"{"name": "first"}"#);
     assert_eq!(status, 201, "{snap}");
@@ -733,8 +725,7 @@ fn a_kill_9_during_snapshots_leaves_the_sandbox_usable_and_no_half_snapshot() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    let id = made["id"].as_str().unwrap().to_owned();
+    let id = create(&addr);
     // A workspace with something in it, so that a copy takes a moment.
     let out = exec(
         &addr,
@@ -789,8 +780,7 @@ fn a_paused_durable_sandbox_comes_back_after_a_kill_9() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    let id = made["id"].as_str().unwrap().to_owned();
+    let id = create(&addr);
     let out = exec(
         &addr,
         &id,
@@ -822,6 +812,13 @@ fn cell_in(addr: &str, id: &str, context: &str, code: &str) -> Value {
         id,
         serde_json::json!({ "code": code, "context": context }),
     )
+}
+
+/// A sandbox of the default (durable) profile, as ALICE.
+fn create(addr: &str) -> String {
+    let (status, made) = call(addr, ALICE, "POST", "/v1/sandboxes", "{}");
+    assert_eq!(status, 201, "{made}");
+    made["id"].as_str().unwrap().to_owned()
 }
 
 /// `POST /v1/sandboxes/{id}/{action}` as ALICE.
@@ -868,8 +865,7 @@ fn snapshots_and_forks_carry_the_contexts_saved_state() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    let parent = made["id"].as_str().unwrap().to_owned();
+    let parent = create(&addr);
     assert_eq!(
         cell_in(&addr, &parent, "default", STATE)["stdout"],
         "ready\n"
@@ -999,8 +995,7 @@ fn an_evicted_contexts_state_comes_back_after_a_kill_9_and_never_lingers() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    let id = made["id"].as_str().unwrap().to_owned();
+    let id = create(&addr);
     assert_eq!(cell_in(&addr, &id, "default", STATE)["stdout"], "ready\n");
     let mut others = Vec::new();
     for _ in 0..2 {
@@ -1061,8 +1056,7 @@ fn a_use_beside_a_paused_sandboxs_copy_is_never_frozen_under_it() {
     let place = Place::new();
     let server = place.serve(&common::warden());
     let addr = server.addr.clone();
-    let (_, made) = call(&addr, ALICE, "POST", "/v1/sandboxes", "{}");
-    let id = made["id"].as_str().unwrap().to_owned();
+    let id = create(&addr);
     // A state that takes a moment to save, so that the use comes during it.
     cell_in(&addr, &id, "default", "ballast = bytes(6 << 20)\nx = 1");
     let (status, other) = post_to(&addr, &id, "contexts", "{}");

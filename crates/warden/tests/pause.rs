@@ -279,6 +279,19 @@ fn cell_in(addr: &str, id: &str, context: &str, code: &str) -> Value {
     v
 }
 
+/// An error answer with this status and code, whose message names each of `needles`.
+fn refused(status: u16, v: &Value, want: u16, code: &str, needles: &[&str]) {
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (want, Some(code)),
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().unwrap();
+    for needle in needles {
+        assert!(message.contains(needle), "{needle:?} not in {message}");
+    }
+}
+
 fn names(v: &Value) -> Vec<&str> {
     v.as_array()
         .unwrap_or_else(|| panic!("not a list: {v}"))
@@ -489,15 +502,12 @@ fn an_evicting_pause_whose_state_path_the_user_took_is_refused_naming_it() {
         &format!("/v1/sandboxes/{id}/pause"),
         r#"{"evict": true}"#,
     );
-    assert_eq!(
-        (status, v["error"]["code"].as_str()),
-        (400, Some("bad_path")),
-        "{v}"
-    );
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains(".warden/default.state") && message.contains("FileExistsError"),
-        "{message}"
+    refused(
+        status,
+        &v,
+        400,
+        "bad_path",
+        &[".warden/default.state", "FileExistsError"],
     );
     // Nothing was lost: the sandbox runs, its context kept its variable, the file is the user's.
     assert_eq!(state(addr, &id), "running");
@@ -542,17 +552,12 @@ fn an_evicting_pause_stopped_by_a_limit_or_by_the_context_is_a_limit_that_says_w
     let slow = "import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(30)\n        return (int, ())\nslow = Slow()\nx = 7";
     cell(addr, &id, slow);
     let (status, v) = pause(&id);
-    assert_eq!(
-        (status, v["error"]["code"].as_str()),
-        (422, Some("limit_exceeded")),
-        "{v}"
-    );
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("timeout")
-            && message.contains("\"default\"")
-            && message.contains("goes on"),
-        "{message}"
+    refused(
+        status,
+        &v,
+        422,
+        "limit_exceeded",
+        &["timeout", "\"default\"", "goes on"],
     );
     assert_eq!(state(addr, &id), "running");
     let out = cell(addr, &id, "del slow\nprint(x)");
@@ -575,16 +580,7 @@ fn an_evicting_pause_stopped_by_a_limit_or_by_the_context_is_a_limit_that_says_w
         "import os\nclass Gone:\n    def __reduce__(self):\n        os._exit(3)\ngone = Gone()\ny = 1",
     );
     let (status, v) = pause(&id);
-    assert_eq!(
-        (status, v["error"]["code"].as_str()),
-        (422, Some("limit_exceeded")),
-        "{v}"
-    );
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("\"default\"") && message.contains("lost"),
-        "{message}"
-    );
+    refused(status, &v, 422, "limit_exceeded", &["\"default\"", "lost"]);
     assert_eq!(state(addr, &id), "running");
     let out = cell(addr, &id, "print('y' in globals())");
     assert_eq!(out["stdout"], "False\n", "{out}");

@@ -16,9 +16,11 @@
 //! has its own deadline: at it the driver is interrupted (SIGINT, through init), and if the
 //! cell has not ended `grace` later the whole sandbox is killed and the session ends with a
 //! `Result` saying why; output is capped per cell (past the cap the cell is interrupted as for
-//! a timeout); the driver's replies are untrusted input, bounded in size, and a malformed one
-//! ends the session; the session ends, and the sandbox with its cgroup is removed, when the
-//! engine closes the helper's stdin, when the program exits, or on any error.
+//! a timeout); the driver's replies are untrusted input (the driver shares the user's
+//! interpreter), bounded in size, and a malformed one ends the session, whose final result then
+//! says so; the session ends, and the sandbox with its cgroup is removed, when the engine closes
+//! the helper's stdin, when the program exits (its status is awaited from init, not taken for a
+//! kill), or on any error.
 
 use crate::artifacts::{self, FileStamp};
 use crate::plan::{JailPlan, NetAttachment};

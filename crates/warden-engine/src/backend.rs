@@ -388,9 +388,10 @@ pub trait BackendSandbox: Send + Sync + fmt::Debug {
     }
 }
 
-/// A backend's [`BackendError::Busy`] for a pause beside a running execution.
-pub const PAUSE_BUSY: &str =
-    "an execution is running in this sandbox; pause it after the execution ends";
+/// A backend's [`BackendError::Busy`] for a pause beside what holds the sandbox now: a running
+/// execution, or a copy of it (a snapshot's, a fork's) on the jail, a file operation on docker.
+pub const PAUSE_BUSY: &str = "an execution, a file operation or a copy (a snapshot, a fork) is \
+     running in this sandbox; pause it after that ends";
 
 /// A backend's [`BackendError::Busy`] when the sandbox's processes did not all stop in time
 /// for a pause or a copy (the kernel's freezer did not settle: one was in a call it cannot be

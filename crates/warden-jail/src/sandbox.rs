@@ -34,7 +34,7 @@ use std::time::Duration;
 use warden_engine::{
     BackendError, BackendSandbox, CellPlan, ContextSpec, EventSender, ExecPlan, StdinReceiver,
 };
-use warden_types::{Eviction, ExecResult, FileEntry, Restoration, WorkspacePath};
+use warden_types::{Eviction, ExecResult, FileEntry, Reason, Restoration, WorkspacePath};
 
 /// What a sandbox needs of its backend to start runs: the backend's launcher (never a helper
 /// forked from this process: the daemon is multi-threaded).
@@ -123,13 +123,21 @@ fn state_file(id: &str) -> Result<WorkspacePath, BackendError> {
 /// folder made read-only): that is the caller's to move, said with the path, as is a limit of
 /// the workspace that the state ran into. A save runs the context's own code (a value's
 /// `__reduce__`) under the sandbox's limits: a limit that stops it, or an interpreter that ends
-/// during it, is the caller's to change (a limit, never an internal error), and says whether the
-/// context's variables are still there.
+/// during it, is the caller's to change (a limit, never an internal error), and says what is
+/// left of the context's variables.
 fn state_report<T: serde::de::DeserializeOwned>(
     end: CellEnd,
     id: &str,
-    what: &str,
+    op: StateOp,
 ) -> Result<T, BackendError> {
+    // A restore removes the state file as it opens it (see the driver's `restore_state`).
+    let (what, left) = match op {
+        StateOp::SaveState => ("save", "the context goes on with its variables"),
+        StateOp::RestoreState => (
+            "restore",
+            "what it had loaded by then stays, and the rest of the state is lost",
+        ),
+    };
     let result = match end {
         CellEnd::Alive(result) => result,
         CellEnd::Died(result) => {
@@ -145,13 +153,13 @@ fn state_report<T: serde::de::DeserializeOwned>(
         let at = format!(".warden/{id}.state");
         if result.reason.is_limit() || name == "MemoryError" {
             let limit = if name == "MemoryError" {
-                "memory".into()
+                Reason::Memory
             } else {
-                result.reason.to_string()
+                result.reason
             };
             return Err(BackendError::Limit(format!(
                 "the sandbox's {limit} limit stopped the {what} of context {id:?}'s state \
-                 ({name}); the context goes on with its variables"
+                 ({name}); {left}"
             )));
         }
         return Err(match name {
@@ -396,7 +404,7 @@ impl JailSandbox {
         } else {
             slot.live = Some(live);
         }
-        state_report(end?, id, "restore")
+        state_report(end?, id, StateOp::RestoreState)
     }
 
     /// One execution: a fresh jail with the workspace attached; `stdin`: its live stdin.
@@ -523,7 +531,7 @@ async fn save_state(
         }
         slot.restart_untold = true;
     }
-    state_report(end?, id, "save").map(Some)
+    state_report(end?, id, StateOp::SaveState).map(Some)
 }
 
 /// The request that saves or restores a context's state (`code` is the state's path).

@@ -551,11 +551,7 @@ impl<W: Write> Session<'_, W> {
                 if let Some(d) = deadline
                     && Instant::now() >= d
                 {
-                    if self.replies_ended.is_some_and(|end| Instant::now() >= end) {
-                        self.kill();
-                    } else {
-                        self.deadline_passed(startup_deadline)?;
-                    }
+                    self.deadline_passed(startup_deadline)?;
                 }
                 continue;
             }
@@ -583,6 +579,11 @@ impl<W: Write> Session<'_, W> {
     }
 
     fn deadline_passed(&mut self, startup_deadline: Instant) -> Result<(), SessionError> {
+        if self.replies_ended.is_some_and(|end| Instant::now() >= end) {
+            // Init did not report the driver's end in time: the sandbox goes.
+            self.kill();
+            return Ok(());
+        }
         let pid = self.core.pid;
         match &mut self.cell {
             Some(cell) if !cell.interrupted => {

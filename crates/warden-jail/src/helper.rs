@@ -87,13 +87,7 @@ pub fn main() -> i32 {
             Ok(None) => Err(HelperFailure::NoPlan),
             Err(e) => Err(HelperFailure::ReadPlan(e)),
         };
-        return serve_with(
-            host,
-            receive,
-            &mut out,
-            None,
-            Some(std::io::stdin().as_fd()),
-        );
+        return serve_with(host, receive, &mut out, Some(std::io::stdin().as_fd()));
     }
     if std::env::var_os(HELPER_ENV).is_some_and(|v| v == POOLED_MODE) {
         use std::os::fd::AsFd;
@@ -123,19 +117,13 @@ fn read_to_end(input: &mut impl Read) -> Result<Vec<u8>, HelperFailure> {
 /// and tears the sandbox down. Returns the exit status for the helper.
 pub fn serve(input: &mut impl Read, out: &mut impl Write) -> i32 {
     let host = crate::uid::HelperUid::expected_by_env();
-    serve_with(host, || read_to_end(input), out, None, None)
+    serve_with(host, || read_to_end(input), out, None)
 }
 
-/// [`serve`] for a helper forked by its caller (`caller`, a pidfd: the one-shot CLI), which
-/// sends the plan as the supervisor sends init its own ([`supervisor::send_plan`]):
-/// length-prefixed, with a doorbell, so that the helper is not queued behind its caller when
-/// the plan arrives. The teardown waits until the caller has exited (see [`finish`]).
-pub(crate) fn serve_forked(
-    plan_r: OwnedFd,
-    bell: OwnedFd,
-    caller: Option<OwnedFd>,
-    out: &mut impl Write,
-) -> i32 {
+/// [`serve`] for a helper forked by its caller (the one-shot CLI), which sends the plan as the
+/// supervisor sends init its own ([`supervisor::send_plan`]): length-prefixed, with a doorbell,
+/// so that the helper is not queued behind its caller when the plan arrives.
+pub(crate) fn serve_forked(plan_r: OwnedFd, bell: OwnedFd, out: &mut impl Write) -> i32 {
     serve_with(
         crate::uid::HelperUid::expected_by_default(),
         || {
@@ -143,13 +131,9 @@ pub(crate) fn serve_forked(
                 .ok_or(HelperFailure::NoPlan)
         },
         out,
-        caller,
         None,
     )
 }
-
-/// How long a forked helper holds its teardown back for its caller to exit.
-const CALLER_EXIT_GRACE_MS: i32 = 100;
 
 /// `host`: the host ids the plan most likely names (the sandbox is started before it comes);
 /// `live_stdin`: where the program's stdin comes from while it runs (see [`LIVE_MODE`]).
@@ -157,7 +141,6 @@ fn serve_with(
     host: Option<crate::plan::HostIds>,
     receive: impl FnOnce() -> Result<Vec<u8>, HelperFailure>,
     out: &mut impl Write,
-    caller: Option<OwnedFd>,
     live_stdin: Option<std::os::fd::BorrowedFd<'_>>,
 ) -> i32 {
     let entered_at = crate::monotonic_ms();
@@ -172,7 +155,7 @@ fn serve_with(
     let (owned, plan) = match (started, plan) {
         (started, Ok(p)) => match crate::uid::for_plan(started, p.ids.host) {
             Ok(owned) => (owned, p),
-            Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
+            Err(e) => return finish(out, Err(HelperFailure::Jail(e))),
         },
         // A caller that went away without a plan (it refused the request itself) gets no frame.
         (Ok(owned), Err(HelperFailure::NoPlan)) => {
@@ -184,8 +167,8 @@ fn serve_with(
             return 0;
         }
         (_, Err(HelperFailure::NoPlan)) => return 0,
-        (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e)), None),
-        (_, Err(e)) => return finish(out, Err(e), None),
+        (Err(e), _) => return finish(out, Err(HelperFailure::Jail(e))),
+        (_, Err(e)) => return finish(out, Err(e)),
     };
     let crate::uid::Owned { mut started, uid } = owned;
     if plan.trace_timing {
@@ -201,7 +184,7 @@ fn serve_with(
     let (mut network, attachment) = match crate::link::attach_network(&plan, &mut started) {
         Ok(Some((attached, attachment))) => (Some(attached), Some(attachment)),
         Ok(None) => (None, None),
-        Err(e) => return finish(out, Err(HelperFailure::Jail(e)), None),
+        Err(e) => return finish(out, Err(HelperFailure::Jail(e))),
     };
     let mut before_go = || match network.as_mut() {
         Some(n) => n.wait_firewall().map_err(crate::link::network_error),
@@ -232,7 +215,7 @@ fn serve_with(
         }
         (r, teardown)
     });
-    let code = finish(out, result, caller);
+    let code = finish(out, result);
     drop(network);
     // The teardown (in `finish`) killed and reaped init, with every process of the sandbox.
     if let Some(uid) = uid {
@@ -244,7 +227,6 @@ fn serve_with(
 pub(crate) fn finish(
     out: &mut impl Write,
     result: Result<(warden_types::ExecResult, supervisor::Teardown), HelperFailure>,
-    caller: Option<OwnedFd>,
 ) -> i32 {
     let (tag, payload, teardown) = match result {
         Ok((result, teardown)) => (Tag::Result, serde_json::to_vec(&result), Some(teardown)),
@@ -258,17 +240,13 @@ pub(crate) fn finish(
     // CPU to the caller, which has the result to deliver.
     // SAFETY: sched_yield has no arguments and no memory effects.
     unsafe { libc::sched_yield() };
-    // The result is out; now wait for the kernel to tear the namespaces down and remove the
-    // cgroup. The caller need not wait for this, nor for end of file on the standard error
-    // this process inherited from it (a caller that captures it reads to its end).
+    // The result is out; now reap init (it exited once it reported the status, so the kernel
+    // has been ending the namespaces meanwhile) and remove the cgroup, at once: held back
+    // until a one-shot CLI had exited, the teardown only moved after that exit, and the whole
+    // run ended later (docs/benchmarks.md, "The teardown beside the answer"). The caller need
+    // not wait for it, nor for end of file on the standard error this process inherited from
+    // it (a caller that captures it reads to its end).
     crate::sys::redirect_to_null(&[2]);
-    // A one-shot CLI exits right after printing the result: let it, and whoever waits for it,
-    // have the CPUs first (the teardown — the namespaces' end with its RCU grace periods, the
-    // cgroups' removal — competed with that exit: measured in `perf sched`). The sandbox has
-    // nothing left running meanwhile: its program is gone and init waits to be killed.
-    if let (Some(caller), Some(_)) = (caller, teardown.as_ref()) {
-        let _ = crate::sys::wait_readable(caller.as_fd(), CALLER_EXIT_GRACE_MS);
-    }
     drop(teardown);
     if written { 0 } else { 1 }
 }

@@ -53,21 +53,21 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
     let (owned, mut plan) = match (started, plan) {
         (started, Ok(p)) => match crate::uid::for_plan(started, p.ids.host) {
             Ok(owned) => (owned, p),
-            Err(e) => return crate::helper::finish(out, Err(HelperFailure::Jail(e)), None),
+            Err(e) => return crate::helper::finish(out, Err(HelperFailure::Jail(e))),
         },
         (_, Err(HelperFailure::NoPlan)) => return 0,
-        (Err(e), _) => return crate::helper::finish(out, Err(HelperFailure::Jail(e)), None),
-        (_, Err(e)) => return crate::helper::finish(out, Err(e), None),
+        (Err(e), _) => return crate::helper::finish(out, Err(HelperFailure::Jail(e))),
+        (_, Err(e)) => return crate::helper::finish(out, Err(e)),
     };
     if !plan.gated {
         let refused = JailError::Refused("a pooled run needs a gated plan".into());
-        return crate::helper::finish(out, Err(HelperFailure::Jail(refused)), None);
+        return crate::helper::finish(out, Err(HelperFailure::Jail(refused)));
     }
     let crate::uid::Owned { mut started, uid } = owned;
     let (network, attachment) = match crate::link::attach_network(&plan, &mut started) {
         Ok(Some((attached, attachment))) => (Some(attached), Some(attachment)),
         Ok(None) => (None, None),
-        Err(e) => return crate::helper::finish(out, Err(HelperFailure::Jail(e)), None),
+        Err(e) => return crate::helper::finish(out, Err(HelperFailure::Jail(e))),
     };
     let mut network = network;
     let mut before_go = || match network.as_mut() {
@@ -82,7 +82,7 @@ pub fn serve(input: OwnedFd, out: &mut impl Write) -> i32 {
         out,
         &mut before_go,
     ) {
-        Some(result) => crate::helper::finish(out, result.map_err(HelperFailure::Jail), None),
+        Some(result) => crate::helper::finish(out, result.map_err(HelperFailure::Jail)),
         None => 0,
     };
     drop(network);

@@ -49,8 +49,6 @@ impl Prestarted {
         let plan_bell = crate::sys::eventfd().ok()?;
         let (frames_r, frames_w) = crate::sys::pipe().ok()?;
         let placement = OtherCpu::before_fork();
-        // SAFETY: getpid has no preconditions.
-        let caller_pid = unsafe { libc::getpid() };
         // SAFETY: this process has one thread, so the child gets a consistent copy of it; the
         // child only runs `helper::serve` and then `_exit`s, never returning to the caller.
         let pid = unsafe { libc::fork() };
@@ -67,14 +65,7 @@ impl Prestarted {
             crate::sys::redirect_to_null(&[0, 1]);
             let mut out =
                 std::io::BufWriter::with_capacity(64 * 1024, std::fs::File::from(frames_w));
-            // The caller, unless it is pid 1 (a container's entry point, which waits for this
-            // helper's exit: `JailSettings::wait_for_teardown`) or already gone.
-            let caller = (caller_pid != 1)
-                .then(|| crate::sys::pidfd_open(caller_pid).ok())
-                .flatten()
-                // SAFETY: getppid has no preconditions.
-                .filter(|_| unsafe { libc::getppid() } == caller_pid);
-            let code = crate::helper::serve_forked(plan_r, plan_bell, caller, &mut out);
+            let code = crate::helper::serve_forked(plan_r, plan_bell, &mut out);
             drop(out);
             // SAFETY: leave without running the parent's destructors or atexit handlers.
             unsafe { libc::_exit(code) };

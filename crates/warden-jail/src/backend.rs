@@ -228,6 +228,8 @@ impl Backend for JailBackend {
         }
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
+        // A helper forked by the one-shot CLI: the whole run is waited for (see the field).
+        jail_plan.init_exits_on_status = prestarted.is_some();
         self.reap_forked();
         let margin = timeout + Duration::from_secs(10);
         if let Some(HelperParts {

@@ -4,9 +4,9 @@
 //! `execve`), reaps every process of the sandbox and reports the program's status; and the
 //! status pipe's messages it reports on ([`Report`]).
 //!
-//! Invariants: init never returns — it `_exit`s, at the latest once the program's status is
-//! reported (its exit tears the namespaces down while the supervisor makes the answer); a
-//! failed step is reported with its name and ends init
+//! Invariants: init never returns — it `_exit`s (at the latest once the program's status is
+//! reported, when the plan says `init_exits_on_status`), or waits to be killed once its report
+//! is out (its exit tears the namespaces down); a failed step is reported with its name and ends init
 //! before the program could run; everything the program inherits is applied to init first;
 //! the program's child, which shares init's memory, makes only async-signal-safe system calls
 //! on data prepared before the clone; init dies with its supervisor (parent-death signal).
@@ -298,16 +298,36 @@ pub(crate) fn sandbox_init(
                 || io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
             {}
             send_msg(status_fd, MSG_EXIT_STATUS, &st.to_le_bytes());
-            // Its work is done: its exit ends the namespaces (every mount, the network) now,
-            // on a CPU beside the supervisor collecting the artifacts, rather than after the
-            // answer (docs/benchmarks.md, "The teardown beside the answer"). The supervisor
-            // read everything it needs from the sandbox through descriptors it holds.
-            // SAFETY: _exit takes an integer; nothing of init needs to run at exit.
-            unsafe { libc::_exit(0) };
+            if plan.init_exits_on_status {
+                // Its exit ends the namespaces (every mount, the network) now, beside the
+                // supervisor collecting the artifacts through descriptors it holds.
+                // SAFETY: _exit takes an integer; nothing of init needs to run at exit.
+                unsafe { libc::_exit(0) };
+            }
+            wait_for_teardown();
         }
         if reaped < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             // SAFETY: as above.
             unsafe { libc::_exit(0) };
+        }
+    }
+}
+
+/// Init's last state, once the status is out (unless the plan says `init_exits_on_status`): it
+/// waits to be killed rather than exiting. Its exit tears down the namespaces (every mount, the
+/// network), a millisecond of kernel work that would otherwise compete on the CPUs with the
+/// supervisor collecting the artifacts and answering a daemon's client; the supervisor kills
+/// init once the answer is out (`KillOnDrop`). Init dies with its supervisor in any case
+/// (parent-death signal). (Not at a lower priority: the teardown takes kernel locks that the
+/// next sandbox's start waits for.)
+fn wait_for_teardown() -> ! {
+    // SAFETY: close and pause take integers; seccomp allows both.
+    unsafe {
+        // The standard error init inherited may be its caller's pipe: a caller reading it to
+        // its end must not wait for the teardown.
+        libc::close(2);
+        loop {
+            libc::pause();
         }
     }
 }

@@ -15,8 +15,9 @@ fn main() {
     // (fork copies no page-table entries of file-backed text), ≈ 160 faults per run when that
     // code is scattered (docs/benchmarks.md, "The code of one run, side by side";
     // `bench/link_order.py` regenerates the list). LLD is the linker of this target since
-    // Rust 1.90 (the workspace's rust-version is newer); a name the binary no longer has is
-    // skipped. `WARDEN_LINK_ORDER=off` leaves the order to the linker (another linker).
+    // Rust 1.90 (the workspace's rust-version is newer), and it ignores a name the binary no
+    // longer has. `WARDEN_LINK_ORDER=off` leaves the order to the linker (for another linker,
+    // which may not know the option).
     let order = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"))
         .join("link-order.txt");
     if std::env::var("TARGET").as_deref() == Ok("x86_64-unknown-linux-gnu")

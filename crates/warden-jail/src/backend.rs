@@ -228,8 +228,6 @@ impl Backend for JailBackend {
         }
         jail_plan.fast_cgroup_attach = self.settings.fast_cgroup_attach;
         jail_plan.cgroups = self.hierarchy.as_ref().ok().cloned();
-        // A helper forked by the one-shot CLI: the whole run is waited for (see the field).
-        jail_plan.init_exits_on_status = prestarted.is_some();
         self.reap_forked();
         let margin = timeout + Duration::from_secs(10);
         if let Some(HelperParts {
@@ -240,6 +238,8 @@ impl Backend for JailBackend {
         }) = prestarted.and_then(|mut p| p.parts.take())
         {
             let guard = KillHelperOnDrop::of_own_child(pid);
+            // The one-shot CLI's own helper: its whole run is waited for (see the field).
+            jail_plan.init_exits_on_status = true;
             let internal = |e: std::io::Error| BackendError::Internal(format!("helper pipe: {e}"));
             let frames =
                 tokio::net::unix::pipe::Receiver::from_owned_fd(frames_r).map_err(internal)?;

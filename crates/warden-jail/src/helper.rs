@@ -240,12 +240,12 @@ pub(crate) fn finish(
     // CPU to the caller, which has the result to deliver.
     // SAFETY: sched_yield has no arguments and no memory effects.
     unsafe { libc::sched_yield() };
-    // The result is out; now kill and reap init (a one-shot CLI's exited once it reported the
-    // status: `JailPlan::init_exits_on_status`) and remove the cgroup, at once: held back until
-    // a one-shot CLI had exited, the teardown only moved after that exit, and the whole run
-    // ended later (docs/benchmarks.md, "The teardown beside the answer"). The caller need not
-    // wait for it, nor for end of file on the standard error this process inherited from it
-    // (a caller that captures it reads to its end).
+    // The result is out; now kill and reap init (a one-shot CLI's has exited already:
+    // `JailPlan::init_exits_on_status`) and remove the cgroup. Not held back for the caller's
+    // exit: the teardown is part of the run either way (docs/benchmarks.md, "The teardown
+    // beside the answer"). The caller need not wait for it, nor for end of file on the
+    // standard error this process inherited from it (a caller that captures it reads to its
+    // end).
     crate::sys::redirect_to_null(&[2]);
     drop(teardown);
     if written { 0 } else { 1 }

@@ -4,12 +4,12 @@
 //! `execve`), reaps every process of the sandbox and reports the program's status; and the
 //! status pipe's messages it reports on ([`Report`]).
 //!
-//! Invariants: init never returns — it `_exit`s (at the latest once the program's status is
-//! reported, when the plan says `init_exits_on_status`), or waits to be killed once its report
-//! is out (its exit tears the namespaces down); a failed step is reported with its name and ends init
-//! before the program could run; everything the program inherits is applied to init first;
-//! the program's child, which shares init's memory, makes only async-signal-safe system calls
-//! on data prepared before the clone; init dies with its supervisor (parent-death signal).
+//! Invariants: init never returns — once its report is out it `_exit`s (the plan says
+//! `init_exits_on_status`) or waits to be killed, and its exit tears the namespaces down; a
+//! failed step is reported with its name and ends init before the program could run;
+//! everything the program inherits is applied to init first; the program's child, which shares
+//! init's memory, makes only async-signal-safe system calls on data prepared before the clone;
+//! init dies with its supervisor (parent-death signal).
 
 use crate::contain::{self, Ctx};
 use crate::plan::{InitInput, JailPlan};

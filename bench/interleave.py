@@ -3,7 +3,7 @@
 shuffled order, so that drift in the machine's speed (a shared VM's neighbours, frequency
 changes) hits every command alike instead of whichever block hyperfine happened to run in.
 
-usage: interleave.py [--rounds N] [--warmup N] [--gap-ms MS] [--tree] [--json FILE] NAME=COMMAND ...
+usage: interleave.py [--rounds N] [--warmup N] [--gap-ms MS] [--tree] [--cpu] [--json FILE] NAME=COMMAND ...
 
 --gap-ms pauses between two commands, so that work one command leaves to the kernel or to
 its own background processes after it exits (a sandbox's teardown, a network namespace's
@@ -14,10 +14,12 @@ work a command leaves to a child that outlives it (a forked helper's teardown) i
 last column gives the median time from the command's own exit to its last orphan's.
 (The kernel's own deferred work, such as a network namespace's clean-up, is not a process and
 stays uncounted either way.)
+--cpu adds the median CPU time (user + system) of each command and of every process it started
+that was waited for (`RUSAGE_CHILDREN`; with --tree the orphans too), in ms.
 Prints a markdown table: median, p10, p90, mean (ms) and each median's ratio to the first
 command's; with --json, the raw samples too.
 """
-import argparse, ctypes, json, os, random, shlex, statistics, subprocess, sys, time
+import argparse, ctypes, json, os, random, resource, shlex, statistics, subprocess, sys, time
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -52,37 +54,46 @@ def main():
     ap.add_argument("--gap-ms", type=float, default=0.0)
     ap.add_argument("--tree", action="store_true",
                     help="time until every process the command started has exited")
+    ap.add_argument("--cpu", action="store_true",
+                    help="also the CPU time of the command and the processes it started")
     ap.add_argument("--json")
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
     cmds = parse_commands(a.commands)
     samples = {name: [] for name, _ in cmds}
     after = {name: [] for name, _ in cmds}  # ms from the command's exit to its last orphan's
+    cpu = {name: [] for name, _ in cmds}  # CPU ms of the command and what it started
     if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     def once(argv):
-        """(ms until the command, or with --tree its last process, exited; ms past its exit)"""
+        """(ms until the command, or with --tree its last process, exited; ms past its exit;
+        CPU ms of what was waited for)"""
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         exited = time.perf_counter()
         if a.tree:
             reap_orphans()
         done = time.perf_counter()
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_ms = (now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime) * 1000
         if a.gap_ms:
             time.sleep(a.gap_ms / 1000)
         if r.returncode != 0:
             sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
-        return (done - t) * 1000, (done - exited) * 1000
+        return (done - t) * 1000, (done - exited) * 1000, cpu_ms
     for _ in range(a.warmup):
         for _, argv in cmds:
             once(argv)
-    for name, (dt, past) in interleaved(cmds, a.rounds, once):
+    for name, (dt, past, cpu_ms) in interleaved(cmds, a.rounds, once):
         samples[name].append(dt)
         after[name].append(past)
+        cpu[name].append(cpu_ms)
     base = statistics.median(samples[cmds[0][0]])
-    extra = " after the command's exit (median ms) |" if a.tree else ""
+    extra = (" after the command's exit (median ms) |" if a.tree else "") + \
+        (" CPU ms (median) |" if a.cpu else "")
     print("| command | median ms | p10 | p90 | mean | median / first |" + extra)
-    print("|---|---:|---:|---:|---:|---:|" + ("---:|" if a.tree else ""))
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|" if a.tree else "") + ("---:|" if a.cpu else ""))
     summary = {}
     for name, _ in cmds:
         s = sorted(samples[name])
@@ -93,6 +104,9 @@ def main():
         if a.tree:
             summary[name]["after_exit_median"] = statistics.median(after[name])
             tail = f" {summary[name]['after_exit_median']:.2f} |"
+        if a.cpu:
+            summary[name]["cpu_median"] = statistics.median(cpu[name])
+            tail += f" {summary[name]['cpu_median']:.2f} |"
         print(f"| {name} | {med:.1f} | {q[0]:.1f} | {q[-1]:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |" + tail)
     if a.json:
         json.dump({"rounds": a.rounds, "summary": summary, "samples": samples}, open(a.json, "w"))

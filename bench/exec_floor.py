@@ -10,8 +10,8 @@ script measures, with small programs it compiles itself (`cc`):
 
 - `cpuid`: one CPUID instruction (leaf 4 and leaf 2, which glibc's cache-size probe issues),
   timed in a loop;
-- the process start, interleaved (`interleave.py`'s `interleaved`), wall and CPU (the child's
-  user + system time from `wait4`) of:
+- the process start, interleaved (`interleave.py`'s `interleaved` and `timed`), wall and CPU
+  (the child's user + system time) of:
   - `raw`: a static program without libc that only calls `exit` (the kernel's exec and exit);
   - `glibc static`: `int main(){return 0;}` linked statically with glibc;
   - `/usr/bin/true`: glibc, dynamically linked (what most launchers are);
@@ -22,8 +22,8 @@ one CPUID it says about how many of them that start-up makes.
 
 usage: exec_floor.py [--rounds N] [NAME=COMMAND ...]
 """
-import argparse, os, shlex, shutil, statistics, subprocess, sys, tempfile, time
-from interleave import interleaved, parse_commands  # bench/interleave.py (a script's own folder is on sys.path)
+import argparse, os, shutil, statistics, subprocess, sys, tempfile
+from interleave import interleaved, parse_commands, timed  # bench/interleave.py (a script's own folder is on sys.path)
 
 RAW = """.globl _start
 _start:
@@ -87,19 +87,7 @@ def main():
         wall = {name: [] for name, _ in cmds}
         cpu = {name: [] for name, _ in cmds}
 
-        def once(argv):
-            t = time.perf_counter()
-            pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)])
-            _, status, usage = os.wait4(pid, 0)
-            dt = (time.perf_counter() - t) * 1000
-            if os.waitstatus_to_exitcode(status) != 0:
-                sys.exit(f"command failed: {shlex.join(argv)}")
-            return dt, (usage.ru_utime + usage.ru_stime) * 1000
-
-        for name, (dt, c) in interleaved(cmds, a.rounds, once):
+        for name, (dt, _, c) in interleaved(cmds, a.rounds, timed):
             wall[name].append(dt)
             cpu[name].append(c)
     print(f"One CPUID instruction: leaf 4 {leaf4:.2f} us, leaf 2 {leaf2:.2f} us (mean of 2000 each).\n")

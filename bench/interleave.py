@@ -47,6 +47,26 @@ def interleaved(cmds, rounds, run):
             yield name, run(argv)
 
 
+def timed(argv, tree=False, gap_ms=0.0):
+    """Runs `argv` once (no input, output discarded; a failure ends the script): ms until it,
+    or with `tree` its last process (this process must be their subreaper), exited; ms from its
+    own exit to that; CPU ms of everything that was waited for. Then pauses `gap_ms`."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    exited = time.perf_counter()
+    if tree:
+        reap_orphans()
+    done = time.perf_counter()
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ms = (now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime) * 1000
+    if gap_ms:
+        time.sleep(gap_ms / 1000)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
+    return (done - t) * 1000, (done - exited) * 1000, cpu_ms
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=100)
@@ -66,22 +86,7 @@ def main():
     if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     def once(argv):
-        """(ms until the command, or with --tree its last process, exited; ms past its exit;
-        CPU ms of what was waited for)"""
-        used = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
-        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        exited = time.perf_counter()
-        if a.tree:
-            reap_orphans()
-        done = time.perf_counter()
-        now = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu_ms = (now.ru_utime - used.ru_utime + now.ru_stime - used.ru_stime) * 1000
-        if a.gap_ms:
-            time.sleep(a.gap_ms / 1000)
-        if r.returncode != 0:
-            sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
-        return (done - t) * 1000, (done - exited) * 1000, cpu_ms
+        return timed(argv, tree=a.tree, gap_ms=a.gap_ms)
     for _ in range(a.warmup):
         for _, argv in cmds:
             once(argv)

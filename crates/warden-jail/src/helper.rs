@@ -240,7 +240,7 @@ pub(crate) fn finish(
     // CPU to the caller, which has the result to deliver.
     // SAFETY: sched_yield has no arguments and no memory effects.
     unsafe { libc::sched_yield() };
-    // The result is out; now kill and reap init (a one-shot CLI's has exited already:
+    // The result is out; now kill and reap init (a one-shot CLI's is ending already:
     // `JailPlan::init_exits_on_status`) and remove the cgroup. Not held back for the caller's
     // exit: the teardown is part of the run either way (docs/benchmarks.md, "The teardown
     // beside the answer"). The caller need not wait for it, nor for end of file on the

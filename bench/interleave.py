@@ -16,10 +16,12 @@ last column gives the median time from the command's own exit to its last orphan
 stays uncounted either way.)
 --cpu adds the median CPU time (user + system) of each command and of every process it started
 that was waited for (`RUSAGE_CHILDREN`; with --tree the orphans too), in ms.
+A command may start with `VAR=VALUE` words, as in a shell: they are set in its environment
+(no shell is started for them).
 Prints a markdown table: median, p10, p90, mean (ms) and each median's ratio to the first
 command's; with --json, the raw samples too.
 """
-import argparse, ctypes, json, os, random, resource, shlex, statistics, subprocess, sys, time
+import argparse, ctypes, json, os, random, re, resource, shlex, statistics, subprocess, sys, time
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -47,13 +49,30 @@ def interleaved(cmds, rounds, run):
             yield name, run(argv)
 
 
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def split_env(argv):
+    """A command's leading `VAR=VALUE` words as an environment (this one's, with them set),
+    and the rest of its words; `None` for no such words."""
+    n = 0
+    while n < len(argv) - 1 and ASSIGNMENT.match(argv[n]):
+        n += 1
+    if n == 0:
+        return None, argv
+    env = dict(os.environ)
+    env.update(word.split("=", 1) for word in argv[:n])
+    return env, argv[n:]
+
+
 def timed(argv, tree=False, gap_ms=0.0):
     """Runs `argv` once (no input, output discarded; a failure ends the script): ms until it,
     or with `tree` its last process (this process must be their subreaper), exited; ms from its
     own exit to that; CPU ms of everything that was waited for. Then pauses `gap_ms`."""
+    env, argv = split_env(argv)
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     exited = time.perf_counter()
     if tree:
         reap_orphans()

@@ -15,28 +15,42 @@ The three add up to the command's run time as the tracepoints see it (from its e
 without the fork that started it). Rounds run every command once in a shuffled order
 (`interleave.py`'s `interleaved`); prints the medians (ms) per phase.
 
+A command may start with `VAR=VALUE` words (its environment, as in `interleave.py`).
+
 usage: phases.py [--rounds N] [--gap-ms MS] [--program NAME] NAME=COMMAND ...
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
-from interleave import interleaved, parse_commands  # bench/interleave.py (a script's own folder is on sys.path)
+from interleave import interleaved, parse_commands, split_env  # bench/interleave.py (a script's own folder is on sys.path)
 
-EVENT = re.compile(r"\s(\d+\.\d+):\s+sched:(sched_process_exec|sched_process_exit):(.*)")
+EVENT = re.compile(r"\s(\d+\.\d+):\s+sched:(\w+):(.*)")
+
+
+def sched_events(argv, events, data, machine_wide=False, wrapper=()):
+    """Runs `argv` once (leading `VAR=VALUE` words: its environment, as in `interleave.py`)
+    under `perf record` on the scheduler tracepoints `events` (e.g. `sched_process_exec`), of
+    the command's own processes or, with `machine_wide`, of every CPU; `wrapper` goes between
+    perf and the command. Returns the events in order as (ms, event, fields, pid); a failure
+    ends the script. `data` is perf's file."""
+    env, argv = split_env(argv)
+    record = ["perf", "record", "-q", "-o", data] + (["-a"] if machine_wide else [])
+    for event in events:
+        record += ["-e", "sched:" + event]
+    r = subprocess.run(record + ["--", *wrapper, *argv], env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
+    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        m = EVENT.search(line)
+        if m and m.group(2) in events:
+            found.append((float(m.group(1)) * 1e3, m.group(2), m.group(3), line.split()[1]))
+    return found
 
 
 def phases(argv, program, data):
     """One run of `argv` under perf: (before, program, after) in ms."""
-    r = subprocess.run(["perf", "record", "-q", "-o", data, "-e", "sched:sched_process_exec",
-                        "-e", "sched:sched_process_exit", "--"] + argv,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {shlex.join(argv)}")
-    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True).stdout
-    events = []
-    for line in out.splitlines():
-        m = EVENT.search(line)
-        if m:
-            events.append((float(m.group(1)), m.group(2), m.group(3), line.split()[1]))
+    events = sched_events(argv, ["sched_process_exec", "sched_process_exit"], data)
     start = events[0]
     top_pid = start[3]
     execs = [t for t, kind, rest, _ in events
@@ -48,7 +62,7 @@ def phases(argv, program, data):
         sys.exit(f"no exec and exit of {program!r} (or of the command) recorded for "
                  f"{shlex.join(argv)}: is --program the interpreter's file name?")
     exec_at, exit_at, end = execs[0], exits[0], ends[-1]
-    return ((exec_at - start[0]) * 1e3, (exit_at - exec_at) * 1e3, (end - exit_at) * 1e3)
+    return (exec_at - start[0], exit_at - exec_at, end - exit_at)
 
 
 def main():

@@ -15,42 +15,31 @@ once in a shuffled order (`interleave.py`'s `interleaved`); prints the medians (
 usage: pid1_exit.py [--rounds N] [--program NAME] NAME=COMMAND ...
 """
 import argparse, ctypes, os, re, statistics, subprocess, sys, tempfile
-from interleave import PR_SET_CHILD_SUBREAPER, interleaved, parse_commands, reap_orphans, split_env  # bench/interleave.py
+from interleave import PR_SET_CHILD_SUBREAPER, interleaved, parse_commands, reap_orphans  # bench/interleave.py
+from phases import sched_events  # bench/phases.py
 
-EVENT = re.compile(r"\s(\d+\.\d+):\s+sched:(\w+):(.*)")
-EVENTS = ["sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit",
-          "sched:sched_switch"]
+EVENTS = ["sched_process_fork", "sched_process_exec", "sched_process_exit", "sched_switch"]
 
 
 def pid1_end(argv, program, data):
     """One run of `argv` under `perf record -a`: (ms from pid 1's exit to its end, ms of that
     off CPU), or None when no pid 1 was seen."""
-    env, argv = split_env(argv)
-    events = sum((["-e", e] for e in EVENTS), [])
     # Recorded until every process of the command has ended, pid 1 too: a command may exit
     # before its pid 1 (bwrap does), and perf stops with the process it started.
-    reaper = [sys.executable, os.path.abspath(__file__), "--run-and-reap", data + ".reaper", "--"]
-    r = subprocess.run(["perf", "record", "-q", "-a", "-o", data] + events + ["--"] + reaper + argv,
-                       env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    if r.returncode != 0:
-        sys.exit(f"command failed ({r.returncode}): {argv}")
-    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True).stdout
-    with open(data + ".reaper") as f:
-        reaper = f.read().strip()  # a Python interpreter too, never the sandbox's
+    pid_file = data + ".reaper"
+    reaper = [sys.executable, os.path.abspath(__file__), "--run-and-reap", pid_file, "--"]
+    events = sched_events(argv, EVENTS, data, machine_wide=True, wrapper=reaper)
+    with open(pid_file) as f:
+        reaper_pid = f.read().strip()  # a Python interpreter too, never the sandbox's
     parent, interpreter, exit_at, gone, off, out_since = {}, None, None, None, 0.0, None
-    for line in out.splitlines():
-        m = EVENT.search(line)
-        if not m:
-            continue
-        t, kind, fields = float(m.group(1)) * 1000, m.group(2), m.group(3)
+    for t, kind, fields, _ in events:
         if kind == "sched_process_fork":
             f = re.search(r"pid=(\d+) .*child_pid=(\d+)", fields)
             if f:
                 parent[f.group(2)] = f.group(1)
         elif kind == "sched_process_exec" and interpreter is None:
             f = re.search(r"filename=(\S+) pid=(\d+)", fields)
-            if f and os.path.basename(f.group(1)) == program and f.group(2) != reaper:
+            if f and os.path.basename(f.group(1)) == program and f.group(2) != reaper_pid:
                 interpreter = f.group(2)
         elif kind == "sched_process_exit" and interpreter is not None:
             f = re.search(r"pid=(\d+)", fields)
@@ -93,14 +82,15 @@ def main():
     ap.add_argument("commands", nargs="+", help="NAME=COMMAND")
     a = ap.parse_args()
     cmds = parse_commands(a.commands)
-    data = os.path.join(tempfile.mkdtemp(), "perf.data")
     ends = {name: [] for name, _ in cmds}
     missed = {name: 0 for name, _ in cmds}
-    for name, got in interleaved(cmds, a.rounds, lambda argv: pid1_end(argv, a.program, data)):
-        if got is None:
-            missed[name] += 1
-        else:
-            ends[name].append(got)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "perf.data")
+        for name, got in interleaved(cmds, a.rounds, lambda argv: pid1_end(argv, a.program, data)):
+            if got is None:
+                missed[name] += 1
+            else:
+                ends[name].append(got)
     print("| command | pid 1's end, median ms | p10 | p90 | of it off CPU (median) | runs |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, _ in cmds:

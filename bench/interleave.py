@@ -26,6 +26,12 @@ import argparse, ctypes, json, os, random, re, resource, shlex, statistics, subp
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def become_subreaper():
+    """Makes this process the subreaper of everything it starts (their orphans come to it)."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+
+
 def reap_orphans():
     """Waits for every process left to this subreaper (the orphans of the last command)."""
     while True:
@@ -102,8 +108,8 @@ def main():
     samples = {name: [] for name, _ in cmds}
     after = {name: [] for name, _ in cmds}  # ms from the command's exit to its last orphan's
     cpu = {name: [] for name, _ in cmds}  # CPU ms of the command and what it started
-    if a.tree and ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    if a.tree:
+        become_subreaper()
     def once(argv):
         return timed(argv, tree=a.tree, gap_ms=a.gap_ms)
     for _ in range(a.warmup):

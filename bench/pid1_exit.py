@@ -14,8 +14,8 @@ once in a shuffled order (`interleave.py`'s `interleaved`); prints the medians (
 
 usage: pid1_exit.py [--rounds N] [--program NAME] NAME=COMMAND ...
 """
-import argparse, ctypes, os, re, statistics, subprocess, sys, tempfile
-from interleave import PR_SET_CHILD_SUBREAPER, interleaved, parse_commands, reap_orphans  # bench/interleave.py
+import argparse, os, re, statistics, subprocess, sys, tempfile
+from interleave import become_subreaper, interleaved, parse_commands, reap_orphans  # bench/interleave.py
 from phases import sched_events  # bench/phases.py
 
 EVENTS = ["sched_process_fork", "sched_process_exec", "sched_process_exit", "sched_switch"]
@@ -66,8 +66,7 @@ def run_and_reap(pid_file, argv):
     with its status. Writes this process's pid to `pid_file` first."""
     with open(pid_file, "w") as f:
         f.write(str(os.getpid()))
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    become_subreaper()
     code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
     reap_orphans()
     sys.exit(code)

@@ -3,7 +3,8 @@
 # time, issue 23): `warden run` of `print(1)` and of `import pandas` in a profile with the guard
 # and in the same profile with `runtime_import_check = false`, interleaved round by round
 # (bench/interleave.py); and the interpreter alone, bare `python3` vs `python3` started with the
-# guard's sitecustomize.py (no sandbox: the guard's own cost, without the jail's start-up noise).
+# guard as the jail delivers it (no sandbox: the guard's own cost, without the jail's start-up
+# noise).
 # Usage: scripts/bench-import-guard.sh [ROUNDS] (default 60). Needs root (the jail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,11 +38,13 @@ runtime_import_check = false
 allowed_modules = $allowed
 TOML
 run="$warden --config $work/settings.toml run"
-# The guard outside any sandbox: the file and environment a sandbox gives the interpreter.
-mkdir "$work/guard"
-cp crates/warden-engine/src/import_guard/guard.py "$work/guard/sitecustomize.py"
+# The guard outside any sandbox: the file and environment the jail gives the interpreter (its
+# user site-packages, `import_guard::Delivery::UserSite`).
 py=/usr/bin/python3
-guarded_py="env PYTHONPATH=$work/guard PYTHONUSERBASE=$work/guard/no-user-site WARDEN_IMPORT_ALLOW=json,math,numpy,pandas $py"
+site="$work/guard/lib/python$($py -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages"
+mkdir -p "$site"
+cp crates/warden-engine/src/import_guard/guard.py "$site/usercustomize.py"
+guarded_py="env PYTHONUSERBASE=$work/guard WARDEN_IMPORT_ALLOW=json,math,numpy,pandas $py"
 for p in guarded unguarded; do $run -p "$p" "$work/import_pandas.py" >/dev/null; done   # warm caches
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F), $($py --version)"
 # The interpreter alone, both through `sh -c` (descriptor 3 is the guard's report channel,

@@ -1,7 +1,7 @@
 //! Compiles the import guard (`src/import_guard/guard.py`) to CPython bytecode with the
 //! `python3` on the build host's PATH, so that a sandbox's interpreter of the same version loads
 //! it without compiling its source at every start (see `import_guard::bytecode`): an unchecked
-//! hash-based `.pyc` and its file name in `__pycache__` (the interpreter's cache tag), with the
+//! hash-based `.pyc` and the interpreter's cache tag (its file name in `__pycache__`), with the
 //! guard's functions already carrying its label as their file name. Without a
 //! usable `python3` both outputs are empty and the guard is delivered as source only.
 
@@ -11,7 +11,7 @@ use std::process::Command;
 const COMPILE: &str = r#"
 import importlib.util, marshal, re, sys
 source = open(sys.argv[1], "rb").read()
-code = compile(source, "sitecustomize.py", "exec", dont_inherit=True, optimize=0)
+code = compile(source, "guard.py", "exec", dont_inherit=True, optimize=0)
 # The guard's functions carry its label as their file name; it relabels them at start unless
 # they have it already. Labelled here, every code object inside `_install`, so that the
 # sandbox's interpreter skips that work. The import machinery then renames only the code
@@ -27,7 +27,7 @@ code = code.replace(co_consts=nested(code, install_labelled))
 # Flags 1: hash-based, source not checked (PEP 552).
 pyc = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(source) + marshal.dumps(code)
 open(sys.argv[2], "wb").write(pyc)
-print("sitecustomize." + sys.implementation.cache_tag + ".pyc")
+print(sys.implementation.cache_tag)
 "#;
 
 fn main() {
@@ -36,7 +36,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=PATH");
     let out = std::env::var("OUT_DIR").expect("OUT_DIR");
     let pyc = Path::new(&out).join("guard.pyc");
-    let name = Path::new(&out).join("guard_pyc_name.txt");
+    let name = Path::new(&out).join("guard_cache_tag.txt");
     let run = Command::new("python3")
         .args(["-I", "-c", COMPILE, guard])
         .arg(&pyc)
@@ -45,8 +45,8 @@ fn main() {
         Ok(o) if o.status.success() => String::from_utf8(o.stdout)
             .ok()
             .map(|n| n.trim().to_owned())
-            .filter(|n| n.starts_with("sitecustomize.") && n.ends_with(".pyc") && !n.contains('/'))
-            .ok_or_else(|| "python3 named no bytecode file".to_owned()),
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+            .ok_or_else(|| "python3 named no cache tag".to_owned()),
         Ok(o) => Err(format!(
             "python3 failed: {}",
             String::from_utf8_lossy(&o.stderr)
@@ -57,7 +57,7 @@ fn main() {
         Err(e) => Err(format!("no python3 ({e})")),
     };
     match compiled {
-        Ok(file) => std::fs::write(&name, file).expect("write the bytecode's name"),
+        Ok(tag) => std::fs::write(&name, tag).expect("write the cache tag"),
         Err(why) => {
             println!(
                 "cargo:warning=the import guard is not compiled, it is delivered as source only: {why}"

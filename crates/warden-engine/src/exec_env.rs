@@ -30,8 +30,15 @@ pub const MAX_ENV_BYTES: usize = 128 * 1024;
 /// The variables that decide what a guarded Python interpreter loads before the import guard
 /// runs, or where it finds the guard (see [`crate::import_guard`]), with why.
 const GUARD_RESERVED: &[(&str, &str)] = &[
-    ("PYTHONPATH", "the import guard is found through it"),
-    ("PYTHONUSERBASE", "the import guard sets it"),
+    (
+        "PYTHONPATH",
+        "it puts folders whose code runs at start-up before the standard library",
+    ),
+    ("PYTHONUSERBASE", "the import guard is found through it"),
+    (
+        "PYTHONNOUSERSITE",
+        "it turns off the user site where the import guard is",
+    ),
     ("PYTHONHOME", "it moves the standard library"),
     ("PYTHONSTARTUP", "it runs code before the program"),
     ("PYTHONINSPECT", "it changes how the interpreter ends"),
@@ -195,6 +202,12 @@ mod tests {
                 "are Warden's",
             ),
             (vec![("PYTHONPATH", "/x")], "env", true, "import guard"),
+            (
+                vec![("PYTHONNOUSERSITE", "1")],
+                "env",
+                true,
+                "env: PYTHONNOUSERSITE: not settable under this profile's import guard",
+            ),
             (
                 vec![("LD_PRELOAD", "/x")],
                 "sandbox env",

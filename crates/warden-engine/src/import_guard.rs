@@ -4,8 +4,10 @@
 //! The policy's static check (`warden_policy::forbidden_imports`) refuses what it can see in
 //! the source; it cannot see a module name built at run time or code decoded and executed.
 //! The guard (`import_guard/guard.py`, Python) closes that: a backend delivers it into the
-//! sandbox as `sitecustomize.py` in a folder named by `PYTHONPATH`, so CPython's `site`
-//! start-up runs it before the program or the context's driver. It installs an audit hook
+//! sandbox where CPython's `site` start-up runs it before the program or the context's driver
+//! ([`Delivery`]: as `usercustomize` in the user site-packages that `PYTHONUSERBASE` names
+//! when the backend knows the interpreter's version, else as `sitecustomize` in a folder
+//! named by `PYTHONPATH`). It installs an audit hook
 //! (which nothing can remove) and a checking `builtins.__import__`; an import by user code of a
 //! module outside the allow-list ends the interpreter at once (user code cannot catch it), after
 //! a report on the run's report descriptor (descriptor 3 when the program starts). Imports made
@@ -37,22 +39,85 @@ use warden_types::{ExecResult, Language, Reason};
 
 use crate::BackendError;
 
-/// The guard's Python source, delivered as `sitecustomize.py` into [`ImportGuard::dir`].
+/// The guard's Python source, delivered as [`Delivery::file_name`] into [`Delivery::folder`].
 pub const SOURCE: &str = include_str!("import_guard/guard.py");
 
 /// The guard compiled by the interpreter found at build time (`build.rs`), as CPython caches
-/// it: the file name in `__pycache__` (with that interpreter's cache tag, e.g.
-/// `sitecustomize.cpython-311.pyc`) and an unchecked hash-based `.pyc` (used without reading
-/// the source; its magic number names the exact bytecode version). `None` when no Python was
+/// it: that interpreter's cache tag (e.g. `cpython-311`, the `.pyc`'s name in `__pycache__` is
+/// [`Delivery::bytecode_name`]) and an unchecked hash-based `.pyc` (used without reading the
+/// source; its magic number names the exact bytecode version). `None` when no Python was
 /// found at build time: the interpreter compiles the source at every start (≈ 3 ms).
 pub fn bytecode() -> Option<(&'static str, &'static [u8])> {
-    let file = include_str!(concat!(env!("OUT_DIR"), "/guard_pyc_name.txt")).trim();
+    let tag = include_str!(concat!(env!("OUT_DIR"), "/guard_cache_tag.txt")).trim();
     let pyc: &'static [u8] = include_bytes!(concat!(env!("OUT_DIR"), "/guard.pyc"));
-    (!file.is_empty() && !pyc.is_empty()).then_some((file, pyc))
+    (!tag.is_empty() && !pyc.is_empty()).then_some((tag, pyc))
 }
 
-/// The file name the guard has in its folder: CPython's `site` imports it at start-up.
-pub const FILE_NAME: &str = "sitecustomize.py";
+/// How the interpreter finds the guard at start-up, in the guard's folder `dir` (the
+/// environment: [`ImportGuard::env`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// `usercustomize.py` in the user site-packages of `PYTHONUSERBASE=dir`
+    /// (`dir/lib/python<version>/site-packages`), for an interpreter of that version (`3.11`;
+    /// a free-threaded build's `3.13t`): `site` runs it last, after the installation's `.pth`
+    /// files and its `sitecustomize`, and nothing of the guard's is on the import path while
+    /// the standard library loads: cheaper than [`Delivery::SearchPath`] (docs/benchmarks.md,
+    /// session 26). An interpreter of another version does not find it,
+    /// and its run is refused ([`NOT_INSTALLED`]).
+    UserSite { version: String },
+    /// `sitecustomize.py` in `dir`, which `PYTHONPATH` puts first on the import path so that
+    /// it shadows the installation's own (the guard then imports that one): for an
+    /// interpreter whose version is not known beforehand (an image's).
+    SearchPath,
+}
+
+impl Delivery {
+    /// The delivery for the interpreter at `path` (after symbolic links, e.g.
+    /// `/usr/bin/python3` → `python3.11`): [`Delivery::UserSite`] when its file name gives its
+    /// version, else [`Delivery::SearchPath`].
+    pub fn for_interpreter(path: &std::path::Path) -> Delivery {
+        let resolved = std::fs::canonicalize(path).unwrap_or_default();
+        let name = resolved.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        match version_of(name) {
+            Some(version) => Delivery::UserSite {
+                version: version.to_owned(),
+            },
+            None => Delivery::SearchPath,
+        }
+    }
+
+    /// The folder the guard's file goes into, inside the guard's folder `dir`.
+    pub fn folder(&self, dir: &str) -> String {
+        match self {
+            Delivery::UserSite { version } => format!("{dir}/lib/python{version}/site-packages"),
+            Delivery::SearchPath => dir.to_owned(),
+        }
+    }
+
+    /// The guard's file name in [`Delivery::folder`]: the module `site` imports.
+    pub fn file_name(&self) -> &'static str {
+        match self {
+            Delivery::UserSite { .. } => "usercustomize.py",
+            Delivery::SearchPath => "sitecustomize.py",
+        }
+    }
+
+    /// The bytecode's file name in the folder's `__pycache__`, for the cache tag `tag`.
+    pub fn bytecode_name(&self, tag: &str) -> String {
+        let stem = self.file_name().trim_end_matches(".py");
+        format!("{stem}.{tag}.pyc")
+    }
+}
+
+/// The version in an interpreter's file name `python3.11` (`3.11`, `3.13t`), if it is one.
+fn version_of(name: &str) -> Option<&str> {
+    let version = name.strip_prefix("python")?;
+    let digits = version.strip_suffix('t').unwrap_or(version);
+    let (major, minor) = digits.split_once('.')?;
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (number(major) && number(minor)).then_some(version)
+}
 
 /// The descriptor on which the program's interpreter finds the report channel at start.
 pub const REPORT_FD: i32 = 3;
@@ -95,16 +160,25 @@ impl ImportGuard {
     /// library; the guard then leaves descriptor 3 to the driver. The guard removes all of
     /// these from `os.environ` before the program starts.
     ///
-    /// `PYTHONUSERBASE` points into the guard's folder, where no site-packages exist: the
-    /// user's site-packages would be a folder of the workspace (`HOME`), whose `.pth` files and
-    /// `usercustomize` CPython runs at start-up before the guard, and which the guard would
-    /// take for the installation's own code.
-    pub fn env(&self, dir: &str, driver: Option<&str>) -> Vec<(String, String)> {
-        let mut env = vec![
-            ("PYTHONPATH".to_owned(), dir.to_owned()),
-            ("PYTHONUSERBASE".to_owned(), format!("{dir}/no-user-site")),
-            ("WARDEN_IMPORT_ALLOW".to_owned(), self.allowed.join(",")),
-        ];
+    /// `PYTHONUSERBASE` is the guard's folder (its user site-packages hold the guard, as
+    /// `usercustomize`), or a folder inside it where no site-packages exist: the user's
+    /// site-packages would otherwise be a folder of the workspace (`HOME`), whose `.pth` files
+    /// and `usercustomize` CPython runs at start-up, and which the guard would take for the
+    /// installation's own code.
+    pub fn env(
+        &self,
+        dir: &str,
+        delivery: &Delivery,
+        driver: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let mut env = match delivery {
+            Delivery::UserSite { .. } => vec![("PYTHONUSERBASE".to_owned(), dir.to_owned())],
+            Delivery::SearchPath => vec![
+                ("PYTHONPATH".to_owned(), dir.to_owned()),
+                ("PYTHONUSERBASE".to_owned(), format!("{dir}/no-user-site")),
+            ],
+        };
+        env.push(("WARDEN_IMPORT_ALLOW".to_owned(), self.allowed.join(",")));
         if let Some(driver) = driver {
             env.push(("WARDEN_IMPORT_GUARD_DRIVER".to_owned(), driver.to_owned()));
         }
@@ -209,7 +283,7 @@ pub fn judge_reason(report: &Report, reason: &Reason) -> Result<(), BackendError
 }
 
 /// Why a guarded run without the guard is refused.
-pub const NOT_INSTALLED: &str = "the interpreter ran without Warden's import guard, which the profile's forbidden_imports needs (a runtime command with -S, -I or -E, or not CPython); set runtime_import_check = false to check imports before the run only";
+pub const NOT_INSTALLED: &str = "the interpreter ran without Warden's import guard, which the profile's forbidden_imports needs (a runtime command with -S, -s, -I or -E, or not CPython); set runtime_import_check = false to check imports before the run only";
 
 #[cfg(test)]
 #[path = "../../../tests/support/prerequisite.rs"]
@@ -232,30 +306,43 @@ mod tests {
             prerequisite::skip("needs python3 to compile and load the guard (scripts/setup.sh)");
             return;
         }
-        let (file, pyc) = bytecode()
+        let (tag, pyc) = bytecode()
             .expect("python3 is here but the build compiled no bytecode (see its warning)");
+        for delivery in [
+            Delivery::SearchPath,
+            Delivery::UserSite {
+                version: "3.11".into(),
+            },
+        ] {
+            bytecode_is_used_without_the_source(&delivery, tag, pyc);
+        }
+    }
+
+    fn bytecode_is_used_without_the_source(delivery: &Delivery, tag: &str, pyc: &[u8]) {
         let dir = std::env::temp_dir().join(format!("warden-guard-pyc-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("__pycache__")).unwrap();
-        std::fs::write(dir.join("__pycache__").join(file), pyc).unwrap();
-        // A source that would fail: the interpreter must not read it.
         std::fs::write(
-            dir.join(FILE_NAME),
-            "raise SystemExit('the source was compiled')\n",
+            dir.join("__pycache__").join(delivery.bytecode_name(tag)),
+            pyc,
         )
         .unwrap();
+        let source = dir.join(delivery.file_name());
+        // A source that would fail: the interpreter must not read it.
+        std::fs::write(&source, "raise SystemExit('the source was compiled')\n").unwrap();
         // Loaded as the interpreter loads it: the module's code named by its file, and every
         // code object inside `_install` (the guard's functions) by the guard's label, which the
         // build gave them so that the guard need not relabel them at start.
-        let check = "import importlib.util, sys, importlib.machinery as m\n\
-            spec = importlib.util.spec_from_file_location('sitecustomize', sys.argv[1])\n\
-            code = spec.loader.get_code('sitecustomize')\n\
+        let check = "import importlib.util, os, sys, importlib.machinery as m\n\
+            name = os.path.basename(sys.argv[1])[:-3]\n\
+            spec = importlib.util.spec_from_file_location(name, sys.argv[1])\n\
+            code = spec.loader.get_code(name)\n\
             install = [c for c in code.co_consts if type(c) is type(code) and c.co_name == '_install']\n\
             inner = [c for c in install[0].co_consts if type(c) is type(code)]\n\
             labelled = len(inner) > 10 and all(c.co_filename == sys.argv[2] for c in inner)\n\
             print(code.co_filename == sys.argv[1], '_install' in code.co_names, labelled)";
         let out = std::process::Command::new("python3")
             .args(["-I", "-c", check])
-            .arg(dir.join(FILE_NAME))
+            .arg(&source)
             .arg("<warden importlib._bootstrap guard>")
             .output()
             .unwrap();
@@ -263,7 +350,74 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             "True True True\n",
-            "{out:?}"
+            "{delivery:?}: {out:?}"
+        );
+    }
+
+    #[test]
+    fn an_interpreter_named_by_its_version_gets_the_guard_in_its_user_site() {
+        assert_eq!(version_of("python3.11"), Some("3.11"));
+        assert_eq!(version_of("python3.13t"), Some("3.13t"));
+        for name in [
+            "python3",
+            "python",
+            "python3.",
+            "python.11",
+            "python3.x",
+            "pypy3.10",
+            "",
+        ] {
+            assert_eq!(version_of(name), None, "{name}");
+        }
+        let dir = std::env::temp_dir().join(format!("warden-guard-interp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("python3.12"), "").unwrap();
+        std::os::unix::fs::symlink("python3.12", dir.join("python3")).unwrap();
+        std::fs::write(dir.join("python"), "").unwrap();
+        let user = Delivery::for_interpreter(&dir.join("python3"));
+        let named = Delivery::for_interpreter(&dir.join("python"));
+        let missing = Delivery::for_interpreter(&dir.join("nothing"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            user,
+            Delivery::UserSite {
+                version: "3.12".into()
+            }
+        );
+        assert_eq!(
+            (named, missing),
+            (Delivery::SearchPath, Delivery::SearchPath)
+        );
+        assert_eq!(
+            user.folder("/g"),
+            "/g/lib/python3.12/site-packages".to_owned()
+        );
+        assert_eq!(
+            (user.file_name(), user.bytecode_name("cpython-312")),
+            (
+                "usercustomize.py",
+                "usercustomize.cpython-312.pyc".to_owned()
+            )
+        );
+        let guard = ImportGuard {
+            allowed: vec!["json".into(), "math".into()],
+        };
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            guard.env("/g", &user, None),
+            vec![
+                pair("PYTHONUSERBASE", "/g"),
+                pair("WARDEN_IMPORT_ALLOW", "json,math")
+            ]
+        );
+        assert_eq!(
+            guard.env("/g", &Delivery::SearchPath, Some("/code/d.py")),
+            vec![
+                pair("PYTHONPATH", "/g"),
+                pair("PYTHONUSERBASE", "/g/no-user-site"),
+                pair("WARDEN_IMPORT_ALLOW", "json,math"),
+                pair("WARDEN_IMPORT_GUARD_DRIVER", "/code/d.py"),
+            ]
         );
     }
 

@@ -18,7 +18,7 @@ use crate::sys;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 // Init's reports on the status pipe: tag byte, u32 length (little-endian), payload.
 const MSG_STEP_FAILED: u8 = b'E';
@@ -464,21 +464,9 @@ struct Exec {
 /// Resolves the command in the sandbox's PATH and builds execve's arrays before the fork, so
 /// the program's child only calls async-signal-safe functions.
 fn prepare_exec(plan: &JailPlan) -> Result<Exec, String> {
-    let name = &plan.argv[0];
-    let path = if name.contains('/') {
-        PathBuf::from(name)
-    } else {
-        let search = plan
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
-        search
-            .split(':')
-            .map(|dir| Path::new(dir).join(name))
-            .find(|p| is_executable(p))
-            .ok_or_else(|| format!("{name}: command not found in the sandbox"))?
-    };
+    let path = plan
+        .find_command()
+        .ok_or_else(|| format!("{}: command not found in the sandbox", plan.argv[0]))?;
     let cpath = sys::cstring(&path).map_err(|e| e.to_string())?;
     let argv: Vec<_> = plan
         .argv
@@ -504,7 +492,8 @@ fn prepare_exec(plan: &JailPlan) -> Result<Exec, String> {
     })
 }
 
-fn is_executable(path: &Path) -> bool {
+/// Whether `path` is a file this process may execute.
+pub(crate) fn is_executable(path: &Path) -> bool {
     let Ok(c) = sys::cstring(path) else {
         return false;
     };

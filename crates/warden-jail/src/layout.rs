@@ -17,8 +17,11 @@ pub const SCRATCH_TMP: &str = "tmp";
 /// gated node program's preload its "at the gate" byte (see [`crate::gate`]).
 pub const SESSION_REPLY_FD: i32 = 3;
 
-/// The folder of the import guard's `sitecustomize.py` in the sandbox's root (Python runs
-/// with `PYTHONPATH` naming it; the guard removes it from `sys.path` before user code).
+/// The import guard's folder in the sandbox's root: Python's user base (`PYTHONUSERBASE`),
+/// whose site-packages holds the guard as `usercustomize.py`, or, for an interpreter not named
+/// by its version, the folder of its `sitecustomize.py` on `PYTHONPATH`
+/// (`warden_engine::import_guard::Delivery`); the guard removes it from `sys.path` before user
+/// code.
 pub const IMPORT_GUARD_DIR: &str = "/warden/import-guard";
 
 /// The descriptor at which a gated run's interpreter finds its start pipe (see

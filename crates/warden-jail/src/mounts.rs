@@ -298,20 +298,20 @@ fn prepare(
             sys.write_file(&path, contents.as_bytes(), *mode)
                 .map_err(at("write file", dest))
         }
-        MountOp::ImportGuard { dir } => {
-            use warden_engine::import_guard::{FILE_NAME, SOURCE, bytecode};
-            let folder = under(root, dir);
+        MountOp::ImportGuard { dir, delivery } => {
+            use warden_engine::import_guard::{SOURCE, bytecode};
+            let folder = under(root, Path::new(&delivery.folder(&dir.to_string_lossy())));
             dirs.dir(sys, &folder, 0o755)?;
-            let source = folder.join(FILE_NAME);
+            let source = folder.join(delivery.file_name());
             sys.write_file(&source, SOURCE.as_bytes(), 0o444)
                 .map_err(at("write file", &source))?;
             // Compiled for the interpreter this binary was built beside: an interpreter of
             // another version does not look for it (another cache tag) or refuses it (another
             // magic number), and compiles the source as without it.
-            if let Some((file, pyc)) = bytecode() {
+            if let Some((tag, pyc)) = bytecode() {
                 let cache = folder.join("__pycache__");
                 dirs.dir(sys, &cache, 0o755)?;
-                let compiled = cache.join(file);
+                let compiled = cache.join(delivery.bytecode_name(tag));
                 sys.write_file(&compiled, pyc, 0o444)
                     .map_err(at("write file", &compiled))?;
             }
@@ -736,27 +736,58 @@ mod tests {
         };
         // A pooled sandbox's root is built before its code is known.
         assert_eq!(root_mounts(""), root_mounts("print(1)\n"));
-        // The guard's files come from this binary, not from the plan.
-        let mut guarded = plan();
-        guarded.add_import_guard(&guard, None);
-        let encoded = serde_json::to_vec(&guarded).unwrap();
-        assert!(encoded.len() < 4096, "{} bytes", encoded.len());
-        let mut sys = RecordingMountSys::default();
-        build_root(&mut sys, Path::new("/st"), &guarded, None).unwrap();
-        let source = warden_engine::import_guard::SOURCE.len();
-        assert!(
-            sys.calls.contains(&format!(
-                "write /st/root/warden/import-guard/sitecustomize.py 444 ({source} bytes)"
-            )),
-            "{:#?}",
-            sys.calls
-        );
-        if let Some((file, pyc)) = warden_engine::import_guard::bytecode() {
-            let written = format!(
-                "write /st/root/warden/import-guard/__pycache__/{file} 444 ({} bytes)",
-                pyc.len()
+        // The guard's files come from this binary, not from the plan; where they go depends
+        // on the interpreter's version: in its user site-packages when the interpreter found
+        // as init finds it is named by its version (here: the plan's `python3`), else in the
+        // folder itself.
+        use warden_engine::import_guard::Delivery;
+        let unversioned = |p: &mut JailPlan| p.argv[0] = "/nowhere/python".into();
+        for (change, folder) in [
+            (None, None),
+            (Some(unversioned), Some("/warden/import-guard".to_owned())),
+        ] {
+            let mut guarded = plan();
+            if let Some(change) = change {
+                change(&mut guarded);
+            }
+            guarded.add_import_guard(&guard, None);
+            let encoded = serde_json::to_vec(&guarded).unwrap();
+            assert!(encoded.len() < 4096, "{} bytes", encoded.len());
+            let delivery = guarded
+                .mounts
+                .iter()
+                .find_map(|m| match m {
+                    MountOp::ImportGuard { delivery, .. } => Some(delivery.clone()),
+                    _ => None,
+                })
+                .unwrap();
+            let found = guarded
+                .find_command()
+                .map(|p| Delivery::for_interpreter(&p));
+            assert_eq!(
+                Some(&delivery),
+                found.as_ref().or(Some(&Delivery::SearchPath))
             );
-            assert!(sys.calls.contains(&written), "{:#?}", sys.calls);
+            let folder = folder.unwrap_or_else(|| delivery.folder("/warden/import-guard"));
+            let mut sys = RecordingMountSys::default();
+            build_root(&mut sys, Path::new("/st"), &guarded, None).unwrap();
+            let source = warden_engine::import_guard::SOURCE.len();
+            let file = delivery.file_name();
+            assert!(
+                sys.calls.contains(&format!(
+                    "write /st/root{folder}/{file} 444 ({source} bytes)"
+                )),
+                "{:#?}",
+                sys.calls
+            );
+            if let Some((tag, pyc)) = warden_engine::import_guard::bytecode() {
+                let written = format!(
+                    "write /st/root{folder}/__pycache__/{} 444 ({} bytes)",
+                    delivery.bytecode_name(tag),
+                    pyc.len()
+                );
+                assert!(sys.calls.contains(&written), "{:#?}", sys.calls);
+            }
         }
         // A context's driver, and a program larger than a gated root's room, are not gated.
         let mut session = plan();

@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::{Component, Path, PathBuf};
+use warden_engine::import_guard::Delivery;
 use warden_types::Limits;
 
 pub use crate::layout::{
@@ -71,13 +72,14 @@ pub enum MountOp {
         mode: u32,
     },
     /// The import guard's files in folder `dir` (mode 0444), written into the root before it
-    /// becomes read-only: its source (`sitecustomize.py`) and, when this binary carries it,
-    /// its bytecode in `__pycache__`. Their contents are this binary's own
+    /// becomes read-only, where `delivery` puts them: its source (`usercustomize.py` or
+    /// `sitecustomize.py`) and, when this binary carries it, its bytecode in `__pycache__`. Their contents are this binary's own
     /// (`warden_engine::import_guard`), so they do not travel in every plan (≈ 50 KB of the
     /// plan's JSON, encoded and decoded twice per sandbox otherwise); the helper and init are
     /// this binary.
     ImportGuard {
         dir: PathBuf,
+        delivery: Delivery,
     },
     /// A fresh procfs for the sandbox's pid namespace.
     Proc {
@@ -196,18 +198,45 @@ pub struct JailPlan {
 }
 
 impl JailPlan {
-    /// Runs the Python interpreter with the import guard: its `sitecustomize.py` written into
-    /// the root at [`IMPORT_GUARD_DIR`], the environment that names it, the report pipe. A
+    /// The program's command as init finds it (`argv[0]`): a path as given, else the first
+    /// executable file of that name in the plan's `PATH` (`/usr/bin:/bin` without one), in the
+    /// root this process sees.
+    pub(crate) fn find_command(&self) -> Option<PathBuf> {
+        let name = self.argv.first()?;
+        if name.contains('/') {
+            return Some(PathBuf::from(name));
+        }
+        let search = self
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
+        search
+            .split(':')
+            .map(|dir| Path::new(dir).join(name))
+            .find(|p| crate::init::is_executable(p))
+    }
+
+    /// Runs the Python interpreter with the import guard: its file written into the root at
+    /// [`IMPORT_GUARD_DIR`] as the interpreter's version allows ([`Delivery::for_interpreter`]
+    /// of [`JailPlan::find_command`]), the environment that names it, the report pipe. A
     /// context's `driver` (its path in the sandbox) is trusted like the standard library.
     pub fn add_import_guard(
         &mut self,
         guard: &warden_engine::import_guard::ImportGuard,
         driver: Option<&str>,
     ) {
+        // Found on the host: the sandbox's root binds the host's own folders (read-only), so
+        // the file found there is the one init runs.
+        let delivery = self.find_command().map_or(Delivery::SearchPath, |path| {
+            Delivery::for_interpreter(&path)
+        });
+        self.env
+            .extend(guard.env(IMPORT_GUARD_DIR, &delivery, driver));
         self.mounts.push(MountOp::ImportGuard {
             dir: IMPORT_GUARD_DIR.into(),
+            delivery,
         });
-        self.env.extend(guard.env(IMPORT_GUARD_DIR, driver));
         self.import_report = true;
         // A one-shot program (not a context's driver) waits at the gate, cold or pooled alike.
         if driver.is_none() && !self.session && self.code.len() <= GATED_CODE_ROOM {

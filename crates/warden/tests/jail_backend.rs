@@ -311,9 +311,10 @@ fn the_import_guard_changes_nothing_the_program_observes() {
         let b = backend();
         // What a program can see of its start: argv, its names, the import path, the loaded
         // modules, its environment, its folder, warnings' attribution, a traceback, the exit.
-        let code = "import sys, os, json, warnings\n\
+        let code = "import sys, os, json, warnings, site\n\
             print(sys.argv, __file__, __name__, __package__, __spec__, type(__loader__).__name__)\n\
-            print(sys.path)\n\
+            print(sys.path, sorted(sys.path_importer_cache))\n\
+            print(site.USER_BASE, site.USER_SITE, site.ENABLE_USER_SITE)\n\
             print(sorted(sys.modules))\n\
             print(sorted(os.environ.items()))\n\
             print(sorted(os.listdir('/code')), sys.flags)\n\
@@ -322,7 +323,9 @@ fn the_import_guard_changes_nothing_the_program_observes() {
             try:\n    f()\nexcept ImportError as e:\n    print(repr(e))\n\
             json.loads('{')\n";
         let guard = warden_engine::import_guard::ImportGuard {
-            allowed: ["sys", "os", "json", "warnings"].map(String::from).to_vec(),
+            allowed: ["sys", "os", "json", "warnings", "site"]
+                .map(String::from)
+                .to_vec(),
         };
         let mut guarded = plan(code);
         guarded.args = vec!["a b".into(), "c".into()];
@@ -333,7 +336,7 @@ fn the_import_guard_changes_nothing_the_program_observes() {
         let without = b.exec(plain, None).await.unwrap();
         assert_eq!(with.exit_code, Some(1), "{with:?}");
         assert!(with.stderr.contains("JSONDecodeError"), "{with:?}");
-        assert!(with.stderr.contains("main.py:7: UserWarning"), "{with:?}");
+        assert!(with.stderr.contains("main.py:8: UserWarning"), "{with:?}");
         assert_eq!(
             (&with.stdout, &with.stderr, with.exit_code, with.reason),
             (

@@ -1,8 +1,17 @@
 """Warden's import guard: the forbidden_imports allow-list, enforced by the interpreter itself.
 
-Delivered into the sandbox as ``sitecustomize.py`` in a folder named by ``PYTHONPATH``, so that
-CPython's ``site`` start-up runs it before the program (or a context's driver). It installs two
-checks and then removes every trace of itself that the program could observe:
+Delivered into the sandbox in one of two ways, so that CPython's ``site`` start-up runs it before
+the program (or a context's driver):
+
+- as ``usercustomize.py`` in the user site-packages of ``PYTHONUSERBASE``
+  (``$PYTHONUSERBASE/lib/python3.X/site-packages``; the jail, which knows the interpreter's
+  version): ``site`` runs it last, after the installation's ``.pth`` files and its own
+  ``sitecustomize``, and no folder of the guard's comes before the standard library on the
+  import path while the interpreter starts (the cheaper way, docs/benchmarks.md, session 26);
+- as ``sitecustomize.py`` in a folder named by ``PYTHONPATH`` (docker, Kubernetes: an image's
+  interpreter version is not known beforehand), which shadows the installation's own.
+
+It installs two checks and then removes every trace of itself that the program could observe:
 
 - an audit hook (``sys.addaudithook``: it cannot be removed) that sees every module the
   interpreter loads (the ``import`` event, whatever path led there: ``importlib``, loaders,
@@ -30,9 +39,12 @@ context driver's replies: ``{"type": "import_guard"}`` once installed, then at m
 user frame (the program's statement that led to the import), or 0.
 
 What the program observes is unchanged: ``sys.argv``, ``__file__``, ``__name__``, ``sys.path``
-(the guard's folder is removed), ``sys.modules`` (the guard leaves; Debian's own
-``sitecustomize`` is imported in its place, as in a run without the guard), ``os.environ`` (the
-guard's variables and ``PYTHONPATH`` are removed), descriptors (3 is closed in a one-shot run; a gated run's start descriptor too),
+(the guard's folder is removed), ``sys.modules`` (the guard leaves: as ``usercustomize`` it
+ends by raising the ``ImportError`` that ``site`` ignores, as when no ``usercustomize`` exists;
+as ``sitecustomize``, Debian's own is imported in its place), ``site.USER_BASE`` and
+``site.USER_SITE`` (set back to what they are without ``PYTHONUSERBASE``), ``os.environ`` (the
+guard's variables, ``PYTHONPATH`` and ``PYTHONUSERBASE`` are removed), descriptors (3 is closed
+in a one-shot run; a gated run's start descriptor too),
 tracebacks (the checking ``__import__`` drops its own entry from any exception it passes on) and
 exit codes. Its functions carry the file name ``<warden importlib._bootstrap guard>``, which
 ``warnings`` skips like the import machinery.
@@ -57,8 +69,13 @@ def _install():
     if environ.get("PYTHONPATH") == here:
         del environ["PYTHONPATH"]
     # Set by the backend so that no user site-packages (a workspace folder) runs code at
-    # start-up or passes for the installation: removed, as in a run without the guard.
-    if environ.get("PYTHONUSERBASE", "").startswith(os.path.join(here, "")):
+    # start-up or passes for the installation: the guard's own folder's base (as
+    # usercustomize) or a folder inside it with no site-packages (as sitecustomize). Removed,
+    # as in a run without the guard.
+    userbase = environ.get("PYTHONUSERBASE", "")
+    if userbase and (
+        here.startswith(os.path.join(userbase, "")) or userbase.startswith(os.path.join(here, ""))
+    ):
         del environ["PYTHONUSERBASE"]
 
     # The report descriptor: private and not inherited. A context's driver takes descriptor 3
@@ -353,10 +370,20 @@ def _install():
 
 
 def _leave(here):
-    """Removes the guard from what the program can see, and runs the sitecustomize it shadows."""
+    """Removes the guard from what the program can see; as sitecustomize, also runs the one it
+    shadows."""
     if here in sys.path:
         sys.path.remove(here)
     sys.path_importer_cache.pop(here, None)
+    site = sys.modules.get("site")
+    if site is not None and hasattr(site, "_getuserbase") and hasattr(site, "_get_path"):
+        # What site computed from PYTHONUSERBASE, now gone from the environment.
+        if site.USER_BASE is not None:
+            site.USER_BASE = site._getuserbase()
+        if site.USER_SITE is not None:
+            site.USER_SITE = site._get_path(site.USER_BASE)
+    if __name__ == "usercustomize":
+        return
     del sys.modules["sitecustomize"]
     try:
         import sitecustomize  # noqa: F401 - Debian's own, as in a run without the guard
@@ -381,4 +408,9 @@ _leave(_here)
 _wait_at_the_gate(_start)
 # The functions above keep what they need in their closures (and their builtins); the module's
 # namespace, reachable as their __globals__, is left empty.
+if __name__ == "usercustomize":
+    globals().clear()
+    # As in a run without the guard, where no usercustomize is found: the import machinery
+    # drops the module, and site ignores an ImportError that names it.
+    raise ImportError("No module named 'usercustomize'", name="usercustomize")
 globals().clear()

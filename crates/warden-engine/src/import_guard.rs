@@ -88,9 +88,12 @@ impl Delivery {
     }
 
     /// The folder the guard's file goes into, inside the guard's folder `dir`.
-    pub fn folder(&self, dir: &str) -> String {
+    pub fn folder(&self, dir: &std::path::Path) -> std::path::PathBuf {
         match self {
-            Delivery::UserSite { version } => format!("{dir}/lib/python{version}/site-packages"),
+            Delivery::UserSite { version } => dir
+                .join("lib")
+                .join(format!("python{version}"))
+                .join("site-packages"),
             Delivery::SearchPath => dir.to_owned(),
         }
     }
@@ -389,8 +392,8 @@ mod tests {
             (Delivery::SearchPath, Delivery::SearchPath)
         );
         assert_eq!(
-            user.folder("/g"),
-            "/g/lib/python3.12/site-packages".to_owned()
+            user.folder(std::path::Path::new("/g")),
+            std::path::Path::new("/g/lib/python3.12/site-packages")
         );
         assert_eq!(
             (user.file_name(), user.bytecode_name("cpython-312")),

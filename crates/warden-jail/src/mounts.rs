@@ -300,7 +300,7 @@ fn prepare(
         }
         MountOp::ImportGuard { dir, delivery } => {
             use warden_engine::import_guard::{SOURCE, bytecode};
-            let folder = under(root, Path::new(&delivery.folder(&dir.to_string_lossy())));
+            let folder = under(root, &delivery.folder(dir));
             dirs.dir(sys, &folder, 0o755)?;
             let source = folder.join(delivery.file_name());
             sys.write_file(&source, SOURCE.as_bytes(), 0o444)
@@ -737,58 +737,52 @@ mod tests {
         // A pooled sandbox's root is built before its code is known.
         assert_eq!(root_mounts(""), root_mounts("print(1)\n"));
         // The guard's files come from this binary, not from the plan; where they go depends
-        // on the interpreter's version: in its user site-packages when the interpreter found
-        // as init finds it is named by its version (here: the plan's `python3`), else in the
-        // folder itself.
-        use warden_engine::import_guard::Delivery;
-        let unversioned = |p: &mut JailPlan| p.argv[0] = "/nowhere/python".into();
-        for (change, folder) in [
-            (None, None),
-            (Some(unversioned), Some("/warden/import-guard".to_owned())),
-        ] {
+        // on the interpreter init will run: named by its version (a file `python3.12` here),
+        // in its user site-packages as `usercustomize`; otherwise on `PYTHONPATH` as
+        // `sitecustomize`.
+        let bin = std::env::temp_dir().join(format!("warden-guard-root-{}", std::process::id()));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("python3.12"), "").unwrap();
+        let versioned = bin.join("python3.12").display().to_string();
+        let cases = [
+            (
+                versioned.as_str(),
+                "/warden/import-guard/lib/python3.12/site-packages",
+                "usercustomize",
+                ("PYTHONUSERBASE", "/warden/import-guard"),
+            ),
+            (
+                "/nowhere/python",
+                "/warden/import-guard",
+                "sitecustomize",
+                ("PYTHONPATH", "/warden/import-guard"),
+            ),
+        ];
+        for (interpreter, folder, module, (var, value)) in cases {
             let mut guarded = plan();
-            if let Some(change) = change {
-                change(&mut guarded);
-            }
+            guarded.argv[0] = interpreter.into();
             guarded.add_import_guard(&guard, None);
             let encoded = serde_json::to_vec(&guarded).unwrap();
             assert!(encoded.len() < 4096, "{} bytes", encoded.len());
-            let delivery = guarded
-                .mounts
-                .iter()
-                .find_map(|m| match m {
-                    MountOp::ImportGuard { delivery, .. } => Some(delivery.clone()),
-                    _ => None,
-                })
-                .unwrap();
-            let found = guarded
-                .find_command()
-                .map(|p| Delivery::for_interpreter(&p));
-            assert_eq!(
-                Some(&delivery),
-                found.as_ref().or(Some(&Delivery::SearchPath))
+            assert!(
+                guarded.env.contains(&(var.into(), value.into())),
+                "{interpreter}: {:?}",
+                guarded.env
             );
-            let folder = folder.unwrap_or_else(|| delivery.folder("/warden/import-guard"));
             let mut sys = RecordingMountSys::default();
             build_root(&mut sys, Path::new("/st"), &guarded, None).unwrap();
             let source = warden_engine::import_guard::SOURCE.len();
-            let file = delivery.file_name();
-            assert!(
-                sys.calls.contains(&format!(
-                    "write /st/root{folder}/{file} 444 ({source} bytes)"
-                )),
-                "{:#?}",
-                sys.calls
-            );
+            let written = format!("write /st/root{folder}/{module}.py 444 ({source} bytes)");
+            assert!(sys.calls.contains(&written), "{written}: {:#?}", sys.calls);
             if let Some((tag, pyc)) = warden_engine::import_guard::bytecode() {
                 let written = format!(
-                    "write /st/root{folder}/__pycache__/{} 444 ({} bytes)",
-                    delivery.bytecode_name(tag),
+                    "write /st/root{folder}/__pycache__/{module}.{tag}.pyc 444 ({} bytes)",
                     pyc.len()
                 );
-                assert!(sys.calls.contains(&written), "{:#?}", sys.calls);
+                assert!(sys.calls.contains(&written), "{written}: {:#?}", sys.calls);
             }
         }
+        let _ = std::fs::remove_dir_all(&bin);
         // A context's driver, and a program larger than a gated root's room, are not gated.
         let mut session = plan();
         session.add_import_guard(&guard, Some("/code/warden_driver.py"));

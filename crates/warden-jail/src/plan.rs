@@ -73,10 +73,10 @@ pub enum MountOp {
     },
     /// The import guard's files in folder `dir` (mode 0444), written into the root before it
     /// becomes read-only, where `delivery` puts them: its source (`usercustomize.py` or
-    /// `sitecustomize.py`) and, when this binary carries it, its bytecode in `__pycache__`. Their contents are this binary's own
-    /// (`warden_engine::import_guard`), so they do not travel in every plan (≈ 50 KB of the
-    /// plan's JSON, encoded and decoded twice per sandbox otherwise); the helper and init are
-    /// this binary.
+    /// `sitecustomize.py`) and, when this binary carries it, its bytecode in `__pycache__`.
+    /// Their contents are this binary's own (`warden_engine::import_guard`), so they do not
+    /// travel in every plan (≈ 50 KB of the plan's JSON, encoded and decoded twice per sandbox
+    /// otherwise); the helper and init are this binary.
     ImportGuard {
         dir: PathBuf,
         delivery: Delivery,

@@ -85,13 +85,10 @@ impl Walk<'_> {
     }
 
     fn dir(&mut self, dir: BorrowedFd<'_>, prefix: &Path, depth: usize) {
-        // Listing through the descriptor's /proc entry reads exactly this folder: the magic
-        // link resolves to the open file, not to a path the program could swap.
-        let listing = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir));
-        let Ok(entries) = std::fs::read_dir(&listing) else {
+        // Read from the descriptor: exactly this folder, not a path the program could swap.
+        let Ok(mut names) = sys::entry_names(dir) else {
             return;
         };
-        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
         names.sort();
         for name in names {
             self.seen += 1;

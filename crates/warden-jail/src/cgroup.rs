@@ -94,10 +94,16 @@ pub trait Cgroup: std::fmt::Debug {
     fn set_cpu_weight(&self, weight: CpuWeight) -> Result<(), CgroupError>;
     /// Moves a process into the cgroup (all controllers).
     fn attach(&self, pid: libc::pid_t) -> Result<(), CgroupError>;
+    /// The cgroup's event counters, their files opened now (see [`Events`]).
+    fn events(&self) -> Events;
     /// Whether the kernel's OOM killer ended a process of this cgroup.
-    fn oom_killed(&self) -> bool;
+    fn oom_killed(&self) -> bool {
+        self.events().oom_killed()
+    }
     /// Whether a fork or clone failed because of the process limit.
-    fn pids_limit_hit(&self) -> bool;
+    fn pids_limit_hit(&self) -> bool {
+        self.events().pids_limit_hit()
+    }
     /// Pids still in the cgroup.
     fn pids(&self) -> Vec<libc::pid_t>;
     /// Removes the cgroup; the processes must be gone. Retries briefly while the kernel
@@ -638,9 +644,60 @@ fn mkdir(path: &Path) -> Result<(), CgroupError> {
 }
 
 /// Reads a `key value` counter from a flat-keyed cgroup file.
+/// A cgroup's event counters with their files open ([`Cgroup::events`]): reading them walks
+/// no path, so the supervisor opens them while the program runs and only reads them on the
+/// answer's path. Every read starts at offset 0, where the kernel generates the file afresh,
+/// so one `Events` can be read any number of times. A file that could not be opened counts 0,
+/// as one that cannot be read.
+#[derive(Debug)]
+pub struct Events {
+    /// `memory.oom_control` (v1) or `memory.events` (v2): the `oom_kill` count.
+    memory: Option<fs::File>,
+    /// `pids.events`: the `max` count.
+    pids: Option<fs::File>,
+}
+
+impl Events {
+    fn open(memory: &Path, pids: &Path) -> Events {
+        Events {
+            memory: fs::File::open(memory).ok(),
+            pids: fs::File::open(pids).ok(),
+        }
+    }
+
+    /// Whether the kernel's OOM killer ended a process of the cgroup.
+    pub fn oom_killed(&self) -> bool {
+        counter_of(self.memory.as_ref(), "oom_kill") > 0
+    }
+
+    /// Whether a fork or clone failed because of the process limit.
+    pub fn pids_limit_hit(&self) -> bool {
+        counter_of(self.pids.as_ref(), "max") > 0
+    }
+}
+
+/// The value of `key` in the counters file at `path` (0 if it cannot be read).
 fn counter(path: &Path, key: &str) -> u64 {
-    fs::read_to_string(path)
-        .unwrap_or_default()
+    counter_of(fs::File::open(path).ok().as_ref(), key)
+}
+
+/// The value of `key` in a counters file (`key value` lines), read from its start.
+fn counter_of(file: Option<&fs::File>, key: &str) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let Some(file) = file else {
+        return 0;
+    };
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        match file.read_at(&mut chunk, text.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return 0,
+        }
+    }
+    String::from_utf8_lossy(&text)
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(' ')?;
@@ -759,12 +816,11 @@ impl Cgroup for V1Cgroup {
         Ok(())
     }
 
-    fn oom_killed(&self) -> bool {
-        counter(&self.memory.join("memory.oom_control"), "oom_kill") > 0
-    }
-
-    fn pids_limit_hit(&self) -> bool {
-        counter(&self.pids.join("pids.events"), "max") > 0
+    fn events(&self) -> Events {
+        Events::open(
+            &self.memory.join("memory.oom_control"),
+            &self.pids.join("pids.events"),
+        )
     }
 
     fn pids(&self) -> Vec<libc::pid_t> {
@@ -819,12 +875,11 @@ impl Cgroup for V2Cgroup {
         write(&self.path.join("cgroup.procs"), &pid.to_string())
     }
 
-    fn oom_killed(&self) -> bool {
-        counter(&self.path.join("memory.events"), "oom_kill") > 0
-    }
-
-    fn pids_limit_hit(&self) -> bool {
-        counter(&self.path.join("pids.events"), "max") > 0
+    fn events(&self) -> Events {
+        Events::open(
+            &self.path.join("memory.events"),
+            &self.path.join("pids.events"),
+        )
     }
 
     fn pids(&self) -> Vec<libc::pid_t> {
@@ -954,12 +1009,27 @@ mod tests {
         );
         assert!(tmp.path().join("freezer/warden/sb1").is_dir());
         assert!(!cg.oom_killed());
+        // The counters' files as the kernel has them, opened before the events happen (as
+        // the supervisor opens them while the program runs) and read after.
+        let oom_control = tmp.path().join("memory/warden/sb1/memory.oom_control");
+        let pids_events = tmp.path().join("pids/warden/sb1/pids.events");
         fs::write(
-            tmp.path().join("memory/warden/sb1/memory.oom_control"),
+            &oom_control,
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        fs::write(&pids_events, "max 0\n").unwrap();
+        let events = cg.events();
+        assert!(!events.oom_killed() && !events.pids_limit_hit());
+        fs::write(
+            &oom_control,
             "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
         )
         .unwrap();
-        assert!(cg.oom_killed());
+        assert!(events.oom_killed() && !events.pids_limit_hit());
+        fs::write(&pids_events, "max 3\n").unwrap();
+        assert!(events.oom_killed() && events.pids_limit_hit());
+        assert!(cg.oom_killed() && cg.pids_limit_hit());
         cg.remove().unwrap();
         assert!(!tmp.path().join("memory/warden/sb1").exists());
         assert!(!tmp.path().join("cpu/warden/sb1").exists());

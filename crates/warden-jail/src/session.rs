@@ -351,6 +351,7 @@ fn run<W: Write>(
         pid,
         kill_guard,
         cgroup,
+        events,
         pidfd,
         out_r,
         err_r,
@@ -387,6 +388,7 @@ fn run<W: Write>(
         core: Core {
             pid,
             cgroup,
+            events,
             pidfd,
             status_r,
             start,
@@ -428,6 +430,8 @@ fn run<W: Write>(
 struct Core {
     pid: libc::pid_t,
     cgroup: supervisor::CgroupGuard,
+    /// The cgroup's counters, open for the whole session (read before and after each cell).
+    events: crate::cgroup::Events,
     pidfd: OwnedFd,
     status_r: OwnedFd,
     start: Instant,
@@ -648,7 +652,7 @@ impl<W: Write> Session<'_, W> {
         self.pending_in
             .extend_from_slice(&(message.len() as u32).to_le_bytes());
         self.pending_in.extend_from_slice(&message);
-        let cgroup = &self.core.cgroup.0;
+        let events = &self.core.events;
         let start = Instant::now();
         self.cell = Some(Cell {
             start,
@@ -658,8 +662,8 @@ impl<W: Write> Session<'_, W> {
             timed_out: false,
             output_exceeded: false,
             known: request.known_outputs.into_iter().collect(),
-            oom_before: cgroup.oom_killed(),
-            pids_before: cgroup.pids_limit_hit(),
+            oom_before: events.oom_killed(),
+            pids_before: events.pids_limit_hit(),
         });
         // Output that came between cells belongs to this one.
         for (i, tag) in [(0, Tag::Stdout), (1, Tag::Stderr)] {
@@ -843,9 +847,9 @@ impl<W: Write> Session<'_, W> {
         // The driver flushed before replying: what it wrote is in the pipes now.
         self.drain_output(buf)?;
         let cell = self.cell.take().expect("a cell runs");
-        let cgroup = &self.core.cgroup.0;
-        let oom = cgroup.oom_killed() && !cell.oom_before;
-        let pids = cgroup.pids_limit_hit() && !cell.pids_before;
+        let events = &self.core.events;
+        let oom = events.oom_killed() && !cell.oom_before;
+        let pids = events.pids_limit_hit() && !cell.pids_before;
         let reason = supervisor::reason_of(cell.output_exceeded, oom, pids, cell.timed_out, false);
         let (artifacts, skipped_artifacts) = match &self.scratch {
             Some(scratch) => artifacts::collect(scratch.as_fd(), &self.plan.limits, &cell.known),
@@ -916,8 +920,8 @@ impl<W: Write> Session<'_, W> {
         }
         let status = supervisor::read_status(self.core.status_r.as_fd(), self.plan)?;
         let (exit_code, signal) = supervisor::exit_of(status);
-        let cgroup = &self.core.cgroup.0;
-        let (oom, pids) = (cgroup.oom_killed(), cgroup.pids_limit_hit());
+        let events = &self.core.events;
+        let (oom, pids) = (events.oom_killed(), events.pids_limit_hit());
         let cell = self.cell.take();
         let (timed_out, output_exceeded, start, known) = match cell {
             Some(c) => (c.timed_out, c.output_exceeded, c.start, c.known),

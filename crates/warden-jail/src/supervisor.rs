@@ -9,7 +9,7 @@
 //! workspace tmpfs dies with the last descriptor to it, so nothing is left behind.
 
 use crate::artifacts;
-use crate::cgroup::{Cgroup, CgroupError, CpuWeight, Hierarchy};
+use crate::cgroup::{Cgroup, CgroupError, CpuWeight, Events, Hierarchy};
 use crate::init::{self, Report};
 use crate::netns::NetnsMaker;
 use crate::plan::{JailPlan, NetAttachment, ToInit};
@@ -251,6 +251,8 @@ pub(crate) struct Launched {
     pub pid: libc::pid_t,
     pub kill_guard: KillOnDrop,
     pub cgroup: CgroupGuard,
+    /// The cgroup's event counters, opened before the program runs and read after it.
+    pub events: Events,
     pub pidfd: OwnedFd,
     pub out_r: OwnedFd,
     pub err_r: OwnedFd,
@@ -383,6 +385,8 @@ pub(crate) fn launch(
         return Err(e);
     }
     cgroup.0.attach(pid)?;
+    // Opened here, while init builds its root, so that the answer's path only reads them.
+    let events = cgroup.0.events();
     trace("cgroup limits set and attached");
     let (scratch, gate) = if plan.gated {
         let received = sys::recv_fd(ws_parent.as_fd())
@@ -418,6 +422,7 @@ pub(crate) fn launch(
         pid,
         kill_guard,
         cgroup,
+        events,
         pidfd,
         out_r,
         err_r,
@@ -559,6 +564,7 @@ pub(crate) fn finish_run(
         pid,
         kill_guard,
         cgroup,
+        events,
         pidfd,
         out_r,
         err_r,
@@ -598,8 +604,8 @@ pub(crate) fn finish_run(
     let duration = start.elapsed();
     trace("status received");
     let (exit_code, signal) = exit_of(program_status);
-    let oom = cgroup.0.oom_killed();
-    let pids_hit = cgroup.0.pids_limit_hit();
+    let oom = events.oom_killed();
+    let pids_hit = events.pids_limit_hit();
     let reason = reason(&relay, oom, pids_hit, signal.is_some());
     if let Some(report_r) = report_r {
         // Every process of the sandbox is dead (init reports the status after killing and

@@ -11,7 +11,9 @@ use std::path::Path;
 
 /// The filesystem calls the docker backend shares (a durable workspace's image, see
 /// [`warden_net::disk`]).
-pub use warden_net::fsys::{attach_clone, detached_fs, dup2, open_beneath, umount_detach};
+pub use warden_net::fsys::{
+    attach_clone, detached_fs, dup2, entry_names, open_beneath, umount_detach,
+};
 
 /// The same helpers as the shared calls above (one definition, in warden-net).
 pub use warden_net::fsys::cstring;

@@ -18,7 +18,7 @@ use crate::artifacts::FileStamp;
 use crate::layout::{OUTPUT_DIR_NAME, SCRATCH_TMP, SCRATCH_WORK};
 use crate::sys;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use warden_net::uids::{ProcScan, UidLease, UidUsers};
@@ -346,11 +346,10 @@ fn walk(
     visit: &mut dyn FnMut(&str, &libc::stat),
 ) -> usize {
     let mut seen = 0;
-    // The descriptor's /proc entry lists exactly this folder, whatever the program renames.
-    let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+    // Read from the descriptor: exactly this folder, whatever the program renames.
+    let Ok(mut names) = sys::entry_names(dir) else {
         return 0;
     };
-    let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
     names.sort();
     for name in names {
         if seen >= max {

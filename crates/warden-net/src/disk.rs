@@ -289,11 +289,7 @@ pub fn chown_tree(root: BorrowedFd<'_>, uid: u32, gid: u32) -> Result<(), DiskEr
         sys::open_beneath(root, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY).map_err(err)?,
     ];
     while let Some(dir) = stack.pop() {
-        let names: Vec<_> = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-            .map_err(err)?
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
+        let names = sys::entry_names(dir.as_fd()).map_err(err)?;
         for name in names {
             let c =
                 std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name.as_os_str()))

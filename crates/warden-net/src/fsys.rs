@@ -1,13 +1,13 @@
 //! The filesystem system calls that the jail and the docker backend share (the jail's `sys`
 //! re-exports them): opening beneath a folder without following links, a filesystem mounted
-//! nowhere, a copy of such a mount attached at a path, a lazy unmount; and placing a
-//! descriptor where a child expects to inherit it.
+//! nowhere, a copy of such a mount attached at a path, a lazy unmount; the names in an open
+//! folder; and placing a descriptor where a child expects to inherit it.
 //!
 //! Invariant: every wrapper returns `io::Result` with the OS error intact and owns the file
 //! descriptors it creates (`OwnedFd`), all of them close-on-exec — except [`dup2`]'s target,
 //! which is placed to be inherited.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -178,4 +178,96 @@ pub fn umount_detach(target: &Path) -> io::Result<()> {
     // SAFETY: `target` is a valid C string.
     check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
     Ok(())
+}
+
+/// The names in the folder open at `dir` (`.` and `..` left out, in the order the filesystem
+/// gives), read with `getdents64` from the descriptor itself: exactly that folder, whatever
+/// the path it was opened by now leads to, with no path walk (listing through
+/// `/proc/self/fd/N` reopens the folder through procfs). `dir` must be open for reading (not
+/// `O_PATH`); its offset is set back to the start first, so a folder can be listed again.
+pub fn entry_names(dir: BorrowedFd<'_>) -> io::Result<Vec<OsString>> {
+    // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, then the name,
+    // NUL-terminated and padded to the record's length.
+    const NAME_AT: usize = 19;
+    // SAFETY: lseek on a descriptor the caller keeps open has no memory effects.
+    if unsafe { libc::lseek(dir.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut names = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+        let got = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        let got = match check_long(got) {
+            Ok(0) => return Ok(names),
+            Ok(n) => n as usize,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let mut at = 0;
+        while at < got {
+            let record = buf
+                .get(at + 16..at + 18)
+                .map(|b| u16::from_ne_bytes([b[0], b[1]]) as usize)
+                .filter(|&len| len > NAME_AT && at + len <= got)
+                .ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, "bad directory record")
+                })?;
+            let name = &buf[at + NAME_AT..at + record];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if name != b"." && name != b".." {
+                names.push(OsStr::from_bytes(name).to_os_string());
+            }
+            at += record;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn entry_names_lists_the_open_folder_again_and_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Enough names, some long, to take more than one getdents64 call.
+        let mut made: Vec<OsString> = (0..600)
+            .map(|i| OsString::from(format!("{i:04}-{}", "n".repeat(i % 97))))
+            .collect();
+        for name in &made {
+            std::fs::write(tmp.path().join(name), b"").unwrap();
+        }
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        made.push("sub".into());
+        made.sort();
+        let dir = std::fs::File::open(tmp.path()).unwrap();
+        for _ in 0..2 {
+            let mut names = entry_names(dir.as_fd()).unwrap();
+            names.sort();
+            assert_eq!(names, made);
+        }
+        // The folder the descriptor holds, not what its path names now.
+        std::fs::rename(tmp.path(), tmp.path().with_extension("moved")).unwrap();
+        std::fs::create_dir(tmp.path()).unwrap();
+        assert_eq!(entry_names(dir.as_fd()).unwrap().len(), made.len());
+        std::fs::remove_dir_all(tmp.path().with_extension("moved")).unwrap();
+    }
+
+    #[test]
+    fn entry_names_refuses_a_descriptor_it_cannot_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(tmp.path().join("f")).unwrap();
+        assert_eq!(
+            entry_names(file.as_fd()).unwrap_err().raw_os_error(),
+            Some(libc::ENOTDIR)
+        );
+    }
 }

@@ -1,5 +1,9 @@
 //! Capabilities: the bounding and ambient sets are emptied and the effective, permitted and
 //! inheritable sets cleared, so neither the program nor anything it executes can regain one.
+//! The bounding set only bounds what an `execve` (or a `capset` of the inheritable set) may
+//! grant, never what a process holds, so it is emptied first, before init's plan arrives
+//! ([`empty_bounding_set`]); init keeps its capabilities for the root and the namespaces until
+//! [`drop_all`].
 
 use std::io;
 
@@ -10,7 +14,8 @@ fn last_cap() -> u32 {
         .unwrap_or(63)
 }
 
-pub fn drop_all() -> io::Result<()> {
+/// Empties the bounding set (needs `CAP_SETPCAP`, which init holds in its new user namespace).
+pub fn empty_bounding_set() -> io::Result<()> {
     for cap in 0..=last_cap() {
         // SAFETY: prctl with integer arguments has no memory effects.
         let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
@@ -22,7 +27,13 @@ pub fn drop_all() -> io::Result<()> {
             }
         }
     }
-    // SAFETY: as above.
+    Ok(())
+}
+
+/// Empties the ambient set and clears the effective, permitted and inheritable sets (the
+/// bounding set is already empty: [`empty_bounding_set`]).
+pub fn drop_all() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments has no memory effects.
     let ret = unsafe {
         libc::prctl(
             libc::PR_CAP_AMBIENT,

@@ -50,6 +50,7 @@ pub const BEFORE_PLAN: &[(&str, EarlyStep)] = &[
     ("close inherited descriptors on exec", cloexec_inherited),
     ("reset signal dispositions", reset_signal_dispositions),
     ("make mounts private", make_mounts_private),
+    ("empty the capability bounding set", empty_bounding_set),
 ];
 
 /// The containment steps, in order. Before the first, init has received its plan, which the
@@ -230,6 +231,13 @@ fn switch_user(ctx: &mut Ctx<'_>) -> Result<(), String> {
 
 fn apply_rlimits(ctx: &mut Ctx<'_>) -> Result<(), String> {
     rlimits::apply(ctx.plan.limits.max_file_size_bytes).map_err(os)
+}
+
+/// What an exec could ever grant: nothing (one `prctl` per capability, so done while the
+/// caller still builds the plan; the capabilities init holds are dropped by the step "drop
+/// capabilities").
+fn empty_bounding_set() -> Result<(), String> {
+    caps::empty_bounding_set().map_err(os)
 }
 
 fn drop_capabilities(_: &mut Ctx<'_>) -> Result<(), String> {

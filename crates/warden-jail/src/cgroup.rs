@@ -683,22 +683,19 @@ fn counter(path: &Path, key: &str) -> u64 {
 
 /// The value of `key` in a counters file (`key value` lines), read from its start.
 fn counter_of(file: Option<&fs::File>, key: &str) -> u64 {
-    use std::os::unix::fs::FileExt;
-    let Some(file) = file else {
+    use std::io::{Read, Seek};
+    let Some(mut file) = file else {
         return 0;
     };
-    let mut text = Vec::new();
-    let mut chunk = [0u8; 1024];
-    loop {
-        match file.read_at(&mut chunk, text.len() as u64) {
-            Ok(0) => break,
-            Ok(n) => text.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return 0,
-        }
+    let mut text = String::new();
+    if file
+        .rewind()
+        .and_then(|()| file.read_to_string(&mut text))
+        .is_err()
+    {
+        return 0;
     }
-    String::from_utf8_lossy(&text)
-        .lines()
+    text.lines()
         .find_map(|l| {
             let (k, v) = l.split_once(' ')?;
             (k == key).then(|| v.trim().parse().ok()).flatten()

@@ -71,6 +71,22 @@ def split_env(argv):
     return env, argv[n:]
 
 
+def spread(samples):
+    """The median, p10 and p90 of `samples`, as every table of these scripts gives them."""
+    q = statistics.quantiles(samples, n=10)
+    return statistics.median(samples), q[0], q[-1]
+
+
+def print_spreads(what, count, value, samples, digits):
+    """A markdown table of `samples` (name → values): one row per name with its number of
+    values (column `count`) and their `spread` (in `value`'s unit), `digits` decimals."""
+    print(f"| {what} | {count} | {value}, median | p10 | p90 |")
+    print("|---|---:|---:|---:|---:|")
+    for name, t in samples.items():
+        med, p10, p90 = spread(t)
+        print(f"| {name} | {len(t)} | {med:.{digits}f} | {p10:.{digits}f} | {p90:.{digits}f} |")
+
+
 def timed(argv, tree=False, gap_ms=0.0):
     """Runs `argv` once (no input, output discarded; a failure ends the script): ms until it,
     or with `tree` its last process (this process must be their subreaper), exited; ms from its
@@ -126,10 +142,9 @@ def main():
     print("|---|---:|---:|---:|---:|---:|" + ("---:|" if a.tree else "") + ("---:|" if a.cpu else ""))
     summary = {}
     for name, _ in cmds:
-        s = sorted(samples[name])
-        med = statistics.median(s)
-        q = statistics.quantiles(s, n=10)
-        summary[name] = {"median": med, "p10": q[0], "p90": q[-1], "mean": statistics.fmean(s)}
+        s = samples[name]
+        med, p10, p90 = spread(s)
+        summary[name] = {"median": med, "p10": p10, "p90": p90, "mean": statistics.fmean(s)}
         tail = ""
         if a.tree:
             summary[name]["after_exit_median"] = statistics.median(after[name])
@@ -137,7 +152,7 @@ def main():
         if a.cpu:
             summary[name]["cpu_median"] = statistics.median(cpu[name])
             tail += f" {summary[name]['cpu_median']:.2f} |"
-        print(f"| {name} | {med:.1f} | {q[0]:.1f} | {q[-1]:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |" + tail)
+        print(f"| {name} | {med:.1f} | {p10:.1f} | {p90:.1f} | {statistics.fmean(s):.1f} | {med / base:.2f} |" + tail)
     if a.json:
         json.dump({"rounds": a.rounds, "summary": summary, "samples": samples}, open(a.json, "w"))
 

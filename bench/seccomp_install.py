@@ -10,7 +10,8 @@ everything, in alternating blocks. Prints the medians and p10/p90 in microsecond
 
 usage: seccomp_install.py [--rounds N] [--blocks N] [SECCOMP_FILTERS_RS]
 """
-import argparse, glob, os, re, statistics, struct, subprocess, sys, tempfile
+import argparse, glob, os, re, struct, subprocess, sys, tempfile
+from interleave import print_spreads  # bench/interleave.py (a script's own folder is on sys.path)
 
 TIMER = r"""
 #include <linux/filter.h>
@@ -101,12 +102,7 @@ def main():
                                  text=True, check=True).stdout
             times[name] += [int(line) / 1000 for line in out.split()]
     print(f"{source}\n")
-    print("| program | installations | median µs | p10 | p90 |")
-    print("|---|---:|---:|---:|---:|")
-    for name, t in times.items():
-        t.sort()
-        print(f"| {name} | {len(t)} | {statistics.median(t):.1f} | {t[len(t) // 10]:.1f} | "
-              f"{t[len(t) * 9 // 10]:.1f} |")
+    print_spreads("program", "installations", "µs", times, 1)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ commands' loops alternate, in blocks. Prints the medians and p10/p90 in millisec
 
 usage: tree_end.py [--runs N] [--blocks N] NAME=COMMAND ...
 """
-import argparse, os, re, shlex, statistics, subprocess, sys, tempfile
+import argparse, os, re, subprocess, tempfile
+from interleave import print_spreads  # bench/interleave.py (a script's own folder is on sys.path)
 
 EVENT = re.compile(r"\s*(.+?)\s+(\d+)\s+([\d.]+):\s+(?:sched|syscalls):(\w+):\s*(.*)")
 
@@ -70,12 +71,7 @@ def main():
     for _ in range(a.blocks):
         for name, command in commands:
             ends[name] += tree_ends(command, a.runs, data)
-    print("| command | runs | after its exit, median ms | p10 | p90 |")
-    print("|---|---:|---:|---:|---:|")
-    for name, t in ends.items():
-        t.sort()
-        print(f"| {name} | {len(t)} | {statistics.median(t):.3f} | {t[len(t) // 10]:.3f} | "
-              f"{t[len(t) * 9 // 10]:.3f} |")
+    print_spreads("command", "runs", "ms after its exit", ends, 3)
 
 
 if __name__ == "__main__":

@@ -643,7 +643,6 @@ fn mkdir(path: &Path) -> Result<(), CgroupError> {
     }
 }
 
-/// Reads a `key value` counter from a flat-keyed cgroup file.
 /// A cgroup's event counters with their files open ([`Cgroup::events`]): reading them walks
 /// no path, so the supervisor opens them while the program runs and only reads them on the
 /// answer's path. Every read starts at offset 0, where the kernel generates the file afresh,

@@ -740,10 +740,9 @@ mod tests {
         // on the interpreter init will run: named by its version (a file `python3.12` here),
         // in its user site-packages as `usercustomize`; otherwise on `PYTHONPATH` as
         // `sitecustomize`.
-        let bin = std::env::temp_dir().join(format!("warden-guard-root-{}", std::process::id()));
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::write(bin.join("python3.12"), "").unwrap();
-        let versioned = bin.join("python3.12").display().to_string();
+        let bin = tempfile::tempdir().unwrap();
+        std::fs::write(bin.path().join("python3.12"), "").unwrap();
+        let versioned = bin.path().join("python3.12").display().to_string();
         let cases = [
             (
                 versioned.as_str(),
@@ -782,7 +781,6 @@ mod tests {
                 assert!(sys.calls.contains(&written), "{written}: {:#?}", sys.calls);
             }
         }
-        let _ = std::fs::remove_dir_all(&bin);
         // A context's driver, and a program larger than a gated root's room, are not gated.
         let mut session = plan();
         session.add_import_guard(&guard, Some("/code/warden_driver.py"));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start-up benchmark of the native jail, side by side in one run:
 #   `warden run` of a one-line Python program  vs  bare `python3 -c` of the same line
-#   vs  `bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev python3 -c …`;
+#   vs  `bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev python3 -c …`,
+#   and bwrap with a root of /usr alone and with `warden run`'s own root (the same binds);
 # and the sandbox's own overhead: `warden run` of a script that runs `true` vs `bwrap … true`
 # and vs `bwrap … bash true.sh` (the same bash start-up that `warden run true.sh` pays).
 # The commands are interleaved round by round (bench/interleave.py), so drift in a shared
@@ -33,6 +34,21 @@ echo 'print(1)' > "$work/one.py"
 echo 'true' > "$work/true.sh"
 py=/usr/bin/python3
 bwrap="bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
+# "bwrap with minimal binds" read two more ways: the least root that runs the interpreter (/usr
+# and the merged-/usr links), and the same root as `warden run`'s (the default settings'
+# host_paths as the jail takes them: a link is made a link, a missing path skipped).
+bwrap_usr="bwrap --unshare-all --ro-bind /usr /usr"
+for link in /bin /sbin /lib /lib64; do
+  [ -L "$link" ] && bwrap_usr+=" --symlink $(readlink "$link") $link"
+done
+bwrap_usr+=" --tmpfs /tmp --proc /proc --dev /dev"
+bwrap_same="bwrap --unshare-all"
+host_paths=$(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("profiles/settings.toml", "rb"))["sandbox"]["jail"]["host_paths"]))')
+for path in $host_paths; do
+  if [ -L "$path" ]; then bwrap_same+=" --symlink $(readlink "$path") $path"
+  elif [ -e "$path" ]; then bwrap_same+=" --ro-bind $path $path"; fi
+done
+bwrap_same+=" --tmpfs /tmp --proc /proc --dev /dev"
 # The floor of any sandbox made of namespaces: the kernel's part alone, the seven namespaces a
 # sandbox gets, with no root of its own, no limits and no policies.
 unshare="unshare --user --map-root-user --pid --fork --mount --net --ipc --uts --cgroup"
@@ -53,6 +69,8 @@ python3 bench/interleave.py --rounds "$rounds" --gap-ms 25 --tree --json "$work/
   "python3 -c (bare)=$py -c 'print(1)'" \
   "warden run one.py=$warden run $work/one.py" \
   "bwrap python3 -c=$bwrap $py -c 'print(1)'" \
+  "bwrap /usr only python3 -c=$bwrap_usr $py -c 'print(1)'" \
+  "bwrap, warden's binds, python3 -c=$bwrap_same $py -c 'print(1)'" \
   "unshare python3 -c=$unshare $py -c 'print(1)'" \
   "warden run true.sh=$warden run $work/true.sh" \
   "bwrap true=$bwrap /usr/bin/true" \
@@ -63,6 +81,8 @@ s = json.load(open(sys.argv[1]))["summary"]
 w, p, b = (s[k]["median"] for k in ("warden run one.py", "python3 -c (bare)", "bwrap python3 -c"))
 print(f"\nwarden / bare python3 = {w / p:.2f} (target <= 1.10, issue 24)")
 print(f"warden / bwrap        = {w / b:.2f} (target <= 1.0)")
+for name in ("bwrap /usr only python3 -c", "bwrap, warden's binds, python3 -c"):
+    print(f"warden / {name} = {w / s[name]['median']:.2f}")
 u = s["unshare python3 -c"]["median"]
 print(f"unshare / bare python3 = {u / p:.2f} (the namespaces alone)")
 PY

@@ -195,12 +195,23 @@ enum Target {
     },
 }
 
-/// Runs CPU-bound work (parsing the code for the policies) where it does not hold up other
-/// tasks: on a blocking thread when the runtime has several workers; inline otherwise (a
-/// current-thread runtime, the CLI's, has nothing else to run, and a thread costs start-up).
+/// Programs up to this size are checked on the async thread itself: their check takes about
+/// as long as the hop to a blocking thread and back that it saves (≈ 40 µs for 1 KiB against
+/// ≈ 55 µs a hop: `warden-policy`'s example `check_time`, docs/benchmarks.md, session 29),
+/// so it holds up the thread's other tasks no longer than the hop would have.
+const CHECKED_INLINE_BYTES: usize = 1024;
+
+/// Runs CPU-bound work (parsing the code of `code_len` bytes for the policies) where it does
+/// not hold up other tasks: on a blocking thread when the runtime has several workers and the
+/// code is larger than [`CHECKED_INLINE_BYTES`]; inline otherwise (a current-thread runtime, the
+/// CLI's, has nothing else to run, and a thread costs start-up).
 async fn off_the_async_threads<T: Send + 'static>(
+    code_len: usize,
     work: impl FnOnce() -> Result<T, EngineError> + Send + 'static,
 ) -> Result<T, EngineError> {
+    if code_len <= CHECKED_INLINE_BYTES {
+        return work();
+    }
     match tokio::runtime::Handle::current().runtime_flavor() {
         tokio::runtime::RuntimeFlavor::CurrentThread => work(),
         _ => tokio::task::spawn_blocking(work)
@@ -256,14 +267,16 @@ impl Engine {
         let (asked_profile, asked_language) = self.asked(&req);
         let audited = Audited::of(self, caller, None, &req.code);
         let engine = self.clone();
-        let (profile, plan) = match off_the_async_threads(move || engine.prepare(&req)).await {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                audited.refused(self, &asked_profile, &asked_language, &e);
-                self.report(&asked_profile, &asked_language, Err(&e), trace);
-                return Err(e);
-            }
-        };
+        let code_len = req.code.len();
+        let (profile, plan) =
+            match off_the_async_threads(code_len, move || engine.prepare(&req)).await {
+                Ok(prepared) => prepared,
+                Err(e) => {
+                    audited.refused(self, &asked_profile, &asked_language, &e);
+                    self.report(&asked_profile, &asked_language, Err(&e), trace);
+                    return Err(e);
+                }
+            };
         let language = plan.language.to_string();
         let checked = self
             .backend_for(&profile)
@@ -325,7 +338,8 @@ impl Sandboxes {
         let mut audited = Audited::of(&engine, caller, Some(&entry.id), &req.code);
         audited.context = req.context.clone();
         let this = self.clone();
-        match off_the_async_threads(move || this.prepare_in(entry, req)).await {
+        let code_len = req.code.len();
+        match off_the_async_threads(code_len, move || this.prepare_in(entry, req)).await {
             Ok(mut prepared) => Ok(Execution {
                 stdin: prepared.stdin_writer.take(),
                 language: prepared.plan.language.to_string(),

@@ -1,0 +1,68 @@
+//! How long the default policies take to check a Python program, by the program's size: the
+//! evidence for where the engine checks a request (on its async thread up to
+//! `CHECKED_INLINE_BYTES`, on a blocking thread above; `warden-engine/src/pipeline.rs`).
+//!
+//! `cargo run --release -p warden-policy --example check_time [ROUNDS]` prints, per size, the
+//! median time of one `check_all` of the `standard` profile's policies (`forbidden_imports` with
+//! the default allow-list, `resource_quota`) over ROUNDS checks (default 2000).
+
+use std::time::{Duration, Instant};
+use warden_policy::{PolicyInput, PolicySettings, Requested, build_policies};
+
+/// A program of about `size` bytes made of the lines agents' code is made of: imports of
+/// allowed modules, definitions, loops, calls, literals.
+fn program(size: usize) -> String {
+    const BLOCK: &str = "import json\nfrom math import sqrt\n\n\
+def mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / len(xs)\n\n\
+data = [sqrt(i) for i in range(100)]\n\
+print(json.dumps({\"mean\": mean(data), \"n\": len(data)}))\n";
+    let mut code = String::with_capacity(size + BLOCK.len());
+    while code.len() < size {
+        code.push_str(BLOCK);
+    }
+    code
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .map(|r| r.parse().expect("ROUNDS is a number"))
+        .unwrap_or(2000);
+    let limits = Requested {
+        timeout: Duration::from_secs(30),
+        memory_mb: 256,
+    };
+    let enabled = ["forbidden_imports".to_owned(), "resource_quota".to_owned()];
+    let policies = build_policies(&enabled, &PolicySettings::default(), false, limits)
+        .expect("the default policies build");
+    let language = warden_types::Language::new("python").expect("a valid language");
+    println!("| program | bytes | median µs per check | p90 |");
+    println!("|---|---:|---:|---:|");
+    for size in [9, 1024, 4096, 16384, 65536] {
+        let code = if size == 9 {
+            "print(1)\n".to_owned()
+        } else {
+            program(size)
+        };
+        let input = PolicyInput {
+            code: &code,
+            language: &language,
+            requested: limits,
+        };
+        let mut times: Vec<f64> = (0..rounds)
+            .map(|_| {
+                let start = Instant::now();
+                policies.check_all(&input).expect("the program passes");
+                start.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let name = if size == 9 { "`print(1)`" } else { "generated" };
+        println!(
+            "| {name} | {} | {:.1} | {:.1} |",
+            code.len(),
+            times[times.len() / 2],
+            times[times.len() * 9 / 10]
+        );
+    }
+}

@@ -72,7 +72,9 @@ set -e
 # The summary, then the failures in full when there are any.
 sed -n '/^=* SUMMARY =*$/,$p' "$work/st.log"
 if [ "$rc" -ne 0 ]; then
-  sed -n '/^=* FAILURES =*$/,/^=* SUMMARY =*$/p' "$work/st.log" | head -n 300
+  # Failures (a check that did not hold) and errors (a request that got no answer: a
+  # timeout, a reset connection) are reported in sections of their own.
+  sed -n '/^=* \(FAILURES\|ERRORS\) =*$/,/^=* SUMMARY =*$/p' "$work/st.log" | head -n 300
   # The daemon's own account of what failed (a 500 says only "see the server's log"); the
   # scratch folder goes with the cleanup.
   echo "schemathesis: the daemon's log, its last error lines:" >&2

@@ -35,20 +35,20 @@ echo 'true' > "$work/true.sh"
 py=/usr/bin/python3
 bwrap="bwrap --unshare-all --ro-bind / / --tmpfs /tmp --proc /proc --dev /dev"
 # "bwrap with minimal binds" read two more ways: the least root that runs the interpreter (/usr
-# and the merged-/usr links), and the same root as `warden run`'s (the default settings'
-# host_paths as the jail takes them: a link is made a link, a missing path skipped).
-bwrap_usr="bwrap --unshare-all --ro-bind /usr /usr"
-for link in /bin /sbin /lib /lib64; do
-  [ -L "$link" ] && bwrap_usr+=" --symlink $(readlink "$link") $link"
-done
-bwrap_usr+=" --tmpfs /tmp --proc /proc --dev /dev"
-bwrap_same="bwrap --unshare-all"
-host_paths=$(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("profiles/settings.toml", "rb"))["sandbox"]["jail"]["host_paths"]))')
-for path in $host_paths; do
-  if [ -L "$path" ]; then bwrap_same+=" --symlink $(readlink "$path") $path"
-  elif [ -e "$path" ]; then bwrap_same+=" --ro-bind $path $path"; fi
-done
-bwrap_same+=" --tmpfs /tmp --proc /proc --dev /dev"
+# and the merged-/usr links), and the root of `warden run`'s binds (the default settings'
+# host_paths, taken as the jail takes them: a link is made the same link, a path the host
+# lacks is left out; the few small files the jail writes, such as /etc/passwd, are not in it).
+bwrap_root() {
+  local args="bwrap --unshare-all" path
+  for path in "$@"; do
+    if [ -L "$path" ]; then args+=" --symlink $(readlink "$path") $path"
+    elif [ -e "$path" ]; then args+=" --ro-bind $path $path"; fi
+  done
+  echo "$args --tmpfs /tmp --proc /proc --dev /dev"
+}
+bwrap_usr=$(bwrap_root /usr /bin /sbin /lib /lib64)
+# shellcheck disable=SC2046  # the paths are words
+bwrap_same=$(bwrap_root $(python3 -c 'import tomllib; print(" ".join(tomllib.load(open("profiles/settings.toml", "rb"))["sandbox"]["jail"]["host_paths"]))'))
 # The floor of any sandbox made of namespaces: the kernel's part alone, the seven namespaces a
 # sandbox gets, with no root of its own, no limits and no policies.
 unshare="unshare --user --map-root-user --pid --fork --mount --net --ipc --uts --cgroup"

@@ -195,11 +195,11 @@ enum Target {
     },
 }
 
-/// Programs up to this size are checked on the async thread itself: a typical one's check
-/// takes about as long as the hop to a blocking thread and back that it saves (≈ 40 µs for
-/// 1 KiB against ≈ 55 µs a hop), and the slowest 1 KiB programs tried (a thousand nested unary
-/// operators, a run of decorators) hold the thread for 0.1–0.25 ms (`warden-policy`'s example
-/// `check_time`, docs/benchmarks.md, session 29). Larger programs go to a blocking thread.
+/// Programs up to this size are checked on the async thread itself: a typical one's check is
+/// shorter than the hop to a blocking thread and back that it saves (≈ 40 µs for 1 KiB; the
+/// hop ≈ 0.1 ms of a pooled one-shot), and the slowest 1 KiB programs tried (a thousand nested
+/// unary operators, a run of decorators) hold the thread for 0.1–0.25 ms (`warden-policy`'s
+/// example `check_time`, docs/benchmarks.md, session 29). Larger ones go to a blocking thread.
 const CHECKED_INLINE_BYTES: usize = 1024;
 
 /// Runs CPU-bound work (parsing the code of `code_len` bytes for the policies) where it does

@@ -8,7 +8,20 @@
 //! times of 50 checks of the program on standard input (passed or refused): the first, the median.
 
 use std::time::{Duration, Instant};
-use warden_policy::{PolicyInput, PolicySettings, Requested, build_policies};
+use warden_policy::{PolicyInput, PolicySet, PolicySettings, Requested, build_policies};
+
+/// `rounds` checks of `input`: their times in µs, in the order they ran, and whether it passed.
+fn time_checks(policies: &PolicySet, input: &PolicyInput<'_>, rounds: usize) -> (Vec<f64>, bool) {
+    let mut passed = false;
+    let times = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            passed = policies.check_all(input).is_ok();
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    (times, passed)
+}
 
 /// A program of about `size` bytes made of the lines agents' code is made of: imports of
 /// allowed modules, definitions, loops, calls, literals.
@@ -35,7 +48,7 @@ fn main() {
         .expect("the default policies build");
     let language = warden_types::Language::new("python").expect("a valid language");
     if arg.as_deref() == Some("-") {
-        // One program from standard input, passed or refused: the time of its check.
+        // One program from standard input, passed or refused: the first check and the median.
         let mut code = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut code).expect("UTF-8 input");
         let input = PolicyInput {
@@ -43,13 +56,7 @@ fn main() {
             language: &language,
             requested: limits,
         };
-        let mut times = Vec::new();
-        let mut passed = false;
-        for _ in 0..50 {
-            let start = Instant::now();
-            passed = policies.check_all(&input).is_ok();
-            times.push(start.elapsed().as_secs_f64() * 1e6);
-        }
+        let (mut times, passed) = time_checks(&policies, &input, 50);
         let first = times[0];
         times.sort_by(f64::total_cmp);
         let verdict = if passed { "passed" } else { "refused" };
@@ -76,13 +83,8 @@ fn main() {
             language: &language,
             requested: limits,
         };
-        let mut times: Vec<f64> = (0..rounds)
-            .map(|_| {
-                let start = Instant::now();
-                policies.check_all(&input).expect("the program passes");
-                start.elapsed().as_secs_f64() * 1e6
-            })
-            .collect();
+        let (mut times, passed) = time_checks(&policies, &input, rounds);
+        assert!(passed, "the generated program passes");
         times.sort_by(f64::total_cmp);
         let name = if size == 9 { "`print(1)`" } else { "generated" };
         println!(

@@ -349,6 +349,43 @@ fn the_import_guard_changes_nothing_the_program_observes() {
     });
 }
 
+/// The guard freezes what exists before the program starts (a cheaper exit) and nothing of
+/// the program's: its globals' cycles are still collected at its exit while `print` works, in
+/// the order they would be without the guard.
+#[test]
+fn the_import_guard_freezes_only_what_exists_before_the_program() {
+    require_root!();
+    common::runtime().block_on(async {
+        let code = "import sys\n\
+            print('gc' in sys.modules)\n\
+            import gc\n\
+            class Finalized:\n    def __init__(self, name):\n        self.name, self.me = name, self\n\
+            \x20   def __del__(self):\n        print('finalized', self.name, flush=True)\n\
+            first, second = Finalized('first'), Finalized('second')\n\
+            def keep():\n    return first\n\
+            print(gc.get_freeze_count() > 0, gc.is_tracked(keep), keep in gc.get_objects())\n";
+        let guard = warden_engine::import_guard::ImportGuard {
+            allowed: ["sys", "gc"].map(String::from).to_vec(),
+        };
+        let mut guarded = plan(code);
+        guarded.import_guard = Some(guard);
+        let mut plain = guarded.clone();
+        plain.import_guard = None;
+        let with = backend().exec(guarded, None).await.unwrap();
+        let without = backend().exec(plain, None).await.unwrap();
+        assert_eq!(
+            (with.stdout.as_str(), with.stderr.as_str(), with.exit_code),
+            ("False\nTrue True True\nfinalized first\nfinalized second\n", "", Some(0)),
+            "{with:?}"
+        );
+        assert_eq!(
+            without.stdout.replacen("False True", "True True", 1),
+            with.stdout,
+            "{without:?}"
+        );
+    });
+}
+
 #[test]
 fn forked_and_execd_helpers_are_the_same_process_and_give_the_program_the_same() {
     require_root!();

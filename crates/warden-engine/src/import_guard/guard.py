@@ -413,7 +413,9 @@ def _freeze_start_up():
     loaded = "gc" in sys.modules
     import gc
 
-    gc.freeze()
+    freeze = getattr(gc, "freeze", None)  # 3.7 and later; an image's older one exits as before
+    if freeze is not None:
+        freeze()
     if not loaded:
         del sys.modules["gc"]  # as in a run without the guard
     # The program's globals live in __main__'s namespace: a frozen __main__ would keep a cycle

@@ -546,6 +546,27 @@ fn a_pooled_javascript_one_shot_and_a_cold_one_are_indistinguishable() {
     compare_pooled_and_cold(JS_CORPUS, js_plan, |_| false);
 }
 
+/// The gate loads what a first write to stdout needs before it waits, so that a pooled run
+/// does not compile it after its code came; a cold run passes the same gate.
+#[test]
+fn the_node_gate_loads_the_standard_streams_modules_before_the_program() {
+    require_root!();
+    prerequisite!(common::missing_path("/usr/bin/node", "scripts/setup.sh"));
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    common::runtime().block_on(async {
+        // Read before anything is written: the arguments are evaluated before the first write.
+        let code = "console.log(['net', 'stream'].map(m => process.moduleLoadList.includes('NativeModule ' + m)))";
+        let b = backend();
+        let plan = js_plan(code, "", Duration::from_secs(10));
+        let cold = b.exec(plan.clone()).await.unwrap();
+        let held = b.hold(&js_plan("", "", Duration::from_secs(10))).await.unwrap();
+        let pooled = held.run(plan, None).await.unwrap();
+        for r in [cold, pooled] {
+            assert_eq!((r.stdout.as_str(), r.exit_code), ("[ true, true ]\n", Some(0)), "{r:?}");
+        }
+    });
+}
+
 /// Runs each program of `corpus` cold and in a held sandbox of the same plan (`plan_of`), and
 /// fails with every difference. `refused`: the programs that end without a result (an error).
 fn compare_pooled_and_cold(

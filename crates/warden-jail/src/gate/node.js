@@ -11,6 +11,12 @@
 // both descriptors are closed, this file is not in the loader's caches, and nothing of it is
 // left on the stack or in the globals. Only clocks that count from node's own start
 // (process.uptime(), performance.now()) include a pooled sandbox's wait.
+//
+// Before it waits it loads the built-in modules that a program's first write to stdout or
+// stderr loads (in a sandbox both are pipes: a net.Socket over the stream classes), so that a
+// pooled run does not compile them after its code came (≈ 2.3 ms, docs/benchmarks.md,
+// session 30); a cold run loads them here too, so process.moduleLoadList is the same in both
+// (it lists them even for a program that never writes).
 'use strict';
 (function gate() {
   const env = process.env;
@@ -33,6 +39,8 @@
     delete env.NODE_OPTIONS;
   }
   const fs = require('fs');
+  require('stream');
+  require('net');
   const readyFd = Number(ready);
   const startFd = Number(start);
   try {

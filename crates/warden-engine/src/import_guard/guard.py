@@ -53,7 +53,7 @@ One thing differs on purpose, for speed: the objects that exist when the program
 standard library's start-up, ``site``, the guard's) are frozen (``gc.freeze``: the collector
 leaves them alone from then on), so the interpreter's exit does not take apart, one cycle at a
 time, what it built before the program began — the kernel frees that memory at the exit
-anyway; ≈ 1.8 ms of every Python run's exit (docs/benchmarks.md, session 30). The program's
+anyway; ≈ 1.8 ms of a ``print(1)`` run's exit here (docs/benchmarks.md, session 30). The program's
 ``__main__`` is a module made after that, with the same contents, so the program's own objects,
 its globals included, are collected as before, at its exit too (their ``__del__`` runs while
 ``print`` still works, as without the guard). What the program can see: ``gc.get_freeze_count()``
@@ -72,7 +72,6 @@ sandbox's isolation contains it.
 import builtins
 import os
 import sys
-
 
 
 def _install():

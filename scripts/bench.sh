@@ -7,7 +7,9 @@
 # and vs `bwrap … bash true.sh` (the same bash start-up that `warden run true.sh` pays).
 # The commands are interleaved round by round (bench/interleave.py), so drift in a shared
 # machine's speed hits them alike. Beside them, `unshare` of the seven namespaces a sandbox gets:
-# the kernel's share, the floor of any sandbox built from namespaces. Then the interpreter's own
+# the kernel's share, the floor of any sandbox built from namespaces; and the least sandbox with the
+# isolation issue 24 asks for (bench/least_sandbox.c: those namespaces, a root of its own, cgroup
+# leaves with limits, nothing else), the floor of any sandbox that isolates as Warden's. Then the interpreter's own
 # CPU at its program's first line in each (bench/interp_cpu.py). Then the same commands'
 # throughput in a loop by as many workers as cores (bench/loops.py), with bwrap also run inside
 # the jail's own cgroup leaves, and through the same wrapper without them (the wrapper's own cost).
@@ -30,6 +32,8 @@ cargo build --release --quiet -p warden --example cgroup_wrap
 cgroup_wrap="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/examples/cgroup_wrap"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+gcc -O2 -Wall -Werror -o "$work/least_sandbox" bench/least_sandbox.c
+least="$work/least_sandbox"
 echo 'print(1)' > "$work/one.py"
 echo 'true' > "$work/true.sh"
 py=/usr/bin/python3
@@ -52,12 +56,14 @@ bwrap_same=$(bwrap_root $(python3 -c 'import tomllib; print(" ".join(tomllib.loa
 # The floor of any sandbox made of namespaces: the kernel's part alone, the seven namespaces a
 # sandbox gets, with no root of its own, no limits and no policies.
 unshare="unshare --user --map-root-user --pid --fork --mount --net --ipc --uts --cgroup"
-# bwrap alone, through the cgroup wrapper without leaves (the wrapper's own cost), and in the
-# jail's cgroup leaves: the references of both throughput blocks below (NAME=COMMAND).
+# bwrap alone, through the cgroup wrapper without leaves (the wrapper's own cost), in the jail's
+# cgroup leaves, and the least sandbox: the references of both throughput blocks below
+# (NAME=COMMAND).
 bwrap_references=(
   "bwrap python3 -c=$bwrap $py -c 'print(1)'"
   "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'"
   "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'"
+  "least sandbox python3 -c=$least $py -c 'print(1)'"
 )
 "$warden" run "$work/one.py" >/dev/null   # the one-time cgroup set-up happens outside the timing
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"
@@ -72,6 +78,7 @@ python3 bench/interleave.py --rounds "$rounds" --gap-ms 25 --tree --json "$work/
   "bwrap /usr only python3 -c=$bwrap_usr $py -c 'print(1)'" \
   "bwrap, warden's binds, python3 -c=$bwrap_same $py -c 'print(1)'" \
   "unshare python3 -c=$unshare $py -c 'print(1)'" \
+  "least sandbox python3 -c=$least $py -c 'print(1)'" \
   "warden run true.sh=$warden run $work/true.sh" \
   "bwrap true=$bwrap /usr/bin/true" \
   "bwrap bash true.sh=$bwrap --ro-bind $work $work /bin/bash $work/true.sh"
@@ -85,6 +92,8 @@ for name in ("bwrap /usr only python3 -c", "bwrap, warden's binds, python3 -c"):
     print(f"warden / {name} = {w / s[name]['median']:.2f}")
 u = s["unshare python3 -c"]["median"]
 print(f"unshare / bare python3 = {u / p:.2f} (the namespaces alone)")
+l = s["least sandbox python3 -c"]["median"]
+print(f"least sandbox / bare python3 = {l / p:.2f} (namespaces, a root, limits: the floor)")
 PY
 
 # The interpreter's own CPU when its program's first line runs (bench/interp_cpu.py): what each

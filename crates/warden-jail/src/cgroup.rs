@@ -328,15 +328,28 @@ impl Hierarchy {
     /// was killed) is thawed, so that the kill they were sent ends them, and removed at a
     /// later scan. Returns how many were removed.
     pub fn remove_stale(&self) -> usize {
-        self.stale(true)
+        self.stale(true, None)
+    }
+
+    /// [`Hierarchy::remove_stale`] over at most `window` of the parent's leaves, taken in a row
+    /// from a random one (wrapping around): what a sandbox's own teardown does. A full sweep
+    /// tries the lock of every live sandbox's leaf (three system calls each) under the
+    /// parent's exclusive lock, which every creation waits for, so its cost grew with the
+    /// sandboxes beside it (1,000 live contexts made each teardown ≈ 6 ms longer, and every
+    /// one-shot beside them waited for it: `bench/beside_idle.py`). With fewer leaves than the
+    /// window this is the full sweep. A leaf left by a helper nobody watched (a `warden run`
+    /// killed with SIGKILL) is still found, by some teardown among the next (leaves / window)
+    /// or so; a daemon sweeps in full at its start and when one of its helpers dies.
+    pub fn remove_some_stale(&self, window: usize) -> usize {
+        self.stale(true, Some(window))
     }
 
     /// Whether a stale leaf is there (see [`Hierarchy::remove_stale`]).
     pub fn has_stale(&self) -> bool {
-        self.stale(false) > 0
+        self.stale(false, None) > 0
     }
 
-    fn stale(&self, remove: bool) -> usize {
+    fn stale(&self, remove: bool, window: Option<usize>) -> usize {
         // The folder whose leaves are locked, and the other folders a run's leaf of the same
         // name may be in (v1: made after the memory leaf and removed before it).
         let (owners, others) = match self {
@@ -370,13 +383,27 @@ impl Hierarchy {
         let Ok(entries) = fs::read_dir(&owners) else {
             return 0;
         };
+        let mut runs: Vec<std::ffi::OsString> = entries
+            .flatten()
+            .map(|entry| entry.file_name())
+            .filter(|name| name.to_string_lossy().starts_with("run-"))
+            .collect();
+        if let Some(window) = window.filter(|&w| w < runs.len()) {
+            use std::hash::BuildHasher;
+            // Any start will do, as long as teardowns' starts differ: the pid and the clock
+            // mixed, as forked helpers share their parent's `RandomState` keys.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let start = std::collections::hash_map::RandomState::new()
+                .hash_one((std::process::id(), nanos)) as usize
+                % runs.len();
+            runs.rotate_left(start);
+            runs.truncate(window);
+        }
         let mut found = 0;
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if !name.to_string_lossy().starts_with("run-") {
-                continue;
-            }
-            let path = entry.path();
+        for name in runs {
+            let path = owners.join(&name);
             // Held by its owner: alive.
             if lock_dir(&path, libc::LOCK_EX | libc::LOCK_NB).is_err() {
                 continue;
@@ -943,6 +970,37 @@ mod tests {
         assert!(tmp.path().join("memory/warden/run-1-live").exists());
         assert!(!tmp.path().join("memory/warden/run-1-dead").exists());
         assert!(!h.has_stale());
+        drop(live);
+    }
+
+    #[test]
+    fn a_teardown_sweeps_a_window_of_the_leaves_and_in_turn_every_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = v1_under(tmp.path(), false);
+        let live: Vec<_> = (0..3)
+            .map(|i| h.create(&format!("run-1-live{i}"), false).unwrap())
+            .collect();
+        for i in 0..8 {
+            drop(h.create(&format!("run-1-dead{i}"), false).unwrap());
+        }
+        // Three leaves (memory, pids, cpu) a run: at most 4 runs' worth a sweep.
+        let mut removed = 0;
+        for _ in 0..500 {
+            let now = h.remove_some_stale(4);
+            assert!(now <= 4 * 3, "{now} leaves removed by one sweep of 4");
+            removed += now;
+            if !h.has_stale() {
+                break;
+            }
+        }
+        assert_eq!(removed, 8 * 3);
+        assert!(!h.has_stale());
+        for i in 0..3 {
+            assert!(tmp.path().join(format!("memory/warden/run-1-live{i}")).exists());
+        }
+        // A window as large as the leaves is the full sweep.
+        drop(h.create("run-1-dead", false).unwrap());
+        assert_eq!(h.remove_some_stale(32), 3);
         drop(live);
     }
 

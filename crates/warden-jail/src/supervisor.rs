@@ -62,15 +62,19 @@ pub enum Stream {
     Stderr,
 }
 
-/// Removes the cgroup whatever way `run` returns, then the leaves other helpers left behind
-/// (see [`Hierarchy::remove_stale`]): that sweep runs here, after the result, rather than on
-/// the start-up path.
+/// Removes the cgroup whatever way `run` returns, then leaves other helpers left behind
+/// (see [`Hierarchy::remove_some_stale`]): that sweep runs here, after the result, rather than
+/// on the start-up path, and over a window of the leaves, so that it costs a teardown the same
+/// beside ten sandboxes or thousands.
 pub(crate) struct CgroupGuard(pub Box<dyn Cgroup>, pub Hierarchy);
+
+/// How many leaves one teardown's sweep looks at (each: an open, a `flock`, a close).
+const TEARDOWN_SWEEP_LEAVES: usize = 32;
 
 impl Drop for CgroupGuard {
     fn drop(&mut self) {
         let _ = self.0.remove();
-        self.1.remove_stale();
+        self.1.remove_some_stale(TEARDOWN_SWEEP_LEAVES);
     }
 }
 

@@ -21,7 +21,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use warden_net::uids::{ProcScan, UidLease, UidUsers};
+use warden_net::uids::UidLease;
 use warden_types::{FileEntry, WorkspacePath};
 
 /// Folders deeper than this are not listed.
@@ -51,7 +51,8 @@ pub struct Workspace {
     image: Option<std::path::PathBuf>,
 }
 
-/// How many times (20 ms apart) a dropped workspace looks for its uid's processes to be gone.
+/// How many rounds (20 ms apart) a dropped workspace's lease waits for its uid's processes
+/// to be gone.
 const RELEASE_CHECKS: usize = 250;
 
 /// The sandbox's uid lease; dropped after the workspace's root.
@@ -62,25 +63,87 @@ impl Drop for HeldUid {
     /// Released cleanly once no process runs as the uid any more: a run's helper may still
     /// be tearing its sandbox down (it holds the lease too), so the check is repeated for a
     /// while; past that the record stays, and the next taker checks again. The check scans
-    /// /proc, so off the caller's thread.
+    /// /proc, so off the caller's thread, and once a round for every lease waiting: one
+    /// scan each cost a destroy as much as the host has processes (≈ 3,000 status files
+    /// beside 1,000 live contexts), and destroys in a row scanned side by side.
     fn drop(&mut self) {
         if let Some(lease) = self.0.take() {
-            let check = move || {
-                for _ in 0..RELEASE_CHECKS {
-                    if !ProcScan.in_use(lease.uid()) {
-                        lease.release();
-                        return;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-            };
-            if let Err(e) = std::thread::Builder::new()
+            uid_releaser::release_when_unused(lease);
+        }
+    }
+}
+
+/// The one thread that releases dropped workspaces' leases (see [`HeldUid`]).
+mod uid_releaser {
+    use super::RELEASE_CHECKS;
+    use std::collections::HashSet;
+    use std::sync::{Condvar, Mutex, OnceLock};
+    use warden_net::uids::{ProcScan, UidLease};
+
+    /// A lease and the rounds it has waited.
+    pub(super) type Waiting = (UidLease, usize);
+
+    struct Queue {
+        leases: Mutex<Vec<Waiting>>,
+        wake: Condvar,
+    }
+
+    static QUEUE: OnceLock<Option<&'static Queue>> = OnceLock::new();
+
+    pub(super) fn release_when_unused(lease: UidLease) {
+        let queue = QUEUE.get_or_init(|| {
+            let queue: &'static Queue = Box::leak(Box::new(Queue {
+                leases: Mutex::new(Vec::new()),
+                wake: Condvar::new(),
+            }));
+            match std::thread::Builder::new()
                 .name("uid-release".into())
-                .spawn(check)
+                .spawn(move || work(queue))
             {
-                eprintln!("warden: release a sandbox's uid: {e}");
+                Ok(_) => Some(queue),
+                Err(e) => {
+                    eprintln!("warden: release sandboxes' uids: {e}");
+                    None
+                }
+            }
+        });
+        // Without the thread the lease is dropped: its record stays for the next taker.
+        if let Some(queue) = queue {
+            queue.leases.lock().expect("not poisoned").push((lease, 0));
+            queue.wake.notify_one();
+        }
+    }
+
+    fn work(queue: &'static Queue) -> ! {
+        loop {
+            let batch = {
+                let mut leases = queue.leases.lock().expect("not poisoned");
+                while leases.is_empty() {
+                    leases = queue.wake.wait(leases).expect("not poisoned");
+                }
+                std::mem::take(&mut *leases)
+            };
+            let left = round(batch, ProcScan::uids_in_use().as_ref());
+            if !left.is_empty() {
+                queue.leases.lock().expect("not poisoned").extend(left);
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }
+    }
+
+    /// One round: the leases whose uid no process runs as are released; the others wait
+    /// another round, or after [`RELEASE_CHECKS`] rounds are dropped (their records stay).
+    /// `in_use`: `None` when /proc could not be read (no uid is free then).
+    pub(super) fn round(batch: Vec<Waiting>, in_use: Option<&HashSet<u32>>) -> Vec<Waiting> {
+        let mut left = Vec::new();
+        for (lease, rounds) in batch {
+            if in_use.is_some_and(|uids| !uids.contains(&lease.uid())) {
+                lease.release();
+            } else if rounds + 1 < RELEASE_CHECKS {
+                left.push((lease, rounds + 1));
+            }
+        }
+        left
     }
 }
 
@@ -412,5 +475,49 @@ fn map_io(path: &WorkspacePath, source: io::Error) -> WorkspaceError {
             why: "not a regular file".into(),
         },
         _ => WorkspaceError::Io { path, source },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uid_releaser::round;
+    use super::RELEASE_CHECKS;
+    use std::collections::HashSet;
+    use warden_net::uids::{UidRange, UidUsers};
+
+    struct NoneLeft;
+    impl UidUsers for NoneLeft {
+        fn in_use(&self, _: u32) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_round_releases_the_leases_whose_uid_is_free_and_keeps_the_others_a_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let range = UidRange {
+            base: 3_000_000_000,
+            count: 8,
+        };
+        let leases = range.leases(dir.path());
+        let free = range.lease(dir.path(), &NoneLeft).unwrap();
+        let busy = range.lease(dir.path(), &NoneLeft).unwrap();
+        let (free_uid, busy_uid) = (free.uid(), busy.uid());
+        let in_use: HashSet<u32> = [busy_uid].into();
+        let left = round(vec![(free, 0), (busy, 0)], Some(&in_use));
+        assert!(!leases.is_leased(free_uid), "released");
+        assert_eq!(left.len(), 1);
+        assert_eq!((left[0].0.uid(), left[0].1), (busy_uid, 1));
+        assert!(leases.is_leased(busy_uid), "still held");
+        // /proc unreadable: nothing is free.
+        let left = round(left, None);
+        assert_eq!(left[0].1, 2);
+        // The last round drops it without a release: its record stays for the next taker.
+        let (busy, _) = left.into_iter().next().unwrap();
+        assert!(round(vec![(busy, RELEASE_CHECKS - 1)], Some(&in_use)).is_empty());
+        assert!(!leases.is_leased(busy_uid));
+        assert!(!std::fs::read(dir.path().join(format!("uid-{busy_uid}.record")))
+            .unwrap()
+            .is_empty());
     }
 }

@@ -75,12 +75,41 @@ impl UidUsers for ProcScan {
     }
 }
 
-/// Whether a `/proc/<pid>/status` names `uid` among its real, effective, saved or file uids.
-fn status_has_uid(status: &str, uid: u32) -> bool {
+impl ProcScan {
+    /// Every uid some process runs as (real, effective, saved or file), in one pass over
+    /// `/proc`: what many holders waiting for their uids to be free ask at once. `None` if
+    /// `/proc` cannot be read (then no uid can be told free).
+    pub fn uids_in_use() -> Option<std::collections::HashSet<u32>> {
+        let entries = std::fs::read_dir("/proc").ok()?;
+        let mut uids = std::collections::HashSet::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !name
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            {
+                continue;
+            }
+            if let Ok(status) = std::fs::read_to_string(entry.path().join("status")) {
+                uids.extend(status_uids(&status));
+            }
+        }
+        Some(uids)
+    }
+}
+
+/// The real, effective, saved and file uids a `/proc/<pid>/status` names.
+fn status_uids(status: &str) -> impl Iterator<Item = u32> + '_ {
     status
         .lines()
         .find_map(|l| l.strip_prefix("Uid:"))
-        .is_some_and(|ids| ids.split_whitespace().any(|id| id.parse() == Ok(uid)))
+        .into_iter()
+        .flat_map(|ids| ids.split_whitespace().filter_map(|id| id.parse().ok()))
+}
+
+/// Whether a `/proc/<pid>/status` names `uid` among its real, effective, saved or file uids.
+fn status_has_uid(status: &str, uid: u32) -> bool {
+    status_uids(status).any(|id| id == uid)
 }
 
 /// A leased host uid; the gid has the same number.
@@ -391,5 +420,10 @@ mod tests {
         // SAFETY: getuid has no preconditions.
         assert!(ProcScan.in_use(unsafe { libc::getuid() }));
         assert!(!ProcScan.in_use(u32::MAX - 2));
+        // One pass sees every uid: this process's and the uid 0 of the kernel's threads.
+        let all = ProcScan::uids_in_use().expect("/proc is readable");
+        // SAFETY: as above.
+        assert!(all.contains(&unsafe { libc::getuid() }) && all.contains(&0));
+        assert!(!all.contains(&(u32::MAX - 2)));
     }
 }

@@ -996,7 +996,11 @@ mod tests {
         assert_eq!(removed, 8 * 3);
         assert!(!h.has_stale());
         for i in 0..3 {
-            assert!(tmp.path().join(format!("memory/warden/run-1-live{i}")).exists());
+            assert!(
+                tmp.path()
+                    .join(format!("memory/warden/run-1-live{i}"))
+                    .exists()
+            );
         }
         // A window as large as the leaves is the full sweep.
         drop(h.create("run-1-dead", false).unwrap());

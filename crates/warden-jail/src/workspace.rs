@@ -480,8 +480,8 @@ fn map_io(path: &WorkspacePath, source: io::Error) -> WorkspaceError {
 
 #[cfg(test)]
 mod tests {
-    use super::uid_releaser::round;
     use super::RELEASE_CHECKS;
+    use super::uid_releaser::round;
     use std::collections::HashSet;
     use warden_net::uids::{UidRange, UidUsers};
 
@@ -516,8 +516,10 @@ mod tests {
         let (busy, _) = left.into_iter().next().unwrap();
         assert!(round(vec![(busy, RELEASE_CHECKS - 1)], Some(&in_use)).is_empty());
         assert!(!leases.is_leased(busy_uid));
-        assert!(!std::fs::read(dir.path().join(format!("uid-{busy_uid}.record")))
-            .unwrap()
-            .is_empty());
+        assert!(
+            !std::fs::read(dir.path().join(format!("uid-{busy_uid}.record")))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

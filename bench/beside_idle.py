@@ -23,11 +23,7 @@ usage: beside_idle.py WARDEN [--idle 2000] [--contexts] [--rounds 40]
 import argparse, os, statistics, subprocess, tempfile, threading, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 from scale import SETTINGS, Api, fan_out  # bench/scale.py
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+from daemon import pct  # bench/daemon.py
 
 
 def timed(rounds, work):

@@ -20,9 +20,8 @@ Prints the medians and 90th percentiles of each, and their ratio (beside / alone
 
 usage: beside_idle.py WARDEN [--idle 2000] [--contexts] [--rounds 40]
 """
-import argparse, os, statistics, subprocess, tempfile, threading, time
-import scratch  # bench/scratch.py (a script's own folder is on sys.path)
-from scale import SETTINGS, Api, fan_out  # bench/scale.py
+import argparse, os, statistics, threading, time
+from scale import SETTINGS, Api, fan_out, serve  # bench/scale.py
 from daemon import pct  # bench/daemon.py
 
 
@@ -63,23 +62,13 @@ def main():
     ap.add_argument("--uid-base", type=int, default=1_950_000_000)
     a = ap.parse_args()
     clients = 8
-    conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    conf.write(SETTINGS.format(max_sandboxes=a.idle + a.rounds + 16, clients=clients, uid_base=a.uid_base))
-    conf.close()
-    srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
-                            "--data-dir", scratch.data_dir()],
-                           stderr=subprocess.PIPE, text=True)
+    conf, srv, host, port, _ = serve(a.warden, SETTINGS.format(
+        max_sandboxes=a.idle + a.rounds + 16, clients=clients, uid_base=a.uid_base))
     try:
-        host = port = None
-        for line in srv.stderr:
-            if "listening on http://" in line:
-                host, port = line.strip().rsplit("http://", 1)[1].split(":")
-                break
-        threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()
-        api = Api(host, int(port))
+        api = Api(host, port)
         api.call("POST", "/v1/execute", {"code": "print(1)"})  # warm-up
         alone = measure(api, a.rounds)
-        apis = [Api(host, int(port)) for _ in range(clients)]
+        apis = [Api(host, port) for _ in range(clients)]
         ids, lock = [], threading.Lock()
 
         def create(api_, _):
@@ -93,7 +82,7 @@ def main():
         errors = fan_out(apis, list(range(a.idle)), create)
         created_s = time.perf_counter() - start
         # A new connection: the daemon closes one left idle while the others worked.
-        beside = measure(Api(host, int(port)), a.rounds)
+        beside = measure(Api(host, port), a.rounds)
         start = time.perf_counter()
         errors += fan_out(apis, ids, lambda api_, sid: api_.call("DELETE", f"/v1/sandboxes/{sid}"))
         destroyed_s = time.perf_counter() - start
@@ -109,7 +98,7 @@ def main():
     finally:
         srv.terminate()
         srv.wait(timeout=60)
-        os.unlink(conf.name)
+        os.unlink(conf)
 
 
 if __name__ == "__main__":

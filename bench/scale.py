@@ -69,6 +69,28 @@ class Api:
         return json.loads(data) if data else None
 
 
+def serve(warden, settings):
+    """`warden serve` on a free port with `settings` (a settings.toml's text) and a scratch
+    data folder: (its settings file, the process, host, port, its standard error's lines so
+    far, which a thread goes on collecting)."""
+    conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    conf.write(settings)
+    conf.close()
+    srv = subprocess.Popen([warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
+                            "--data-dir", scratch.data_dir()],
+                           stderr=subprocess.PIPE, text=True)
+    host = port = None
+    log = []
+    for line in srv.stderr:
+        log.append(line.rstrip())
+        if "listening on http://" in line:
+            host, port = line.strip().rsplit("http://", 1)[1].split(":")
+            port = int(port)
+            break
+    threading.Thread(target=lambda: [log.append(l.rstrip()) for l in srv.stderr], daemon=True).start()
+    return conf.name, srv, host, port, log
+
+
 def fan_out(apis, items, work):
     """Runs work(api, item) for every item, the items split over the clients; the errors."""
     errors = []
@@ -99,21 +121,8 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--uid-base", type=int, default=1_950_000_000)
     a = ap.parse_args()
-    conf = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    conf.write(SETTINGS.format(max_sandboxes=a.sandboxes, clients=a.clients, uid_base=a.uid_base))
-    conf.close()
-    srv = subprocess.Popen([a.warden, "--config", conf.name, "serve", "--listen", "127.0.0.1:0",
-                            "--data-dir", scratch.data_dir()],
-                           stderr=subprocess.PIPE, text=True)
-    host = port = None
-    log = []
-    for line in srv.stderr:
-        log.append(line.rstrip())
-        if "listening on http://" in line:
-            host, port = line.strip().rsplit("http://", 1)[1].split(":")
-            port = int(port)
-            break
-    threading.Thread(target=lambda: [log.append(l.rstrip()) for l in srv.stderr], daemon=True).start()
+    conf, srv, host, port, log = serve(a.warden, SETTINGS.format(
+        max_sandboxes=a.sandboxes, clients=a.clients, uid_base=a.uid_base))
     for line in log:
         if "lowered" in line or "room for" in line:
             print(line)
@@ -220,7 +229,7 @@ def main():
     finally:
         srv.terminate()
         srv.wait()
-        os.unlink(conf.name)
+        os.unlink(conf)
 
 
 if __name__ == "__main__":

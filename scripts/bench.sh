@@ -57,13 +57,15 @@ bwrap_same=$(bwrap_root $(python3 -c 'import tomllib; print(" ".join(tomllib.loa
 # sandbox gets, with no root of its own, no limits and no policies.
 unshare="unshare --user --map-root-user --pid --fork --mount --net --ipc --uts --cgroup"
 # bwrap alone, through the cgroup wrapper without leaves (the wrapper's own cost), in the jail's
-# cgroup leaves, and the least sandbox: the references of both throughput blocks below
+# cgroup leaves, and the least sandbox with its control (its own start and an exec, no sandbox:
+# what the daemon's forked helpers do not pay): the references of both throughput blocks below
 # (NAME=COMMAND).
 bwrap_references=(
   "bwrap python3 -c=$bwrap $py -c 'print(1)'"
   "bwrap through the wrapper, no cgroups=$cgroup_wrap --no-cgroups $bwrap $py -c 'print(1)'"
   "bwrap in the jail's cgroup leaves=$cgroup_wrap $bwrap $py -c 'print(1)'"
   "least sandbox python3 -c=$least $py -c 'print(1)'"
+  "least sandbox's own start, no sandbox=$least --exec-only $py -c 'print(1)'"
 )
 "$warden" run "$work/one.py" >/dev/null   # the one-time cgroup set-up happens outside the timing
 echo "$(nproc) cores, $(uname -r), $rounds rounds, $(date -u +%F)"

@@ -332,11 +332,11 @@ impl Hierarchy {
     }
 
     /// [`Hierarchy::remove_stale`] over at most `window` of the parent's leaves, taken in a row
-    /// from a random one (wrapping around): what a sandbox's own teardown does. A full sweep
+    /// from a varied one (wrapping around): what a sandbox's own teardown does. A full sweep
     /// tries the lock of every live sandbox's leaf (three system calls each) under the
     /// parent's exclusive lock, which every creation waits for, so its cost grew with the
-    /// sandboxes beside it (1,000 live contexts made each teardown ≈ 6 ms longer, and every
-    /// one-shot beside them waited for it: `bench/beside_idle.py`). With fewer leaves than the
+    /// sandboxes beside it (≈ 3 ms of calls beside 1,000 live contexts, against ≈ 0.3 for a
+    /// window of 32: docs/benchmarks.md, session 31). With fewer leaves than the
     /// window this is the full sweep. A leaf left by a helper nobody watched (a `warden run`
     /// killed with SIGKILL) is still found, by some teardown among the next (leaves / window)
     /// or so; a daemon sweeps in full at its start and when one of its helpers dies.
@@ -389,15 +389,8 @@ impl Hierarchy {
             .filter(|name| name.to_string_lossy().starts_with("run-"))
             .collect();
         if let Some(window) = window.filter(|&w| w < runs.len()) {
-            use std::hash::BuildHasher;
-            // Any start will do, as long as teardowns' starts differ: the pid and the clock
-            // mixed, as forked helpers share their parent's `RandomState` keys.
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
-            let start = std::collections::hash_map::RandomState::new()
-                .hash_one((std::process::id(), nanos)) as usize
-                % runs.len();
+            // Any start will do, as long as teardowns' starts differ (the time and the pid).
+            let start = warden_net::uids::search_start() as usize % runs.len();
             runs.rotate_left(start);
             runs.truncate(window);
         }

@@ -88,44 +88,40 @@ mod uid_releaser {
         wake: Condvar,
     }
 
-    static QUEUE: OnceLock<Option<&'static Queue>> = OnceLock::new();
+    static QUEUE: Queue = Queue {
+        leases: Mutex::new(Vec::new()),
+        wake: Condvar::new(),
+    };
+    /// Whether the thread runs (started by the first lease dropped).
+    static WORKER: OnceLock<bool> = OnceLock::new();
 
     pub(super) fn release_when_unused(lease: UidLease) {
-        let queue = QUEUE.get_or_init(|| {
-            let queue: &'static Queue = Box::leak(Box::new(Queue {
-                leases: Mutex::new(Vec::new()),
-                wake: Condvar::new(),
-            }));
-            match std::thread::Builder::new()
+        let running = *WORKER.get_or_init(|| {
+            std::thread::Builder::new()
                 .name("uid-release".into())
-                .spawn(move || work(queue))
-            {
-                Ok(_) => Some(queue),
-                Err(e) => {
-                    eprintln!("warden: release sandboxes' uids: {e}");
-                    None
-                }
-            }
+                .spawn(work)
+                .map_err(|e| eprintln!("warden: release sandboxes' uids: {e}"))
+                .is_ok()
         });
         // Without the thread the lease is dropped: its record stays for the next taker.
-        if let Some(queue) = queue {
-            queue.leases.lock().expect("not poisoned").push((lease, 0));
-            queue.wake.notify_one();
+        if running {
+            QUEUE.leases.lock().expect("not poisoned").push((lease, 0));
+            QUEUE.wake.notify_one();
         }
     }
 
-    fn work(queue: &'static Queue) -> ! {
+    fn work() -> ! {
         loop {
             let batch = {
-                let mut leases = queue.leases.lock().expect("not poisoned");
+                let mut leases = QUEUE.leases.lock().expect("not poisoned");
                 while leases.is_empty() {
-                    leases = queue.wake.wait(leases).expect("not poisoned");
+                    leases = QUEUE.wake.wait(leases).expect("not poisoned");
                 }
                 std::mem::take(&mut *leases)
             };
             let left = round(batch, ProcScan::uids_in_use().as_ref());
             if !left.is_empty() {
-                queue.leases.lock().expect("not poisoned").extend(left);
+                QUEUE.leases.lock().expect("not poisoned").extend(left);
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         }

@@ -56,22 +56,11 @@ pub struct ProcScan;
 
 impl UidUsers for ProcScan {
     fn in_use(&self, uid: u32) -> bool {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
+        let Some(mut statuses) = statuses() else {
             // Cannot tell: the uid is not taken.
             return true;
         };
-        entries.flatten().any(|entry| {
-            let name = entry.file_name();
-            if !name
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            {
-                return false;
-            }
-            std::fs::read_to_string(entry.path().join("status"))
-                .ok()
-                .is_some_and(|status| status_has_uid(&status, uid))
-        })
+        statuses.any(|status| status_has_uid(&status, uid))
     }
 }
 
@@ -80,22 +69,24 @@ impl ProcScan {
     /// `/proc`: what many holders waiting for their uids to be free ask at once. `None` if
     /// `/proc` cannot be read (then no uid can be told free).
     pub fn uids_in_use() -> Option<std::collections::HashSet<u32>> {
-        let entries = std::fs::read_dir("/proc").ok()?;
-        let mut uids = std::collections::HashSet::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if !name
-                .to_str()
-                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            {
-                continue;
-            }
-            if let Ok(status) = std::fs::read_to_string(entry.path().join("status")) {
-                uids.extend(status_uids(&status));
-            }
-        }
-        Some(uids)
+        Some(
+            statuses()?
+                .flat_map(|status| status_uids(&status).collect::<Vec<_>>())
+                .collect(),
+        )
     }
+}
+
+/// Every process's `/proc/<pid>/status` that can still be read; `None` if `/proc` cannot be.
+fn statuses() -> Option<impl Iterator<Item = String>> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    Some(entries.flatten().filter_map(|entry| {
+        let name = entry.file_name();
+        name.to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| std::fs::read_to_string(entry.path().join("status")).ok())
+            .flatten()
+    }))
 }
 
 /// The real, effective, saved and file uids a `/proc/<pid>/status` names.
@@ -236,8 +227,9 @@ const SPREAD: u32 = 4096;
 
 /// Where a search's probes come from: varies with the time and the process, so that consecutive sandboxes
 /// rarely get the uid just freed (whatever the kernel frees late is then never charged to
-/// the next tenant).
-fn search_start() -> u32 {
+/// the next tenant). Also where a teardown's sweep of cgroup leaves starts
+/// (`warden_jail::cgroup::Hierarchy::remove_some_stale`).
+pub fn search_start() -> u32 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(7))

@@ -116,6 +116,7 @@ impl HeldRun for HeldJailRun {
             code: plan.code,
             stdin: plan.stdin,
             timeout_ms: plan.limits.timeout.as_millis() as u64,
+            quiet: events.is_none(),
         };
         let mut frame = Vec::new();
         let body = serde_json::to_vec(&start)

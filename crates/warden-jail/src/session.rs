@@ -422,6 +422,7 @@ fn run<W: Write>(
     let teardown = Teardown {
         _init: kill_guard,
         _cgroup: cgroup,
+        _code_folder: None,
     };
     served.map(|()| teardown)
 }

@@ -84,6 +84,9 @@ impl Drop for CgroupGuard {
 pub struct Teardown {
     pub(crate) _init: KillOnDrop,
     pub(crate) _cgroup: CgroupGuard,
+    /// A pooled run's code folder copy ([`crate::gate::Gate::open`]), closed here, after the
+    /// answer, where its grace period delays nobody.
+    pub(crate) _code_folder: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for Teardown {
@@ -271,6 +274,8 @@ pub(crate) struct Launched {
     pub scratch: Option<OwnedFd>,
     /// A gated run held at its gate ([`launch`] with `hold`): opened by the caller.
     pub gate: Option<crate::gate::Gate>,
+    /// The code folder's copy a held gate gave back when it opened, closed in the teardown.
+    pub code_folder: Option<OwnedFd>,
     /// What was read of the report pipe before the run (a held run's first guard message).
     pub report_prefix: Vec<u8>,
 }
@@ -392,7 +397,7 @@ pub(crate) fn launch(
     // Opened here, while init builds its root, so that the answer's path only reads them.
     let events = cgroup.0.events();
     trace("cgroup limits set and attached");
-    let (scratch, gate) = if plan.gated {
+    let (scratch, gate, code_folder) = if plan.gated {
         let received = sys::recv_fd(ws_parent.as_fd())
             .and_then(|scratch| Ok(scratch.zip(sys::recv_fd(ws_parent.as_fd())?)));
         let (scratch, code_dir) = match received {
@@ -408,20 +413,23 @@ pub(crate) fn launch(
         };
         let gate = crate::gate::Gate::new(code_dir, start_w, host_uid);
         if hold {
-            (Some(scratch), Some(gate))
+            (Some(scratch), Some(gate), None)
         } else {
-            gate.open(&plan.code_path, &plan.code)?;
+            let code_folder = gate.open(&plan.code_path, &plan.code)?;
             trace("code written, gate open");
-            (Some(scratch), None)
+            (Some(scratch), None, Some(code_folder))
         }
     } else {
         drop(start_w);
-        (None, None)
+        (None, None, None)
     };
     before_go()?;
     // A failed write means init is gone; its status message says why.
     let _ = sys::write_all(go_w.as_fd(), b"g");
     drop(go_w);
+    // A cold run's code folder copy: closed once init has its go (the close waits for a grace
+    // period, see `Gate::open`), while the program starts.
+    drop(code_folder);
     Ok(Launched {
         pid,
         kill_guard,
@@ -437,6 +445,7 @@ pub(crate) fn launch(
         start: Instant::now(),
         scratch,
         gate,
+        code_folder: None,
         report_prefix: Vec::new(),
     })
 }
@@ -579,6 +588,7 @@ pub(crate) fn finish_run(
         start,
         scratch,
         gate,
+        code_folder,
         report_prefix,
     } = launched;
     // A held gate that was never opened: the program must not run.
@@ -663,6 +673,7 @@ pub(crate) fn finish_run(
         Teardown {
             _init: kill_guard,
             _cgroup: cgroup,
+            _code_folder: code_folder,
         },
     ))
 }

@@ -675,6 +675,52 @@ fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() 
     });
 }
 
+#[test]
+fn a_held_run_streams_its_output_to_a_caller_that_follows_it_and_returns_it_to_every_caller() {
+    require_root!();
+    let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
+    common::runtime().block_on(async {
+        let b = backend();
+        let code = "import sys, time\nprint('a', flush=True)\ntime.sleep(0.3)\nprint('b', file=sys.stderr)\nprint('c')";
+        let template = plan("", "", Duration::from_secs(10));
+        // Followed: the output comes as events while the program runs, before its result.
+        let held = b.hold(&template).await.unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let run = tokio::spawn(held.run(plan(code, "", Duration::from_secs(10)), Some(tx)));
+        let first = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert!(
+            matches!(&first, Ok(Some(warden_types::ExecEvent::Stdout { .. }))),
+            "{first:?}"
+        );
+        assert!(!run.is_finished(), "the first output came only with the result");
+        let followed = run.await.unwrap().unwrap();
+        let (mut out, mut err) = (String::new(), String::new());
+        for event in std::iter::once(first.unwrap().unwrap())
+            .chain(std::iter::from_fn(|| rx.try_recv().ok()))
+        {
+            match event {
+                warden_types::ExecEvent::Stdout { text, .. } => out.push_str(&text),
+                warden_types::ExecEvent::Stderr { text, .. } => err.push_str(&text),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((out.as_str(), err.as_str()), ("a\nc\n", "b\n"));
+        // Not followed (a quiet start: no output frames before the result): the same result.
+        let held = b.hold(&template).await.unwrap();
+        let quiet = held
+            .run(plan(code, "", Duration::from_secs(10)), None)
+            .await
+            .unwrap();
+        for r in [&followed, &quiet] {
+            assert_eq!(
+                (r.stdout.as_str(), r.stderr.as_str(), r.exit_code),
+                ("a\nc\n", "b\n", Some(0)),
+                "{r:?}"
+            );
+        }
+    });
+}
+
 /// This process's children that are helpers in pooled mode.
 fn pooled_helpers() -> Vec<u32> {
     pooled_helpers_of(std::process::id())

@@ -220,6 +220,7 @@ impl Backend for JailBackend {
         });
         let mut jail_plan = self.plan(&plan)?;
         jail_plan.trace_timing = trace;
+        jail_plan.quiet_output = events.is_none();
         if trace {
             eprintln!(
                 "warden-trace: {:.3} backend plan built",

@@ -153,6 +153,12 @@ pub struct JailPlan {
     /// environment); for finding where start-up time goes.
     #[serde(default)]
     pub trace_timing: bool,
+    /// Nobody follows the output live (an engine run with no event sender): the helper sends
+    /// no output frames, only the result, which holds the output. Spares the engine a wake-up
+    /// for every write of the program, each of which took the program's CPU from it for a
+    /// moment (docs/benchmarks.md, session 32). A pooled run's comes with its `Start`.
+    #[serde(default)]
+    pub quiet_output: bool,
     /// Make cgroup moves cheap (see [`crate::cgroup::ensure_fast_attach`]).
     #[serde(default)]
     pub fast_cgroup_attach: bool,
@@ -599,6 +605,7 @@ impl JailPlan {
             seccomp: true,
             landlock: Some(warden_types::landlock::LandlockPart::NEWEST_ABI),
             trace_timing: false,
+            quiet_output: false,
             fast_cgroup_attach: false,
             cgroups: None,
             shared_workspace_fd: input.shared_workspace_fd,

@@ -5,8 +5,8 @@
 //!
 //! Engine ⇄ helper: frames of [`crate::protocol`] — `Plan` (the plan without its code), then,
 //! once the helper said `Ready`, one `Exec` with a [`Start`]; back come `Ready`, output chunks
-//! (none for a quiet `Start`: nobody follows the output live) and one final `Result` or
-//! `Error`, as for a cold run. End of input before the `Exec` ends
+//! (none for a quiet `Start`: nobody follows the output live, as for a cold run's quiet plan)
+//! and one final `Result` or `Error`, as for a cold run. End of input before the `Exec` ends
 //! the sandbox quietly (a pool that closed or discarded it).
 //!
 //! Invariants: the sandbox is built by the same steps as a cold run of the same plan
@@ -38,9 +38,8 @@ pub struct Start {
     pub stdin: Vec<u8>,
     /// From the opening of the gate (the program's own start).
     pub timeout_ms: u64,
-    /// Nobody follows the output live: no `Stdout`/`Stderr` frames, only the result (which
-    /// holds the output). Spares a wake-up of the engine for every write of the program, each
-    /// of which took the program's CPU from it for a moment (see docs/benchmarks.md).
+    /// Nobody follows the output live: the plan's [`JailPlan::quiet_output`] for this run
+    /// (the plan was sent before anyone asked for it).
     #[serde(default)]
     pub quiet: bool,
 }
@@ -146,7 +145,7 @@ fn run(
     plan.code = start.code;
     plan.stdin = start.stdin;
     plan.limits.timeout = Duration::from_millis(start.timeout_ms.max(1));
-    let quiet = start.quiet;
+    plan.quiet_output = start.quiet;
     let gate = launched.gate.take()?;
     // Taken: from here the run is waited for, at the weight every cold run has.
     if let Err(e) = launched.cgroup.0.set_cpu_weight(CpuWeight::Normal) {
@@ -158,9 +157,6 @@ fn run(
     }
     launched.start = Instant::now();
     let mut relay = |stream: Stream, chunk: &[u8]| {
-        if quiet {
-            return;
-        }
         let tag = match stream {
             Stream::Stdout => Tag::Stdout,
             Stream::Stderr => Tag::Stderr,

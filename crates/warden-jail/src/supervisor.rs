@@ -600,6 +600,12 @@ pub(crate) fn finish_run(
     }
     // A guarded run's report pipe (the program's descriptor 3), read once it has ended.
     let report_r = plan.import_report.then_some(ctl_r);
+    // Nobody follows the output live: it is only collected for the result.
+    let on_output: &mut dyn FnMut(Stream, &[u8]) = if plan.quiet_output {
+        &mut |_, _| {}
+    } else {
+        on_output
+    };
 
     let relay = relay_output(
         plan,

@@ -676,7 +676,7 @@ fn a_held_sandbox_dropped_unused_leaves_nothing_and_a_killed_one_is_not_alive() 
 }
 
 #[test]
-fn a_held_run_streams_its_output_to_a_caller_that_follows_it_and_returns_it_to_every_caller() {
+fn a_run_streams_its_output_to_a_caller_that_follows_it_and_returns_it_to_every_caller() {
     require_root!();
     let _turn = IN_THIS_PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     common::runtime().block_on(async {
@@ -711,7 +711,20 @@ fn a_held_run_streams_its_output_to_a_caller_that_follows_it_and_returns_it_to_e
             .run(plan(code, "", Duration::from_secs(10)), None)
             .await
             .unwrap();
-        for r in [&followed, &quiet] {
+        // Cold, followed and not (the plan's `quiet_output`): the same again, with events.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let cold = Backend::exec(b.as_ref(), plan(code, "", Duration::from_secs(10)), Some(tx))
+            .await
+            .unwrap();
+        let mut streamed = String::new();
+        while let Ok(event) = rx.try_recv() {
+            if let warden_types::ExecEvent::Stdout { text, .. } = event {
+                streamed.push_str(&text);
+            }
+        }
+        assert_eq!(streamed, "a\nc\n");
+        let cold_quiet = b.exec(plan(code, "", Duration::from_secs(10))).await.unwrap();
+        for r in [&followed, &quiet, &cold, &cold_quiet] {
             assert_eq!(
                 (r.stdout.as_str(), r.stderr.as_str(), r.exit_code),
                 ("a\nc\n", "b\n", Some(0)),

@@ -75,8 +75,8 @@ def main():
     ap.add_argument("warden")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--duration", type=int, default=60)
-    ap.add_argument("--max-concurrent", type=int, default=8,
-                    help="the daemon's --max-concurrent (its default, 8, unless given)")
+    ap.add_argument("--max-concurrent", type=int,
+                    help="the daemon's --max-concurrent (unless given, its default: twice the CPUs)")
     ap.add_argument("--reference", action="append", default=[], metavar="NAME=COMMAND",
                     help="a command whose loop rate is measured after the bare loop's, the same way")
     a = ap.parse_args()
@@ -84,7 +84,8 @@ def main():
     work = tempfile.mkdtemp()
     one = os.path.join(work, "one.py")
     open(one, "w").write("print(1)\n")
-    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir(), "--max-concurrent", str(a.max_concurrent),
+    slots = ["--max-concurrent", str(a.max_concurrent)] if a.max_concurrent else []
+    srv = subprocess.Popen([a.warden, "serve", "--listen", "127.0.0.1:0", "--data-dir", scratch.data_dir(), *slots,
                             "--max-queued", "64"], stderr=subprocess.PIPE, text=True)
     try:
         line = ""

@@ -18,10 +18,17 @@ the same two cores while other clients' requests run. The baseline's clients pau
 With --baseline OLD_WARDEN, a pooled daemon of that build (the same settings) is a fourth case
 in the same blocks: a before/after of a change in one run.
 
+With --lean, two more cases measure the same two things with the least client work, in the same
+blocks: the pooled daemon over a raw keep-alive socket (the request in one send, the answer read
+to its Content-Length; `http.client` sends the head and the body apart and parses the answer's
+head with `email`), and the bare interpreter started by `os.posix_spawn` and `os.waitpid`
+(`subprocess.run` builds a `Popen`, an error pipe and a descriptor sweep around it). Both ratios
+are printed; the default pair is the one docs/benchmarks.md has used since the pool was built.
+
 usage: pool.py WARDEN [--language python|javascript] [--rounds N] [--size SIZE]
-               [--think-ms-1 MS] [--think-ms-8 MS] [--baseline OLD_WARDEN]
+               [--think-ms-1 MS] [--think-ms-8 MS] [--baseline OLD_WARDEN] [--lean]
 """
-import argparse, concurrent.futures, http.client, json, os, random, shutil, statistics
+import argparse, concurrent.futures, http.client, json, os, random, shutil, socket, statistics
 import subprocess, sys, tempfile, threading, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
 from procs import descendants  # bench/procs.py
@@ -77,6 +84,39 @@ def one_shot(addr, language):
     return call
 
 
+def one_shot_lean(addr, language):
+    """The same request as `one_shot` over a raw keep-alive socket: sent in one piece, the answer
+    read to its Content-Length (no header parsing beyond that)."""
+    body = json.dumps({"language": language, "code": PROGRAMS[language][0]}).encode()
+    request = (f"POST /v1/execute HTTP/1.1\r\nHost: {addr[0]}:{addr[1]}\r\n"
+               f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+               ).encode() + body
+    sock = socket.create_connection(addr)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def call():
+        sock.sendall(request)
+        got = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                sys.exit("POST /v1/execute: the daemon closed the connection")
+            got += chunk
+            head, sep, rest = got.partition(b"\r\n\r\n")
+            if not sep:
+                continue
+            lines = head.split(b"\r\n")
+            length = next(int(line.split(b":", 1)[1]) for line in lines
+                          if line.lower().startswith(b"content-length:"))
+            if len(rest) >= length:
+                break
+        if not lines[0].startswith(b"HTTP/1.1 200 "):
+            sys.exit(f"POST /v1/execute: {lines[0]!r} {rest[:200]!r}")
+        out = json.loads(rest[:length])
+        assert out["stdout"] == "1\n", out
+    return call
+
+
 # The bare interpreter's environment: a sandbox's kind (this shell's variables can change the
 # start-up: NODE_EXTRA_CA_CERTS makes node read a CA bundle, ≈ 35 ms).
 BARE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
@@ -85,6 +125,17 @@ BARE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.U
 def bare(language):
     command = PROGRAMS[language][1]
     return lambda: subprocess.run(command, stdout=subprocess.DEVNULL, check=True, env=BARE_ENV)
+
+
+def bare_lean(language):
+    command = PROGRAMS[language][1]
+    quiet = [(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)]
+
+    def call():
+        pid = os.posix_spawn(command[0], command, BARE_ENV, file_actions=quiet)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, f"{command}: wait status {status}"
+    return call
 
 
 def block(make_call, clients, per_client, think_ms):
@@ -112,6 +163,8 @@ def main():
     ap.add_argument("--think-ms-8", type=float, default=250)
     ap.add_argument("--baseline", metavar="OLD_WARDEN",
                     help="another build (e.g. main's) whose pooled daemon runs as a fourth case")
+    ap.add_argument("--lean", action="store_true",
+                    help="also the least client work: a raw socket, os.posix_spawn")
     a = ap.parse_args()
     work = tempfile.mkdtemp()
     base = open(os.path.join(HERE, "..", "profiles", "settings.toml")).read()
@@ -140,6 +193,11 @@ def main():
         if a.baseline:
             cases["pooled one-shot, baseline build (HTTP)"] = lambda: one_shot(
                 daemons["baseline"][1], a.language)
+        lean_pooled, lean_bare = "pooled one-shot (HTTP, raw socket)", bare_case.replace(
+            "(process)", "(process, posix_spawn)")
+        if a.lean:
+            cases[lean_pooled] = lambda: one_shot_lean(daemons["pooled"][1], a.language)
+            cases[lean_bare] = lambda: bare_lean(a.language)
         print(f"{a.language}, {os.cpu_count()} cores, {os.uname().release}, pool size {a.size}, "
               f"{a.rounds} interleaved blocks per case, {time.strftime('%F', time.gmtime())}\n")
         results = {}
@@ -169,6 +227,10 @@ def main():
             p = samples["pooled one-shot (HTTP)"]
             print(f"\npooled p50 / bare p50 = {pct(p, 50) / b:.2f} (target <= 0.25); "
                   f"pooled p99 / bare p50 = {pct(p, 99) / b:.2f} (target <= 1.0)\n")
+            if a.lean:
+                lb, lp = pct(samples[lean_bare], 50), samples[lean_pooled]
+                print(f"least client work: pooled p50 / bare p50 = {pct(lp, 50) / lb:.2f}; "
+                      f"pooled p99 / bare p50 = {pct(lp, 99) / lb:.2f}\n")
             if a.baseline:
                 o = samples["pooled one-shot, baseline build (HTTP)"]
                 print(f"baseline build: pooled p50 / bare p50 = {pct(o, 50) / b:.2f}; "

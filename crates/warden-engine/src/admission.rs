@@ -26,7 +26,7 @@ pub struct AdmissionLimits {
 impl Default for AdmissionLimits {
     fn default() -> Self {
         AdmissionLimits {
-            max_concurrent: 8,
+            max_concurrent: warden_config::default_max_concurrent(),
             max_queued: 64,
             retry_after_secs: 1,
         }

@@ -203,7 +203,8 @@ async fn health_and_readiness() {
     let (s, v, _) = send(app(), Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
     let (s, v, _) = send(app(), Request::get("/readyz").body(Body::empty()).unwrap()).await;
-    assert_eq!((s, v["free_slots"].as_u64()), (StatusCode::OK, Some(8)));
+    let slots = warden_config::default_max_concurrent() as u64;
+    assert_eq!((s, v["free_slots"].as_u64()), (StatusCode::OK, Some(slots)));
     assert_eq!(v["status"], "ready");
 }
 
@@ -222,7 +223,7 @@ async fn readiness_is_the_default_profiles_check() {
     let (s, v, _) = send(app_with(refusing, ServerLimits::default()), readyz()).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     assert_eq!(v["status"], "not_ready");
-    assert_eq!(v["free_slots"], 8);
+    assert_eq!(v["free_slots"], warden_config::default_max_concurrent());
     assert_eq!(v["code"], "refused", "{v}");
     assert!(
         v["reason"]

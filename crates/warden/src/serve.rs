@@ -26,7 +26,7 @@ pub struct ServeArgs {
 /// The daemon's bounds, overriding `[server]`'s (shared by `warden serve` and `warden mcp`).
 #[derive(Debug, Args)]
 pub struct DaemonLimitArgs {
-    /// Executions running at once [default: `[server].max_concurrent`, 8].
+    /// Executions running at once [default: `[server].max_concurrent`, twice the CPUs].
     #[arg(long)]
     pub max_concurrent: Option<usize>,
     /// Requests waiting for a slot before the answer is 429 [default: `[server].max_queued`, 64].

@@ -100,11 +100,12 @@ pub struct ServerSettings {
 /// Executions at once when the settings do not say: twice the CPUs this process may run on
 /// (its affinity and its cgroup's CPU quota, as `std::thread::available_parallelism` reads
 /// them). With the network off by default, executions mostly use the CPU (the interpreter's
-/// start alone is ≈ 13 ms of it), so more of them at once only share the CPUs finer: each one's
-/// wall-clock time, which its timeout counts, stretches, and fewer end per second (on 2 cores,
-/// 8 at once made 0.64–0.69 of a bare interpreter loop's rate, 4 at once 0.72: docs/benchmarks.md,
-/// session 33). Twice, not once, so that a run's waits (its sandbox's set-up and end, a
-/// sleep, stdin) leave no CPU idle. A host whose programs mostly wait (egress) raises it.
+/// start alone is ≈ 13 ms of it), so more of them at once only share the CPUs finer: each
+/// one's wall-clock time, which its timeout counts, stretches, and fewer end per second (on 2
+/// cores, 8 at once made 0.64–0.69 of a bare interpreter loop's rate, 4 at once 0.70–0.72:
+/// docs/benchmarks.md, session 33). Twice, not once, so that a run's waits (its sandbox's set-up
+/// and end, a sleep, stdin) leave no CPU idle. A host whose programs mostly wait (egress)
+/// raises it.
 pub fn default_max_concurrent() -> usize {
     2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }

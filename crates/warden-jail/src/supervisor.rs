@@ -402,6 +402,9 @@ pub(crate) fn launch(
             .and_then(|scratch| Ok(scratch.zip(sys::recv_fd(ws_parent.as_fd())?)));
         let (scratch, code_dir) = match received {
             Ok(Some(both)) => both,
+            // Init's end closed: at end of file, or with ECONNRESET when it ended with the
+            // network namespace sent to it still unread (it ended at a step before "enter
+            // network namespace"). Either way the step that ended it says why.
             Ok(None) => {
                 let e = JailError::Setup {
                     step: "hand over workspace".into(),
@@ -409,7 +412,10 @@ pub(crate) fn launch(
                 };
                 return Err(self::init_gone(pid, status_r.as_fd(), plan, e));
             }
-            Err(e) => return Err(os("receive the code folder")(e)),
+            Err(e) => {
+                let e = os("receive the code folder")(e);
+                return Err(self::init_gone(pid, status_r.as_fd(), plan, e));
+            }
         };
         let gate = crate::gate::Gate::new(code_dir, start_w, host_uid);
         if hold {

@@ -58,9 +58,10 @@ pub struct Settings {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSettings {
     /// Executions (and starts of a context's interpreter) running at once, for every front-end
-    /// together. Default: [`default_max_concurrent`] (twice the CPUs). `warden serve
-    /// --max-concurrent` overrides it.
-    pub max_concurrent: usize,
+    /// together; read it with [`ServerSettings::max_concurrent`]. Unset: twice the CPUs
+    /// ([`default_max_concurrent`], found only when an admission is made: reading settings
+    /// does no I/O, the CLI's included). `warden serve --max-concurrent` overrides it.
+    pub max_concurrent: Option<usize>,
     /// Executions waiting for a slot; past this, 429 with Retry-After. Default: 64.
     /// `--max-queued` overrides it.
     pub max_queued: usize,
@@ -106,14 +107,23 @@ pub struct ServerSettings {
 /// docs/benchmarks.md, session 33). Twice, not once, so that a run's waits (its sandbox's set-up
 /// and end, a sleep, stdin) leave no CPU idle. A host whose programs mostly wait (egress)
 /// raises it.
+/// Found once per process (the CPUs' count reads the cgroup's quota files, ≈ 10 µs).
 pub fn default_max_concurrent() -> usize {
-    2 * std::thread::available_parallelism().map_or(1, |n| n.get())
+    static CPUS_TWICE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS_TWICE.get_or_init(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+impl ServerSettings {
+    /// Executions at once: the setting, else [`default_max_concurrent`].
+    pub fn max_concurrent(&self) -> usize {
+        self.max_concurrent.unwrap_or_else(default_max_concurrent)
+    }
 }
 
 impl Default for ServerSettings {
     fn default() -> Self {
         ServerSettings {
-            max_concurrent: default_max_concurrent(),
+            max_concurrent: None,
             max_queued: 64,
             max_sandboxes: 64,
             max_connections: 4096,
@@ -966,10 +976,10 @@ impl Settings {
     pub fn validate(&self) -> Result<(), (String, String)> {
         for (key, value) in [
             ("server.max_concurrent", self.server.max_concurrent),
-            ("server.max_sandboxes", self.server.max_sandboxes),
-            ("server.max_connections", self.server.max_connections),
+            ("server.max_sandboxes", Some(self.server.max_sandboxes)),
+            ("server.max_connections", Some(self.server.max_connections)),
         ] {
-            if value == 0 {
+            if value == Some(0) {
                 return Err((key.into(), "must be at least 1".into()));
             }
         }

@@ -638,9 +638,9 @@ fn gateway_rules_and_brokered_secrets_are_checked_and_named() {
 #[test]
 fn executions_at_once_default_to_twice_the_cpus_and_a_setting_overrides_it() {
     let cpus = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(Settings::embedded().server.max_concurrent, 2 * cpus);
+    assert_eq!(Settings::embedded().server.max_concurrent(), 2 * cpus);
     let told = Settings::from_toml("[server]\nmax_concurrent = 3\n", "test.toml").unwrap();
-    assert_eq!(told.server.max_concurrent, 3);
+    assert_eq!(told.server.max_concurrent(), 3);
     assert_eq!(
         err("[server]\nmax_concurrent = 0\n"),
         "test.toml: server.max_concurrent: must be at least 1"

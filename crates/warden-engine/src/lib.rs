@@ -229,7 +229,7 @@ impl Engine {
     /// `max_queued`.
     pub fn new(settings: Arc<Settings>) -> Engine {
         let admission = Admission::new(AdmissionLimits {
-            max_concurrent: settings.server.max_concurrent,
+            max_concurrent: settings.server.max_concurrent(),
             max_queued: settings.server.max_queued,
             ..AdmissionLimits::default()
         });

@@ -46,7 +46,7 @@ impl DaemonLimitArgs {
         if self.max_sandboxes == Some(0) {
             anyhow::bail!("--max-sandboxes must be at least 1");
         }
-        server.max_concurrent = self.max_concurrent.unwrap_or(server.max_concurrent);
+        server.max_concurrent = self.max_concurrent.or(server.max_concurrent);
         server.max_queued = self.max_queued.unwrap_or(server.max_queued);
         server.max_sandboxes = self.max_sandboxes.unwrap_or(server.max_sandboxes);
         Ok(())
@@ -56,7 +56,7 @@ impl DaemonLimitArgs {
 /// The admission bounds of `[server]` (after [`DaemonLimitArgs::apply`]).
 pub fn admission_of(server: &warden_config::ServerSettings) -> AdmissionLimits {
     AdmissionLimits {
-        max_concurrent: server.max_concurrent,
+        max_concurrent: server.max_concurrent(),
         max_queued: server.max_queued,
         ..AdmissionLimits::default()
     }

@@ -5,14 +5,16 @@
    (keep-alive connection), the same one-shot over HTTP, `warden run` of the same file, and
    `warden --version` (the CLI's process start). Target: the sandbox exec's p50 within 1.3x
    of `warden run` minus process start.
-2. Load: wrk with 32 connections for DURATION seconds against `POST /v1/execute`; errors,
+2. Load: wrk with 32 connections for DURATION seconds (in each of BLOCKS blocks) against `POST /v1/execute`; errors,
    executions per second, the daemon's RSS before and after, and what is left afterwards
-   (processes of the sandbox user, stale cgroups); beside it, the rate of a bare
+   against the same counts taken before the load, each once the one-shot pool has refilled:
+   processes under the daemon, its descriptors, the host's mounts and network namespaces, and
+   cgroups no live sandbox owns; beside it, the rate of a bare
    `python3 -c 'print(1)'` loop run by as many workers as cores for the same time, and of any
    `--reference NAME=COMMAND` (another sandbox running the same line, say) looped the same way,
    so that the daemon's rate is set beside theirs in the same run.
 
-usage: daemon.py WARDEN [--rounds N] [--duration S] [--max-concurrent N] [--reference NAME=COMMAND ...]
+usage: daemon.py WARDEN [--rounds N] [--duration S] [--blocks N] [--max-concurrent N] [--reference NAME=COMMAND ...]
 """
 import argparse, http.client, json, os, random, shutil, statistics, subprocess, sys, tempfile, time
 import scratch  # bench/scratch.py (a script's own folder is on sys.path)
@@ -70,11 +72,42 @@ def stale_cgroups(pid):
                 os.close(fd)
     return n
 
+def leftovers(pid):
+    """What a run could leave behind, counted from the host: processes under the daemon (its
+    held sandboxes among them), the daemon's descriptors, the mounts of the host's mount
+    namespace, the network namespaces any process is in (each held sandbox has one), and
+    cgroups that no live sandbox owns."""
+    nets = set()
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            nets.add(os.readlink(f"/proc/{p}/ns/net"))
+        except OSError:
+            continue
+    with open("/proc/self/mountinfo") as f:
+        mounts = sum(1 for _ in f)
+    return {"processes": len(descendants(pid)), "descriptors": len(os.listdir(f"/proc/{pid}/fd")),
+            "mounts": mounts, "network namespaces": len(nets), "unowned cgroups": stale_cgroups(pid)}
+
+def settled(pid, seconds=15):
+    """`leftovers` once two readings half a second apart agree (the pool refilling, the last
+    teardowns ending), or the last reading after `seconds`."""
+    last = leftovers(pid)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = leftovers(pid)
+        if now == last:
+            return now
+        last = now
+    return last
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("warden")
     ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--duration", type=int, default=60)
+    ap.add_argument("--duration", type=int, default=60, help="seconds of each case in a block")
+    ap.add_argument("--blocks", type=int, default=1,
+                    help="blocks of the load, each the daemon, the bare loop and the references in turn")
     ap.add_argument("--max-concurrent", type=int,
                     help="the daemon's --max-concurrent (unless given, its default: twice the CPUs)")
     ap.add_argument("--reference", action="append", default=[], metavar="NAME=COMMAND",
@@ -149,33 +182,40 @@ def main():
                              '  io.write(string.format("errors %d %d %d %d %d\\n", summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.status, summary.errors.timeout))\nend\n')
         warm = subprocess.run(["wrk", "-t2", "-c32", "-d5s", "--timeout", "30s", "-s", lua, f"http://{host}:{port}/v1/execute"],
                               capture_output=True, text=True)
+        left_before = settled(srv.pid)
         rss_before = rss_kb(srv.pid)
-        cg_before = stale_cgroups(srv.pid)
-        out = subprocess.run(["wrk", "-t2", "-c32", f"-d{a.duration}s", "--timeout", "30s", "--latency", "-s", lua,
-                              f"http://{host}:{port}/v1/execute"], capture_output=True, text=True).stdout
+        # The daemon and its baselines alternate block by block, so that a host that speeds up
+        # or slows down during the run moves them alike.
+        rates, bare, refs, errors, non2xx = [], [], {name: [] for name, _ in references}, [0] * 5, 0
+        for _ in range(a.blocks):
+            out = subprocess.run(["wrk", "-t2", "-c32", f"-d{a.duration}s", "--timeout", "30s", "--latency", "-s", lua,
+                                  f"http://{host}:{port}/v1/execute"], capture_output=True, text=True).stdout
+            rates.append(float(out.split("Requests/sec:")[1].split()[0]))
+            errors = [e + int(x) for e, x in zip(errors, out.split("errors ")[1].split()[:5])]
+            non2xx += int(out.split("Non-2xx or 3xx responses:")[1].split()[0]) if "Non-2xx" in out else 0
+            # Bare python3 loop, one worker per core, same duration.
+            bare.append(loop_rate(["/usr/bin/python3", "-c", "print(1)"], a.duration))
+            for name, argv in references:
+                refs[name].append(loop_rate(argv, a.duration))
         rss_after = rss_kb(srv.pid)
-        rate = float(out.split("Requests/sec:")[1].split()[0])
-        errors = [int(x) for x in out.split("errors ")[1].split()[:5]]
-        non2xx = int(out.split("Non-2xx or 3xx responses:")[1].split()[0]) if "Non-2xx" in out else 0
-        time.sleep(1)
-        leftover = len(descendants(srv.pid))
-        cg = stale_cgroups(srv.pid)
-        # Bare python3 loop, one worker per core, same duration.
-        bare = loop_rate(["/usr/bin/python3", "-c", "print(1)"], a.duration)
-        reference_rates = [(name, loop_rate(argv, a.duration)) for name, argv in references]
-        print(f"## Load: wrk, 32 connections, {a.duration} s, POST /v1/execute print(1)\n")
+        left_after = settled(srv.pid)
+        rate, bare_rate = statistics.mean(rates), statistics.mean(bare)
+        blocks = lambda xs: " ".join(f"{x:.1f}" for x in xs) + (f", mean {statistics.mean(xs):.1f}" if len(xs) > 1 else "")
+        print(f"## Load: wrk, 32 connections, {a.blocks} × {a.duration} s, POST /v1/execute print(1)\n")
         print("| measure | value |")
         print("|---|---|")
-        print(f"| executions per second (warden, isolated) | {rate:.1f} |")
-        print(f"| bare `python3 -c` per second, {os.cpu_count()} workers | {bare:.1f} |")
-        print(f"| ratio warden / bare | {rate / bare:.2f} |")
-        for name, ref in reference_rates:
-            print(f"| {name} per second, {os.cpu_count()} workers (/ bare; warden / it) | "
-                  f"{ref:.1f} ({ref / bare:.2f}; {rate / ref:.2f}) |")
+        print(f"| executions per second (warden, isolated), by block | {blocks(rates)} |")
+        print(f"| bare `python3 -c` per second, {os.cpu_count()} workers, by block | {blocks(bare)} |")
+        print(f"| ratio warden / bare | {rate / bare_rate:.2f} |")
+        for name, xs in refs.items():
+            ref = statistics.mean(xs)
+            print(f"| {name} per second, {os.cpu_count()} workers, by block (/ bare; warden / it) | "
+                  f"{blocks(xs)} ({ref / bare_rate:.2f}; {rate / ref:.2f}) |")
         print(f"| errors (connect, read, write, status, timeout) + non-2xx | {errors} + {non2xx} |")
         print(f"| daemon RSS before / after (KiB) | {rss_before} / {rss_after} |")
-        print(f"| left afterwards: processes under the daemon, unowned cgroups (before the run: {cg_before}) | {leftover}, {cg} |")
-        print("\nwrk latency distribution:\n```\n" + out.split("Latency Distribution")[1].split("\n\n")[0].strip() + "\n```" if "Latency Distribution" in out else "")
+        for what, before in left_before.items():
+            print(f"| {what}: before the load, after it | {before}, {left_after[what]} |")
+        print("\nwrk latency distribution (the last block):\n```\n" + out.split("Latency Distribution")[1].split("\n\n")[0].strip() + "\n```" if "Latency Distribution" in out else "")
     finally:
         srv.terminate()
         srv.wait()

@@ -11,8 +11,9 @@ raised to fit. Phases, each timed:
 2. one execution (`print(1)`) in every one of them, from CLIENTS clients;
 3. a live Python context in CONTEXTS of them (`x = <i>`), then a cell in each reading it back;
    the host's available memory before and after;
-4. destroy them all; then count what is left: processes under the daemon, the daemon's
-   descriptors, its cgroups, uid leases still held.
+4. destroy them all; then, the clients' connections closed, count what is left: processes
+   under the daemon, the daemon's descriptors (each named when their count differs from the
+   start's), uid leases still held.
 
 usage: scale.py WARDEN [--sandboxes 10000] [--contexts 2000] [--clients 8]
 """
@@ -212,9 +213,25 @@ def main():
         start = time.perf_counter()
         errors = fan_out(apis, ids, lambda api, sid: api.call("DELETE", f"/v1/sandboxes/{sid}"))
         print(f"destroyed {len(ids)} in {time.perf_counter() - start:.1f} s, errors {len(errors)} {errors[:2]}")
+        # The clients' keep-alive connections are the daemon's descriptors too: closed first.
+        for api in apis:
+            api.conn.close()
         time.sleep(2)
         left = descendants(pid)
         fds = len(os.listdir(f"/proc/{pid}/fd"))
+        if fds != fds0:
+            for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+                try:
+                    what = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if what == "anon_inode:[pidfd]":  # whose: the process and its command line
+                        with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                            of = [l.split()[1] for l in f if l.startswith("Pid:")][0]
+                        with open(f"/proc/{of}/environ", "rb") as f:
+                            mode = [v for v in f.read().split(b"\0") if v.startswith(b"WARDEN_JAIL_HELPER=")]
+                        what += f" of process {of} ({b' '.join(mode).decode() or 'no helper mode'})"
+                    print(f"  descriptor {fd}: {what}")
+                except (OSError, IndexError):
+                    pass
         held = 0
         for name in os.listdir("/run/warden/uids"):
             if not name.endswith(".record"):

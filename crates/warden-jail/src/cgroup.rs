@@ -425,16 +425,32 @@ impl Hierarchy {
         found
     }
 
-    /// Kills every process in the runs of helper `helper_pid` (a cancelled execution): its
-    /// supervisor then sees the sandbox end and tears it down as usual. Returns how many
-    /// processes were signalled.
-    /// The leaves of the runs of helper `helper_pid`, in every controller's hierarchy.
+    /// The leaves of the runs of helper `helper_pid`, in every controller's hierarchy. The
+    /// helper must be alive (or not yet reaped): its pid is its own only until then.
     pub fn runs_of(&self, helper_pid: u32) -> Vec<PathBuf> {
+        self.runs_made_before(helper_pid, f64::INFINITY)
+    }
+
+    /// The leaves of the runs of helper `helper_pid`, which ended (was reaped) at `ended_at`
+    /// on the monotonic clock ([`crate::monotonic_ms`]): once a helper is reaped a new one may
+    /// get its number, and only the time in a leaf's name (`supervisor::start`: made after the
+    /// helper started) tells their runs apart.
+    pub fn runs_of_ended(&self, helper_pid: u32, ended_at: f64) -> Vec<PathBuf> {
+        self.runs_made_before(helper_pid, ended_at)
+    }
+
+    fn runs_made_before(&self, helper_pid: u32, before_ms: f64) -> Vec<PathBuf> {
         let prefix = format!("run-{helper_pid}-");
         let mut found = Vec::new();
         for parent in self.parents() {
             for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let name = entry.file_name();
+                let Some(made) = name.to_string_lossy().strip_prefix(&prefix).map(made_at_ms)
+                else {
+                    continue;
+                };
+                // A name without a time (not made by `supervisor::start`) counts as made before.
+                if made.is_none_or(|ms| ms < before_ms) {
                     found.push(entry.path());
                 }
             }
@@ -508,23 +524,17 @@ impl Hierarchy {
         Ok(changed)
     }
 
+    /// Kills every process in the runs of helper `helper_pid` (a cancelled execution): its
+    /// supervisor then sees the sandbox end and tears it down as usual. Returns how many
+    /// processes were signalled.
     pub fn kill_runs_of(&self, helper_pid: u32) -> usize {
-        let prefix = format!("run-{helper_pid}-");
-        let mut killed = 0;
-        for parent in self.parents() {
-            for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
-                if !entry.file_name().to_string_lossy().starts_with(&prefix) {
-                    continue;
-                }
-                for pid in procs(&entry.path()) {
-                    // SAFETY: kill with integers.
-                    if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-                        killed += 1;
-                    }
-                }
-            }
-        }
-        killed
+        kill_in(&self.runs_of(helper_pid))
+    }
+
+    /// [`Hierarchy::kill_runs_of`] for a helper that ended at `ended_at`
+    /// ([`Hierarchy::runs_of_ended`]): a new helper's runs under the same number are spared.
+    pub fn kill_runs_of_ended(&self, helper_pid: u32, ended_at: f64) -> usize {
+        kill_in(&self.runs_of_ended(helper_pid, ended_at))
     }
 
     /// The folders of Warden's parent cgroup, to find leftovers.
@@ -728,6 +738,28 @@ fn procs(path: &Path) -> Vec<libc::pid_t> {
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect()
+}
+
+/// When the leaf named `run-<helper>-<suffix>` was made, from its suffix (`supervisor::start`:
+/// the monotonic clock in nanoseconds, in hex), in milliseconds; `None` for another suffix.
+fn made_at_ms(suffix: &str) -> Option<f64> {
+    u64::from_str_radix(suffix, 16)
+        .ok()
+        .map(|ns| ns as f64 / 1e6)
+}
+
+/// Kills every process in `leaves`; how many were signalled.
+fn kill_in(leaves: &[PathBuf]) -> usize {
+    let mut killed = 0;
+    for leaf in leaves {
+        for pid in procs(leaf) {
+            // SAFETY: kill with integers.
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                killed += 1;
+            }
+        }
+    }
+    killed
 }
 
 fn rmdir_retrying(path: &Path) -> Result<(), CgroupError> {
@@ -964,6 +996,34 @@ mod tests {
         assert!(!tmp.path().join("memory/warden/run-1-dead").exists());
         assert!(!h.has_stale());
         drop(live);
+    }
+
+    #[test]
+    fn an_ended_helpers_runs_are_told_from_a_new_helper_with_its_number_by_their_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = v1_under(tmp.path(), false);
+        // Names as `supervisor::start` makes them: the monotonic clock in ns, in hex.
+        let name = |ms: u64| format!("run-7-{:x}", ms * 1_000_000);
+        let old = h.create(&name(1_000), false).unwrap();
+        let new = h.create(&name(3_000), false).unwrap();
+        let other = h
+            .create(&name(500).replace("run-7-", "run-70-"), false)
+            .unwrap();
+        let leaves = |paths: Vec<PathBuf>| {
+            let mut names: Vec<String> = paths
+                .iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names.dedup();
+            (paths.len(), names)
+        };
+        // Helper 7 reaped at 2 s: its run, in each of the three hierarchies, and not the
+        // run a new helper 7 made at 3 s, nor helper 70's.
+        assert_eq!(leaves(h.runs_of_ended(7, 2_000.0)), (3, vec![name(1_000)]));
+        assert_eq!(leaves(h.runs_of(7)), (6, vec![name(1_000), name(3_000)]));
+        assert_eq!(h.kill_runs_of_ended(7, 2_000.0), 0);
+        drop((old, new, other));
     }
 
     #[test]

@@ -181,6 +181,8 @@ pub(crate) async fn exec_helper(
                 .await
                 .ok()
                 .and_then(Result::ok)
+                // When it was reaped: its number may be another helper's from then on.
+                .map(|status| (status, crate::monotonic_ms()))
         };
         if died.is_none()
             && (!cancelled
@@ -193,18 +195,18 @@ pub(crate) async fn exec_helper(
         let _ = child.wait().await;
         // Killed by a signal, that is (a helper that exits with a status ended by its own
         // fault: an internal error, as before).
-        if let Some(status) = died
+        if let Some((status, ended_at)) = died
             && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
             && matches!(result, Err(BackendError::Internal(_)))
         {
             // Its sandbox's processes are dying with it; make sure, then remove its leaves
-            // once they are empty.
+            // once they are empty. Only its own: a helper started since may have its number.
             let _ = blocking(move || {
                 if let (Some(pid), Ok(h)) = (helper_pid, Hierarchy::detect()) {
                     for _ in 0..100 {
-                        h.kill_runs_of(pid);
+                        h.kill_runs_of_ended(pid, ended_at);
                         h.remove_stale();
-                        if h.runs_of(pid).is_empty() {
+                        if h.runs_of_ended(pid, ended_at).is_empty() {
                             break;
                         }
                         std::thread::sleep(Duration::from_millis(20));

@@ -127,12 +127,13 @@ fi
 # The daemon: HTTP exec latency against `warden run`, and a 32-connection load run, with the
 # loop rates of bwrap, of bwrap through the wrapper and of bwrap in the jail's cgroup leaves
 # beside it (issue 24, point 2: what a sandbox without HTTP, policies, Landlock or seccomp does).
-# Set DAEMON_ROUNDS / LOAD_SECONDS to change; LOAD_SECONDS=0 skips the daemon part.
+# Set DAEMON_ROUNDS / LOAD_SECONDS / LOAD_BLOCKS (the load and its loops in turn, that many
+# times) to change; LOAD_SECONDS=0 skips the daemon part.
 if [ "${LOAD_SECONDS:-60}" != 0 ]; then
   references=()
   for r in "${bwrap_references[@]}"; do references+=(--reference "$r"); done
   python3 bench/daemon.py "$warden" --rounds "${DAEMON_ROUNDS:-200}" --duration "${LOAD_SECONDS:-60}" \
-    "${references[@]}"
+    --blocks "${LOAD_BLOCKS:-1}" "${references[@]}"
 fi
 
 # Extra start-up of a networked sandbox (issue 9): the same `true.sh` in an offline profile and

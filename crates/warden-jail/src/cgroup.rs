@@ -433,14 +433,14 @@ impl Hierarchy {
 
     /// The leaves of the runs of helper `helper_pid`, which ended (was reaped) at `ended_at`
     /// on the monotonic clock ([`crate::monotonic_ms`]): once a helper is reaped a new one may
-    /// get its number, and only the time in a leaf's name (`supervisor::start`: made after the
-    /// helper started) tells their runs apart.
+    /// get its number, and only the time in a leaf's name ([`run_name`]) tells their runs
+    /// apart.
     pub fn runs_of_ended(&self, helper_pid: u32, ended_at: f64) -> Vec<PathBuf> {
         self.runs_made_before(helper_pid, ended_at)
     }
 
     fn runs_made_before(&self, helper_pid: u32, before_ms: f64) -> Vec<PathBuf> {
-        let prefix = format!("run-{helper_pid}-");
+        let prefix = runs_prefix(helper_pid);
         let mut found = Vec::new();
         for parent in self.parents() {
             for entry in fs::read_dir(&parent).into_iter().flatten().flatten() {
@@ -449,7 +449,7 @@ impl Hierarchy {
                 else {
                     continue;
                 };
-                // A name without a time (not made by `supervisor::start`) counts as made before.
+                // A name without a time (not made by `run_name`) counts as made before.
                 if made.is_none_or(|ms| ms < before_ms) {
                     found.push(entry.path());
                 }
@@ -462,7 +462,7 @@ impl Hierarchy {
     /// they are, unaware, and keep their memory — and waits until the kernel says it is done.
     /// Returns how many runs were changed. A frozen process cannot die: thaw before killing.
     pub fn freeze_runs_of(&self, helper_pid: u32, frozen: bool) -> Result<usize, CgroupError> {
-        let prefix = format!("run-{helper_pid}-");
+        let prefix = runs_prefix(helper_pid);
         let (parent, file, value, done): (PathBuf, &str, &str, fn(&str) -> bool) = match self {
             Hierarchy::V1 { freezer: None, .. } => {
                 return Err(CgroupError::ControllerMissing {
@@ -740,8 +740,21 @@ fn procs(path: &Path) -> Vec<libc::pid_t> {
         .collect()
 }
 
-/// When the leaf named `run-<helper>-<suffix>` was made, from its suffix (`supervisor::start`:
-/// the monotonic clock in nanoseconds, in hex), in milliseconds; `None` for another suffix.
+/// The start of the names of helper `helper_pid`'s run leaves.
+fn runs_prefix(helper_pid: u32) -> String {
+    format!("run-{helper_pid}-")
+}
+
+/// The name of a run's leaves, made by helper `helper_pid` at `at_ms` on the monotonic clock
+/// ([`crate::monotonic_ms`]): the helper's pid, so that its runs are found while it lives,
+/// and the time, so that they are told from a later helper's with the same pid once it is
+/// reaped ([`Hierarchy::runs_of_ended`]).
+pub(crate) fn run_name(helper_pid: u32, at_ms: f64) -> String {
+    format!("{}{:x}", runs_prefix(helper_pid), (at_ms * 1e6) as u64)
+}
+
+/// When the leaf named `run-<helper>-<suffix>` was made ([`run_name`]: the monotonic clock in
+/// nanoseconds, in hex), in milliseconds; `None` for another suffix.
 fn made_at_ms(suffix: &str) -> Option<f64> {
     u64::from_str_radix(suffix, 16)
         .ok()
@@ -1002,13 +1015,10 @@ mod tests {
     fn an_ended_helpers_runs_are_told_from_a_new_helper_with_its_number_by_their_time() {
         let tmp = tempfile::tempdir().unwrap();
         let h = v1_under(tmp.path(), false);
-        // Names as `supervisor::start` makes them: the monotonic clock in ns, in hex.
-        let name = |ms: u64| format!("run-7-{:x}", ms * 1_000_000);
-        let old = h.create(&name(1_000), false).unwrap();
-        let new = h.create(&name(3_000), false).unwrap();
-        let other = h
-            .create(&name(500).replace("run-7-", "run-70-"), false)
-            .unwrap();
+        let name = |ms: f64| run_name(7, ms);
+        let old = h.create(&name(1_000.0), false).unwrap();
+        let new = h.create(&name(3_000.0), false).unwrap();
+        let other = h.create(&run_name(70, 500.0), false).unwrap();
         let leaves = |paths: Vec<PathBuf>| {
             let mut names: Vec<String> = paths
                 .iter()
@@ -1020,8 +1030,14 @@ mod tests {
         };
         // Helper 7 reaped at 2 s: its run, in each of the three hierarchies, and not the
         // run a new helper 7 made at 3 s, nor helper 70's.
-        assert_eq!(leaves(h.runs_of_ended(7, 2_000.0)), (3, vec![name(1_000)]));
-        assert_eq!(leaves(h.runs_of(7)), (6, vec![name(1_000), name(3_000)]));
+        assert_eq!(
+            leaves(h.runs_of_ended(7, 2_000.0)),
+            (3, vec![name(1_000.0)])
+        );
+        assert_eq!(
+            leaves(h.runs_of(7)),
+            (6, vec![name(1_000.0), name(3_000.0)])
+        );
         assert_eq!(h.kill_runs_of_ended(7, 2_000.0), 0);
         drop((old, new, other));
     }

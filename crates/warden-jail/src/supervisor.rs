@@ -171,11 +171,7 @@ impl std::fmt::Debug for Started {
 /// everything inside (inotify instances, processes, pending signals, message queues,
 /// namespaces…) to that uid on the host, never to root's, which every sandbox would share.
 pub fn start(host_uid: Option<u32>) -> Result<Started, JailError> {
-    let cgroup_name = format!(
-        "run-{}-{:x}",
-        std::process::id(),
-        (crate::monotonic_ms() * 1e6) as u64
-    );
+    let cgroup_name = crate::cgroup::run_name(std::process::id(), crate::monotonic_ms());
     let (out_r, out_w) = sys::pipe().map_err(os("pipe"))?;
     let (err_r, err_w) = sys::pipe().map_err(os("pipe"))?;
     let (in_r, in_w) = sys::pipe().map_err(os("pipe"))?;
@@ -405,15 +401,14 @@ pub(crate) fn launch(
             // Init's end closed: at end of file, or with ECONNRESET when it ended with the
             // network namespace sent to it still unread (it ended at a step before "enter
             // network namespace"). Either way the step that ended it says why.
-            Ok(None) => {
-                let e = JailError::Setup {
-                    step: "hand over workspace".into(),
-                    message: "init ended before it handed over the code folder".into(),
+            failed => {
+                let e = match failed {
+                    Err(e) => os("receive the code folder")(e),
+                    _ => JailError::Setup {
+                        step: "hand over workspace".into(),
+                        message: "init ended before it handed over the code folder".into(),
+                    },
                 };
-                return Err(self::init_gone(pid, status_r.as_fd(), plan, e));
-            }
-            Err(e) => {
-                let e = os("receive the code folder")(e);
                 return Err(self::init_gone(pid, status_r.as_fd(), plan, e));
             }
         };
